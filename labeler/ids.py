@@ -1,0 +1,19 @@
+"""Stable identifiers: the same content gives the same id on every run and machine."""
+
+from __future__ import annotations
+
+import hashlib
+
+_SEPARATOR = "\x1f"  # unit separator: cannot collide with ordinary text boundaries
+
+
+def stable_id(*parts: str, length: int = 16) -> str:
+    """Hex digest of the parts, joined unambiguously."""
+    digest = hashlib.sha256(_SEPARATOR.join(parts).encode("utf-8")).hexdigest()
+    return digest[:length]
+
+
+def derived_seed(base_seed: int, *parts: str) -> int:
+    """A per-request sampling seed that depends only on ids, never on batch order or worker."""
+    digest = hashlib.sha256(_SEPARATOR.join((str(base_seed), *parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF

@@ -1,0 +1,70 @@
+"""The records that flow through a labeling job, from input row to labelled solution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One input row after a preset has read it, before any model work.
+
+    `steps` is None when the row carries only a problem: the job samples
+    solutions for it first (Math-Shepherd's generator stage).
+    """
+
+    row_index: int  # 0-based position in the input
+    problem_id: str
+    problem: str
+    reference_answer: str
+    steps: tuple[str, ...] | None
+    source: str  # preset name, e.g. "gsm8k"
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A step-by-step solution to label: every prefix s1..si gets rollouts."""
+
+    problem_id: str
+    solution_id: str
+    problem: str
+    reference_answer: str
+    steps: tuple[str, ...]
+    source: str
+    row_index: int
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    """An input row (or a solution) the job refused, with the reason, never dropped silently."""
+
+    row_index: int
+    field: str
+    reason: str
+    problem_id: str | None = None
+    raw: str = ""  # the row as JSON text, truncated, so users can find and fix it
+
+
+class RowError(ValueError):
+    """A problem with one row: names the field so the message can point at it."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass
+class StepCounts:
+    """Rollout outcomes of one step's prefix."""
+
+    n_correct: int = 0
+    n_rollouts: int = 0
+    tokens: int = 0
+    measured_by: str = "rollouts"  # "rollouts" or "final_answer" (the step states the answer)
+
+
+@dataclass
+class LabelledSolution:
+    solution: Solution
+    steps: list[StepCounts] = field(default_factory=list)
