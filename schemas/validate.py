@@ -1,0 +1,65 @@
+"""Checks run on every table before it is written: the schema, and the invariants of the labels."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.tables import (
+    LABEL_METHODS,
+    LABELS_SCHEMA,
+    REJECTED_SCHEMA,
+    ROLLOUTS_SCHEMA,
+    VERDICTS,
+    SchemaError,
+)
+
+
+def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
+    if not table.schema.equals(expected, check_metadata=False):
+        raise SchemaError(f"{name} table does not match schema: got {table.schema}, expected {expected}")
+    for field in expected:
+        if not field.nullable and table.column(field.name).null_count:
+            raise SchemaError(f"{name}.{field.name} has nulls")
+
+
+def validate_labels(table: pa.Table) -> None:
+    _check_schema(table, LABELS_SCHEMA, "labels")
+    rows = table.select(
+        ["solution_id", "steps", "soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method", "first_error"]
+    ).to_pylist()
+    seen: set[str] = set()
+    for row in rows:
+        where = f"labels row solution_id={row['solution_id']}"
+        if row["solution_id"] in seen:
+            raise SchemaError(f"{where}: duplicate solution_id")
+        seen.add(row["solution_id"])
+        k = len(row["steps"])
+        if k == 0:
+            raise SchemaError(f"{where}: no steps")
+        for column in ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method"):
+            if len(row[column]) != k:
+                raise SchemaError(f"{where}: {column} has {len(row[column])} entries for {k} steps")
+        for i, (soft, hard, correct, total, method) in enumerate(
+            zip(row["soft_labels"], row["hard_labels"], row["n_correct"], row["n_rollouts"], row["label_method"])
+        ):
+            if total < 1 or not 0 <= correct <= total:
+                raise SchemaError(f"{where} step {i}: n_correct={correct} n_rollouts={total}")
+            if abs(soft - correct / total) > 1e-9 or hard != (correct > 0):
+                raise SchemaError(f"{where} step {i}: labels disagree with counts")
+            if method not in LABEL_METHODS:
+                raise SchemaError(f"{where} step {i}: unknown label_method {method!r}")
+        expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if not hard), -1)
+        if row["first_error"] != expected_first_error:
+            raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
+
+
+def validate_rollouts(table: pa.Table) -> None:
+    _check_schema(table, ROLLOUTS_SCHEMA, "rollouts")
+    verdicts = set(pc.unique(table.column("verdict")).to_pylist())
+    if not verdicts <= set(VERDICTS):
+        raise SchemaError(f"rollouts.verdict has unknown values {sorted(verdicts - set(VERDICTS))}")
+
+
+def validate_rejected(table: pa.Table) -> None:
+    _check_schema(table, REJECTED_SCHEMA, "rejected")

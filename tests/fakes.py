@@ -1,0 +1,56 @@
+"""A deterministic test double of the Generator, for unit tests of the labeling logic only.
+
+Completions depend on the prefix text and the request seed, never on batch order: a prefix whose
+text contains the marker WRONG leads every completion to a wrong answer; otherwise rollout r of a
+request is correct unless (seed + r) % 3 == 0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from labeler.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
+
+WRONG_MARKER = "WRONG"
+
+
+class ScriptedGenerator:
+    model_name = "scripted-test-double"
+
+    def __init__(self, answers: dict[str, str], fail_when: str | None = None, sampled_solution: str | None = None):
+        self.answers = answers  # problem text -> reference answer
+        self.fail_when = fail_when  # requests whose prefix starts with this get an error result
+        self.sampled_solution = sampled_solution  # text returned for whole-solution requests ("{answer}" filled in)
+        self.calls: list[int] = []  # number of requests in each generate call
+
+    def _answer(self, request: GenerationRequest) -> str:
+        for problem, answer in self.answers.items():
+            if request.user_message.startswith(problem.strip()):
+                return answer
+        raise KeyError(f"unknown problem in {request.user_message[:60]!r}")
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        self.calls.append(len(requests))
+        results = []
+        for request in requests:
+            if self.fail_when and request.assistant_prefix.startswith(self.fail_when):
+                results.append(GenerationResult((), error="prompt too long"))
+                continue
+            answer = self._answer(request)
+            completions = []
+            for r in range(request.n):
+                if not request.assistant_prefix and self.sampled_solution is not None:
+                    text = self.sampled_solution.format(answer=answer)
+                elif WRONG_MARKER in request.assistant_prefix or (request.seed + r) % 3 == 0:
+                    text = f"So it is {_wrong(answer)}.\n\nThe answer is: {_wrong(answer)}"
+                else:
+                    text = f"Continuing.\n\nThe answer is: {answer}"
+                completions.append(Completion(text, tokens=len(text.split()), finish_reason="stop"))
+            results.append(GenerationResult(tuple(completions)))
+        return results
+
+
+def _wrong(answer: str) -> str:
+    number = re.sub(r"[^0-9]", "", answer) or "0"
+    return str(int(number) + 1)

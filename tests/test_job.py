@@ -1,0 +1,187 @@
+"""The job's planning, commit and resume logic, on the deterministic test-double generator."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.checker import AnswerChecker
+from labeler.config import LabelConfig
+from labeler.job import run_job
+from labeler.manifest import ConfigMismatchError
+from tests.conftest import write_jsonl
+from tests.fakes import WRONG_MARKER, ScriptedGenerator
+
+PROBLEMS = {f"What is {i} plus {i}?": str(2 * i) for i in range(1, 12)}
+
+
+def input_rows() -> list[dict]:
+    rows = []
+    for k, (problem, answer) in enumerate(PROBLEMS.items()):
+        first = f"{answer} is the sum." + (f" {WRONG_MARKER}" if k % 4 == 0 else "")
+        rows.append({"id": f"q{k}", "problem": problem, "answer": answer, "steps": [first, "Check it.", f"The answer is: {answer}"]})
+    rows.insert(3, {"id": "bad", "problem": "What is 1 plus 1?", "steps": ["x"]})  # no answer: rejected
+    return rows
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with AnswerChecker(timeout_s=5) as checker:
+        yield checker
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    path = write_jsonl(tmp_path / "input.jsonl", input_rows())
+    with open(path, "a") as handle:
+        handle.write("{not json\n")  # malformed line: rejected, the job goes on
+    return path
+
+
+def config(dataset: Path, output: Path, **overrides) -> LabelConfig:
+    settings = dict(input=str(dataset), output=str(output), model="scripted", rollouts=4, shard_size=3, seed=7)
+    return LabelConfig(**{**settings, **overrides})
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class CrashingGenerator(ScriptedGenerator):
+    """Dies on its n-th generate call, like a killed process would, after earlier units committed."""
+
+    def __init__(self, answers, crash_on_call: int):
+        super().__init__(answers)
+        self.crash_on_call = crash_on_call
+
+    def generate(self, requests, sampling):
+        if len(self.calls) + 1 == self.crash_on_call:
+            raise Crash("engine died")
+        return super().generate(requests, sampling)
+
+
+def run(cfg: LabelConfig, checker, generator=None, **kwargs):
+    generator = generator or ScriptedGenerator(PROBLEMS)
+    return run_job(cfg, generator_factory=lambda: generator, checker=checker, model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
+
+
+def read_labels(output: Path) -> list[dict]:
+    return pq.read_table(output / "labels").sort_by("row_index").to_pylist()
+
+
+def test_job_writes_labels_rollouts_rejected_and_manifest(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    summary = run(config(dataset, out), checker)
+    labels = read_labels(out)
+    assert [row["problem_id"] for row in labels] == [f"q{k}" for k in range(11)]
+    assert summary.solutions == 11 and summary.steps == 33
+    for row in labels:
+        assert row["n_rollouts"] == [4, 4, 1]
+        wrong_first = WRONG_MARKER in row["steps"][0]
+        assert (row["n_correct"][0] == 0) == wrong_first
+        assert row["first_error"] == (0 if wrong_first else -1)
+    rollouts = pq.read_table(out / "rollouts").to_pylist()
+    assert len(rollouts) == 11 * (4 + 4 + 1)
+    rejected = pq.read_table(out / "rejected").to_pylist()
+    assert sorted((r["row_index"], r["field"]) for r in rejected) == [(3, "answer"), (12, "row")]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["totals"]["units_committed"] == manifest["totals"]["units"] == 4
+    assert manifest["totals"]["solutions"] == 11
+    assert manifest["input"]["rows_read"] == 13 and manifest["input"]["rows_rejected"] == 2
+    assert manifest["config"]["rollouts"] == 4 and manifest["config_hash"]
+    assert {"prm_labeler", "pyarrow"} <= set(manifest["versions"])
+
+
+def test_labels_read_with_datasets_as_is(dataset, tmp_path, checker):
+    import datasets
+
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    loaded = datasets.load_dataset("parquet", data_files=str(out / "labels" / "*.parquet"), split="train")
+    assert loaded.num_rows == 11
+    assert set(loaded.column_names) >= {"problem_id", "solution_id", "steps", "soft_labels", "hard_labels", "n_correct", "n_rollouts", "first_error"}
+
+
+def test_rerun_of_a_finished_job_runs_nothing(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "labels").iterdir()}
+    generator = ScriptedGenerator(PROBLEMS)
+    summary = run(config(dataset, out), checker, generator)
+    assert generator.calls == [] and summary.units_run_now == 0 and summary.solutions == 11
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "labels").iterdir()} == before
+
+
+def test_crash_then_resume_gives_every_solution_exactly_once(dataset, tmp_path, checker):
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    run(config(dataset, reference), checker)
+    with pytest.raises(Crash):
+        run(config(dataset, out), checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
+    committed = {p.name: p.read_bytes() for p in (out / "labels").iterdir()}
+    assert len(committed) == 2
+    # leftovers of a crash between shard rename and manifest commit, and a stray temp file
+    (out / "labels" / "part-00002.parquet").write_bytes(b"partial")
+    (out / "labels" / ".part-00003.parquet.tmp").write_bytes(b"partial")
+    summary = run(config(dataset, out), checker)
+    assert summary.units_run_now == 2
+    for name, content in committed.items():
+        assert (out / "labels" / name).read_bytes() == content  # committed shards untouched
+    assert sorted(p.name for p in (out / "labels").iterdir()) == [f"part-{i:05d}.parquet" for i in range(4)]
+    resumed, expected = read_labels(out), read_labels(reference)
+    assert [r["solution_id"] for r in resumed] == [r["solution_id"] for r in expected]
+    strip = lambda rows: [{k: v for k, v in r.items()} for r in rows]  # noqa: E731
+    assert strip(resumed) == strip(expected)
+
+
+def test_same_directory_with_other_settings_is_refused(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    with pytest.raises(ConfigMismatchError, match="rollouts"):
+        run(config(dataset, out, rollouts=2), checker)
+    summary = run(config(dataset, out, rollouts=2), checker, overwrite=True)
+    assert summary.units_run_now == 4
+    assert read_labels(out)[0]["n_rollouts"] == [2, 2, 1]
+
+
+def test_engine_settings_do_not_block_resume(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    summary = run(config(dataset, out, dtype="float32", max_model_len=512), checker)
+    assert summary.units_run_now == 0
+
+
+def test_changed_input_is_refused(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    rows = input_rows()
+    rows[0]["steps"][1] = "Another check."
+    changed = write_jsonl(dataset, rows)
+    with pytest.raises(ConfigMismatchError, match="different input"):
+        run(config(changed, out), checker)
+
+
+def test_problem_only_rows_get_sampled_solutions(tmp_path, checker):
+    rows = [{"problem": problem, "answer": answer} for problem, answer in list(PROBLEMS.items())[:3]]
+    dataset = write_jsonl(tmp_path / "problems.jsonl", rows)
+    generator = ScriptedGenerator(PROBLEMS, sampled_solution="First we add.\n\nThen we check.\n\nThe answer is: {answer}")
+    out = tmp_path / "out"
+    run(config(dataset, out, preset="math", solutions_per_problem=2, shard_size=4), checker, generator)
+    labels = read_labels(out)
+    assert len(labels) == 6
+    assert len({r["solution_id"] for r in labels}) == 6
+    assert all(r["steps"] == ["First we add.", "Then we check.", r["steps"][2]] for r in labels)
+    assert all(r["n_rollouts"] == [4, 4, 1] for r in labels)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["totals"]["generated_tokens"] > sum(r["generated_tokens"] for r in labels)  # sampling tokens counted too
+
+
+def test_solutions_the_engine_cannot_run_are_rejected_not_dropped(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    generator = ScriptedGenerator(PROBLEMS, fail_when="6 is the sum")
+    run(config(dataset, out), checker, generator)
+    labels = read_labels(out)
+    assert len(labels) == 10
+    rejected = pq.read_table(out / "rejected").to_pylist()
+    generation = [r for r in rejected if r["stage"] == "generation"]
+    assert len(generation) == 1 and generation[0]["problem_id"] == "q2" and "prompt too long" in generation[0]["reason"]

@@ -1,0 +1,1 @@
+"""Execution: the vLLM generator, model provisioning, and the executors that run labeling units."""

