@@ -134,38 +134,75 @@ def _last_boxed(text: str) -> tuple[int, str] | None:
 
 
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?|the\s+answer\s*(?:is\s*:?|:)|\banswer\s*(?:is\s*:?|:))",
+    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?|\banswer\s*(?:is\s*:?|:|=))",
     re.IGNORECASE,
 )
-_HASHES = re.compile(r"####")
+_MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+
+
+def _looks_like_prose(content: str) -> bool:
+    plain = re.sub(r"\\[A-Za-z]+(?:\{[^{}]*\})?", " ", content)
+    return len(re.findall(r"[A-Za-z]{3,}", plain)) > 3 or bool(re.search(r"[.!?]\s+[A-Z]", content))
+
+
+def _math_segment_at(text: str, pos: int, max_len: int = 4 * 2_000) -> tuple[str, int] | None:
+    """(content, end) of the math segment opening at text[pos] ($$..$$, \\[..\\], \\(..\\), $..$)."""
+    for opener, closer in _MATH_OPENERS:
+        if text.startswith(opener, pos):
+            if opener == "$" and text.startswith("$$", pos):
+                continue
+            start = pos + len(opener)
+            end = text.find(closer, start, start + max_len)
+            if opener == "$":
+                # inline dollars stay on one line and a currency sign ("$7.00 in change") has no partner
+                nl = text.find("\n", start, end if end >= 0 else start + max_len)
+                if nl >= 0:
+                    return None
+            if end < 0:
+                return None
+            content = text[start:end]
+            if opener == "$" and _looks_like_prose(content):
+                return None  # two currency signs ("$5. She pays $"), not math
+            return content, end + len(closer)
+    return None
+
+
+_SENTENCE_END = re.compile(r"(?<!\d)\.(?=\s|$)|\d\.(?=\s+[A-Z]|\s*$)|[!?](?=\s|$)|\n")
+
+
+def _first_sentence(s: str) -> str:
+    m = _SENTENCE_END.search(s)
+    return s[: m.start() + (1 if m and s[m.start()].isdigit() else 0)] if m else s
 
 
 def _clean_phrase_tail(tail: str) -> str | None:
-    """The answer part of the text after an answer phrase: up to the end of the line/sentence."""
-    tail = tail.lstrip(" \t*:")
+    """The answer after an answer phrase: a math segment right after it, else the rest of the
+    sentence ("The answer is 18 dollars." -> "18 dollars")."""
+    stripped = tail.lstrip(" \t*:")
+    if stripped.startswith("\n"):
+        # "The final answer is\n\[ ... \]": only a display right below the phrase counts.
+        stripped = stripped.lstrip()
+        if not stripped.startswith(("\\[", "$$", "\\(", "$", "\\boxed", "\\fbox")):
+            return None
+    tail = stripped
+    seg = _math_segment_at(tail, 0)
+    if seg is not None:
+        content, end = seg
+        rest = _first_sentence(tail[end:]).strip()
+        # "$5$ dollars" -> keep short unit words, they are stripped in normalisation.
+        if rest and re.fullmatch(r"[A-Za-z][A-Za-z ]{0,30}[.!]?", rest) and not re.search(r"\bI hope\b", rest):
+            content = content + " " + rest.rstrip(".!")
+        return content.strip() or None
     line = tail.split("\n", 1)[0]
-    # A math segment right after the phrase is the answer: "is $\frac{1}{2}$." / "is \(5\)".
-    m = re.match(r"(\$\$?|\\\(|\\\[)", line)
-    if m:
-        opener = m.group(1)
-        closer = {"$": "$", "$$": "$$", "\\(": "\\)", "\\[": "\\]"}[opener]
-        end = line.find(closer, len(opener))
-        if end > 0:
-            seg = line[len(opener) : end]
-            rest = line[end + len(closer) :].strip()
-            # "$5$ dollars" -> keep the unit words, they are stripped in normalisation.
-            if rest and re.match(r"^[A-Za-z][A-Za-z ]{0,30}[.!]?$", rest) and not re.search(r"\bI hope\b", rest):
-                seg = seg + " " + rest.rstrip(".!")
-            return seg.strip() or None
-    # Sentence end: ". " or "." at the end, but not a decimal point; "I hope it is correct".
-    line = re.split(r"\.\s+I hope it is correct|\s+I hope it is correct", line, maxsplit=1)[0]
-    cut = re.search(r"(?<!\d)\.(?:\s|$)|\.(?=\s|$)|(?<=\S)\s+(?:because|since|which|as)\s", line)
+    line = re.split(r"\.?\s*I hope it is correct", line, maxsplit=1)[0]
+    line = _first_sentence(line)
+    cut = re.search(r"(?<=\S)\s*,?\s+(?:because|since|which|as|so)\s", line)
     if cut:
         line = line[: cut.start()]
     line = line.strip().strip("*").strip()
-    if line.endswith("."):
+    if line.endswith(".") and not re.search(r"\d\.$", line):
         line = line[:-1]
-    return line or None
+    return line.strip() or None
 
 
 def _last_phrase(text: str) -> tuple[int, str] | None:
@@ -188,20 +225,118 @@ def _last_phrase(text: str) -> tuple[int, str] | None:
     return best
 
 
-_NUMBER_IN_TEXT = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
+_CONCLUSION_CUE = re.compile(
+    r"(?:\b(?:is|are|was|were|be|equals?|becomes?)|=|:)\s*(?:approximately|about|exactly|simply|just|equal\s+to|given\s+by)?\s*:?\s*$",
+    re.IGNORECASE,
+)
+_CONCLUSION_START = re.compile(
+    r"^\W*(?:therefore|thus|so|hence|finally|consequently|in\s+conclusion|in\s+summary|overall)\b", re.IGNORECASE
+)
+_MATH_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\[|\\\(")
+_BOLD_RE = re.compile(r"\*\*([^*\n]{1,120})\*\*")
+
+
+def _math_segments(text: str) -> list[tuple[int, int, str]]:
+    """Math segments of a (short) text, in order: (start, end, content)."""
+    out = []
+    pos = 0
+    while True:
+        m = _MATH_OPEN_RE.search(text, pos)
+        if m is None:
+            return out
+        seg = _math_segment_at(text, m.start())
+        if seg is None:
+            pos = m.end()
+            continue
+        out.append((m.start(), seg[1], seg[0]))
+        pos = seg[1]
+
+
+def _sentence_start(before: str) -> int:
+    return max(before.rfind(". "), before.rfind(".\n"), before.rfind("\n"), before.rfind("\\]") + 1,
+               before.rfind("? "), before.rfind("! ")) + 1
+
+
+def _last_paragraph(text: str) -> tuple[int, str]:
+    end = len(text.rstrip())
+    base = max(0, end - 3000)
+    cut = max(text.rfind("\n\n", base, end), text.rfind("\n \n", base, end))
+    start = cut + 1 if cut >= 0 else base
+    return start, text[start:end]
+
+
+def _last_conclusion(text: str) -> tuple[int, str] | None:
+    """An answer stated in the closing paragraph without a box or answer phrase:
+    "Therefore, the area is \\(\\frac{8\\pi}{5}\\) square units." / "Thus, $\\cos x = -\\frac{24}{25}$." /
+    "the least possible sum is **14**." The math (or bold) segment must follow a cue ("is", "=", ":",
+    or a sentence opening "Therefore,") and end its sentence; a sentence that opens with
+    "Therefore/Thus/So/..." outranks one that does not."""
+    base, para = _last_paragraph(text)
+    cands = [(s, e, c) for s, e, c in _math_segments(para)]
+    cands += [(m.start(), m.end(), m.group(1)) for m in _BOLD_RE.finditer(para) if re.search(r"[\d\\]", m.group(1))]
+    best = None
+    for start, end, content in cands:
+        before = para[:start].rstrip()
+        sentence = before[_sentence_start(before):]
+        lead = sentence
+        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
+            continue
+        after = _first_sentence(para[end:].lstrip())
+        if content.rstrip().endswith((",", ";")):
+            continue  # the sentence goes on
+        if len(re.findall(r"[A-Za-z]{2,}", after)) > 3 or _MATH_OPEN_RE.search(after) or "**" in after:
+            continue
+        content = content.strip().strip("*").strip()
+        if not content:
+            continue
+        rank = 1 if (_CONCLUSION_START.search(sentence) or re.search(r"answer|final", sentence, re.IGNORECASE)) else 0
+        key = (rank, start)
+        if best is None or key > best[0]:
+            best = (key, (base + start, content))
+    return best[1] if best else None
+
+
+# Numbers of prose, not exponents, subscripts or coefficients ("x^5", "a_2", "3x").
+_NUMBER_IN_TEXT = re.compile(
+    r"(?<![\w.^_])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\w^(])|(?<![\w.^_])-?\.\d+(?![\w^(])"
+)
 _LATEX_WORD = re.compile(r"\\[A-Za-z]+")
+_COMPUTED = re.compile(r"=\s*(?:\\\$|\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
+
+
+_NEGATION = re.compile(
+    r"\bnot\s+(?:a\s+|the\s+)?(?:solution|equal|valid|possible|correct|answer|true)\b|\bno\s+(?:solution|answer)s?\b|"
+    r"\bcannot\s+be\s+(?:determined|found|solved|computed)\b",
+    re.IGNORECASE,
+)
 
 
 def _last_number(text: str) -> str | None:
+    """The number a word-problem solution ends on: in the last sentence with a number, the last
+    number the solution computed somewhere ("= 34" above, so "... a total of 34 hours ... in 4
+    weeks" gives 34), else the last number."""
     tail = text[-4000:]
-    last = None
-    for m in _NUMBER_IN_TEXT.finditer(tail):
-        last = m
-    if last is None:
+    nums = list(_NUMBER_IN_TEXT.finditer(tail))
+    if not nums:
         return None
-    s = last.group(0)
-    # A trailing percent sign belongs to the number.
-    rest = tail[last.end() : last.end() + 3]
+    last = nums[-1]
+    chosen = last
+    before = tail[: last.start()]
+    sentence = tail[_sentence_start(before) : last.end() + 200]
+    sentence = _first_sentence(sentence[: sentence.find(last.group(0)) + len(last.group(0))] + _first_sentence(tail[last.end() :]))
+    if _NEGATION.search(sentence):
+        return None  # "So x = 14 and y = 15 is not a solution.": no answer is stated
+    if not re.search(r"=\s*(?:\\\$|\$)?\s*$", tail[max(0, last.start() - 8) : last.start()]):
+        before = tail[: last.start()]
+        s_start = _sentence_start(before)
+        in_sentence = [m for m in nums if m.start() >= s_start]
+        if len(in_sentence) > 1:
+            results = {r.group(1).replace(",", "") for r in _COMPUTED.finditer(tail, 0, last.end())}
+            computed = [m for m in in_sentence if m.group(0).replace(",", "") in results]
+            if computed:
+                chosen = computed[-1]
+    s = chosen.group(0)
+    rest = tail[chosen.end() : chosen.end() + 3]
     if rest.startswith("%") or rest.startswith("\\%"):
         s += "%"
     return s
@@ -216,11 +351,27 @@ def _looks_bare(text: str) -> bool:
     return len(words) <= 3
 
 
+def _answer_from_sentence(s: str, last_number: bool) -> str:
+    """A phrase answer that is a whole sentence ("Verna received $7.00 in change"): its math, or
+    its number (word problems)."""
+    if _looks_bare(s):
+        return s
+    segs = _math_segments(s)
+    if segs:
+        return segs[-1][2]
+    if last_number:
+        n = _last_number(s)
+        if n is not None:
+            return n
+    return s
+
+
 def extract_answer(text: str, *, last_number: bool = True) -> str | None:
     """The final answer stated in a completion or a whole solution, or None.
 
     Order: the latest of (last complete ``\\boxed{}``/``\\fbox{}``, last "answer is"/"Final Answer:"
-    phrase, last ``#### N``); else the whole text when it is a bare answer; else, when
+    phrase, last ``#### N``); else the whole text when it is a bare answer; else a math answer
+    stated in the closing paragraph ("Therefore, the area is $12\\pi$."); else, when
     ``last_number`` is set, the last number in the text.
     """
     if not isinstance(text, str) or not text.strip():
@@ -231,9 +382,13 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
     if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
         chosen = boxed[1]
     elif phrase is not None:
-        chosen = phrase[1]
+        chosen = _answer_from_sentence(phrase[1], last_number)
     if chosen is None and _looks_bare(text):
         chosen = text.strip()
+    if chosen is None:
+        concl = _last_conclusion(text)
+        if concl is not None:
+            chosen = concl[1]
     if chosen is None and last_number:
         chosen = _last_number(text)
     if chosen is None:
@@ -299,8 +454,10 @@ def _normalise(s: str) -> _Norm:
     s = _strip_math_delimiters(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
     s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ").replace("\u2212", "-")
+    s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
     s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
     s = _SPACES_CMD.sub(" ", s)
+    s = re.sub(r"\\(?=\d)", "", s)  # "\15" (a mangled "\$15") is 15
     s = s.replace("~", " ")
     s = _DEGREE.sub("", s)
     percent = bool(_PERCENT.search(s))
@@ -320,7 +477,7 @@ def _normalise(s: str) -> _Norm:
     s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
     s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)
     s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
-    s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}")
+    s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
     s = s.strip().rstrip(".").strip()
     spaced = re.sub(r"\s+", " ", s)
     return _Norm(text=re.sub(r"\s+", "", s), spaced=spaced, percent=percent)
@@ -880,6 +1037,10 @@ class AnswerChecker:
         extracted = extract_answer(prediction, last_number=use_last)
         if extracted is None:
             return CheckResult(Verdict.UNPARSEABLE, None), None
+        if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
+            # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
+            verdict = Verdict.CORRECT if extracted.strip() == ref.strip() else Verdict.UNPARSEABLE
+            return CheckResult(verdict, extracted), None
         pn, rn = _normalise(extracted), _normalise(ref)
         decision = _fast_compare(pn, rn)
         if decision is _Fast.CORRECT:

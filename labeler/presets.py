@@ -1,13 +1,18 @@
 """Presets: how the rows of a known dataset format become SourceRows.
 
-| preset        | problem                  | reference answer                      | steps                              |
-|---------------|--------------------------|---------------------------------------|------------------------------------|
-| gsm8k         | question                 | text after `####` in answer           | lines of answer before `####`      |
-| math          | problem                  | answer, else last \\boxed{} of solution| solution split; none: sample       |
-| processbench  | problem                  | answer                                | steps (a list)                     |
-| math-shepherd | input, before "Step 1:"  | "The answer is: X" of a `+` last step | input split on `ки`                |
-| prm800k       | question.problem         | question.ground_truth_answer          | the chosen completion of each step |
-| columns       | --problem-column         | --answer-column                       | --steps-column or --solution-column|
+- gsm8k: problem `question`; steps = the lines of `answer` before `####`, calculator
+  annotations `<<...>>` removed; reference = the text after `####`, commas removed.
+- math (alias math-500): `problem`; steps = `solution` split by the split rule, or None (the
+  job samples solutions) when there is no solution; reference = `answer`, else the last
+  \\boxed{} of the solution.
+- processbench: `problem`, `steps` (a list), `answer`.
+- math-shepherd: `input` = problem + "Step 1: ... ки\nStep 2: ... ки"; the problem is the text
+  before "Step 1:", the steps are split on `ки`. No answer column: the reference is the
+  "The answer is: X" of the final step when `label` tags that step `+`.
+- prm800k: `question.problem`, `question.ground_truth_answer`; per `label.steps[i]` the chosen
+  completion, else the human completion, else the first completion, which ends the solution.
+- columns: --problem-column, --answer-column, and --steps-column (a list) or
+  --solution-column (text to split), else no steps.
 
 `math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
 columns; given without a preset they select `columns`. A bad row raises RowError naming the
@@ -19,19 +24,19 @@ from __future__ import annotations
 import math as _math
 import re
 from dataclasses import dataclass, fields, replace
-from functools import partial
+from functools import lru_cache, partial
 
 from labeler.ids import stable_id
 from labeler.inputs import InputError
 from labeler.records import RowError, SourceRow
-from labeler.splitting import SPLIT_RULES, split_steps
+from labeler.splitting import KI_TAG, SPLIT_RULES, split_steps
 
 PRESET_NAMES = ("gsm8k", "math", "math-500", "processbench", "math-shepherd", "prm800k", "columns")
 _ALIASES = {"math-500": "math"}
 
 _CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: 9*2=$<<9*2=18>>18
 _FIRST_STEP = re.compile(r"Step 1\s*:")
-_ANSWER_IS = re.compile(r"The answer is:?\s*(.+)", re.DOTALL)
+_LAST_ANSWER_IS = re.compile(r".*The answer is:?\s*(.*)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def detect_preset(row: dict) -> str:
         candidates.append("gsm8k")
     if "problem" in keys and "steps" not in keys and keys & {"solution", "answer"}:
         candidates.append("math")
-    if {"problem", "steps", "answer"} <= keys:
+    if {"problem", "steps"} <= keys:  # the hub's ProcessBench has no answer: rows say so one by one
         candidates.append("processbench")
     if isinstance(row.get("input"), str) and isinstance(row.get("label"), str):
         candidates.append("math-shepherd")
@@ -89,7 +94,9 @@ def detect_preset(row: dict) -> str:
     if len(candidates) == 1:
         return candidates[0]
     if candidates:
-        raise InputError(f"the first row fits several presets ({', '.join(candidates)}): pass --preset")
+        raise InputError(
+            f"the first row fits several presets ({', '.join(candidates)}): pass --preset"
+        )
     raise InputError(
         f"no preset matched the first row's columns ({', '.join(sorted(map(str, keys)))}): "
         "pass --preset or column flags"
@@ -122,7 +129,9 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
     problem, answer, steps = _READERS[preset](row, columns, options)
     total = len(problem) + len(answer) + sum(map(len, steps or ()))
     if total > options.max_row_chars:
-        raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
+        raise RowError(
+            "row", f"{total} characters of text, over max_row_chars={options.max_row_chars}"
+        )
     return SourceRow(
         row_index=row_index,
         problem_id=_problem_id(row, columns, options, problem),
@@ -148,18 +157,27 @@ def last_boxed(text: str) -> str | None:
 
 
 def _given_flags(options: PresetOptions) -> dict[str, str]:
-    return {name: getattr(options, f"{name}_column") for name in _ALL_FLAGS if getattr(options, f"{name}_column")}
+    return {
+        name: getattr(options, f"{name}_column")
+        for name in _ALL_FLAGS
+        if getattr(options, f"{name}_column")
+    }
 
 
+@lru_cache(maxsize=64)
 def _columns(preset: str, options: PresetOptions) -> _Columns:
     if preset not in _DEFAULT_COLUMNS:
         raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESET_NAMES)}")
     if options.split_rule not in SPLIT_RULES:
-        raise InputError(f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}")
+        raise InputError(
+            f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}"
+        )
     flags = _given_flags(options)
     refused = sorted(set(flags) - _ACCEPTED_FLAGS.get(preset, _ALL_FLAGS))
     if refused:
-        raise InputError(f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}")
+        raise InputError(
+            f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}"
+        )
     if "steps" in flags and "solution" in flags:
         raise InputError("pass --steps-column or --solution-column, not both")
     columns = _DEFAULT_COLUMNS[preset]
@@ -186,7 +204,9 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
     if columns.answer:
         answer = _required(row, columns.answer, "answer", numbers=True)
     elif not marker:
-        raise RowError("answer", f"no '####' line in column '{columns.solution}' to read the answer from")
+        raise RowError(
+            "answer", f"no '####' line in column '{columns.solution}' to read the answer from"
+        )
     else:
         answer = final.strip().replace(",", "")
         if not answer:
@@ -196,7 +216,9 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
     return problem, answer, steps
 
 
-def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool):
+def _read_flat(
+    row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool
+):
     """Formats with one column per field: math, processbench, columns."""
     problem = _required(row, columns.problem, "problem")
     solution = _text(row, columns.solution, "solution") if columns.solution else None
@@ -223,12 +245,16 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
     text = _required(row, columns.solution, "problem")
     first_step = _FIRST_STEP.search(text)
     if not first_step:
-        raise RowError("steps", f"no 'Step 1:' in column '{columns.solution}' to separate problem and steps")
+        raise RowError(
+            "steps", f"no 'Step 1:' in column '{columns.solution}' to separate problem and steps"
+        )
     problem = text[: first_step.start()].strip()
     if not problem:
-        raise RowError("problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it")
-    if "ки" not in text:
-        raise RowError("steps", f"no 'ки' step tags in column '{columns.solution}'")
+        raise RowError(
+            "problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it"
+        )
+    if KI_TAG not in text:
+        raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
     if columns.answer:
         answer = _required(row, columns.answer, "answer", numbers=True)
@@ -241,17 +267,23 @@ def _math_shepherd_answer(row: dict, final_step: str) -> str:
     """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer."""
     label = row.get("label")
     if not isinstance(label, str) or not label.strip():
-        raise RowError("answer", "no reference answer: no 'label' column to derive it from; pass --answer-column")
+        raise RowError(
+            "answer",
+            "no reference answer: no 'label' column to derive it from; pass --answer-column",
+        )
     tag = label.rstrip()[-1]
     if tag != "+":
         raise RowError(
             "answer",
-            f"no reference answer: the final step is tagged {tag!r}, not '+', in 'label'; pass --answer-column",
+            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; "
+            "pass --answer-column",
         )
-    stated = _ANSWER_IS.findall(final_step)
-    if not stated or not stated[-1].strip():
-        raise RowError("answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'")
-    return stated[-1].strip()
+    stated = _LAST_ANSWER_IS.match(final_step)
+    if not stated or not stated[1].strip():
+        raise RowError(
+            "answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'"
+        )
+    return stated[1].strip()
 
 
 def _read_prm800k(row: dict, columns: _Columns, options: PresetOptions):
@@ -280,7 +312,9 @@ def _prm800k_step(i: int, step) -> tuple[object, bool]:
     chosen = step.get("chosen_completion")
     if chosen is not None:
         if not isinstance(chosen, int) or not 0 <= chosen < len(completions):
-            raise RowError("steps", f"label.steps[{i}].chosen_completion={chosen!r} is not a completion index")
+            raise RowError(
+                "steps", f"label.steps[{i}].chosen_completion={chosen!r} is not a completion index"
+            )
         return _completion_text(completions[chosen]), False
     if step.get("human_completion"):
         return _completion_text(step["human_completion"]), False
@@ -306,7 +340,9 @@ _READERS = {
 # --- field helpers ----------------------------------------------------------------------------
 
 
-def _text(row: dict, column: str, field: str, *, numbers: bool = False, where: str = "") -> str | None:
+def _text(
+    row: dict, column: str, field: str, *, numbers: bool = False, where: str = ""
+) -> str | None:
     """The stripped text in `column` ("" when blank), None when absent or null."""
     value = row.get(column)
     if _is_null(value):
@@ -314,7 +350,9 @@ def _text(row: dict, column: str, field: str, *, numbers: bool = False, where: s
     if numbers and isinstance(value, int | float) and not isinstance(value, bool):
         value = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
     if not isinstance(value, str):
-        raise RowError(field, f"column '{where}{column}' holds {type(value).__name__}, expected text")
+        raise RowError(
+            field, f"column '{where}{column}' holds {type(value).__name__}, expected text"
+        )
     return value.strip()
 
 
@@ -340,7 +378,10 @@ def _step_list(row: dict, column: str) -> list[str]:
     if value is None:
         raise RowError("steps", _why_absent(row, column))
     if not isinstance(value, list | tuple):
-        raise RowError("steps", f"column '{column}' holds {type(value).__name__}, expected a list of step texts")
+        raise RowError(
+            "steps",
+            f"column '{column}' holds {type(value).__name__}, expected a list of step texts",
+        )
     return _checked_steps(list(value))
 
 
@@ -357,7 +398,10 @@ def _checked_steps(steps: list) -> list[str]:
 
 def _split(text: str, rule: str, field: str, options: PresetOptions) -> list[str]:
     if len(text) > options.max_row_chars:  # refuse before splitting a huge text
-        raise RowError("row", f"{len(text)} characters of solution text, over max_row_chars={options.max_row_chars}")
+        raise RowError(
+            "row",
+            f"{len(text)} characters of solution text, over max_row_chars={options.max_row_chars}",
+        )
     steps = split_steps(text, rule)
     if not steps:
         raise RowError(field, f"the text splits into no steps (split rule {rule})")
@@ -374,7 +418,9 @@ def _problem_id(row: dict, columns: _Columns, options: PresetOptions, problem: s
             raise RowError("id", _why_absent(row, columns.id))
         return stable_id(problem)
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise RowError("id", f"column '{columns.id}' holds {type(value).__name__}, expected text or an integer")
+        raise RowError(
+            "id", f"column '{columns.id}' holds {type(value).__name__}, expected text or an integer"
+        )
     return str(value)
 
 

@@ -21,7 +21,7 @@ def tiny_engine(tiny_model_dir):
 
     generator = VLLMGenerator(str(tiny_model_dir), model_name="tiny-llama", dtype="float32", max_model_len=1024)
     yield generator
-    del generator
+    generator.close()
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -22,7 +22,8 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 GSM8K_ROW = {
     "question": "Tom has 1,000 apples and buys 2,500 more. How many now?",
-    "answer": "He buys 2,500 apples.\nSo he has 1000+2500=<<1000+2500=3500>>3,500 apples.\n#### 3,500",
+    "answer": "He buys 2,500 apples.\n"
+    "So he has 1000+2500=<<1000+2500=3500>>3,500 apples.\n#### 3,500",
     "id": "gsm-7",
 }
 MATH_ROW = {
@@ -39,9 +40,12 @@ PROCESSBENCH_ROW = {
     "label": -1,
     "answer": "5",
 }
+SHEPHERD_TEXT = (
+    "Ann has 3 pens and buys 2. How many? Step 1: 3+2=<<3+2=5>>5 ки\nStep 2: The answer is: 5 ки"
+)
 MATH_SHEPHERD_ROW = {
-    "input": "Ann has 3 pens and buys 2. How many? Step 1: 3+2=<<3+2=5>>5 ки\nStep 2: The answer is: 5 ки",
-    "label": "Ann has 3 pens and buys 2. How many? Step 1: 3+2=<<3+2=5>>5 +\nStep 2: The answer is: 5 +",
+    "input": SHEPHERD_TEXT,
+    "label": SHEPHERD_TEXT.replace("ки", "+"),
     "task": "GSM8K",
 }
 PRM800K_ROW = {
@@ -49,15 +53,26 @@ PRM800K_ROW = {
     "question": {"problem": "What is 6 times 7?", "ground_truth_answer": "42"},
     "label": {
         "steps": [
-            {"completions": [{"text": "6 times 7 is 42.", "rating": 1}], "human_completion": None, "chosen_completion": 0},
+            {
+                "completions": [{"text": "6 times 7 is 42.", "rating": 1}],
+                "human_completion": None,
+                "chosen_completion": 0,
+            },
             {
                 "completions": [{"text": "Wrong turn.", "rating": -1}],
                 "human_completion": {"text": "So the answer is 42.", "rating": None},
                 "chosen_completion": None,
             },
-            {"completions": [{"text": "Extra.", "rating": -1}, {"text": "Other."}], "human_completion": None,
-             "chosen_completion": None},
-            {"completions": [{"text": "Never reached."}], "human_completion": None, "chosen_completion": 0},
+            {
+                "completions": [{"text": "Extra.", "rating": -1}, {"text": "Other."}],
+                "human_completion": None,
+                "chosen_completion": None,
+            },
+            {
+                "completions": [{"text": "Never reached."}],
+                "human_completion": None,
+                "chosen_completion": 0,
+            },
         ],
         "finish_reason": "found_error",
     },
@@ -131,7 +146,13 @@ def test_parquet_is_read_in_batches(tmp_path, monkeypatch):
     rows = list(read_rows(str(path)))
     assert [r.row_index for r in rows] == list(range(10))
     assert rows[9].data == {"problem": "p9", "steps": ["s1", "s2"]}
-    assert [r.data["problem"] for r in read_rows(str(path), limit=5)] == ["p0", "p1", "p2", "p3", "p4"]
+    assert [r.data["problem"] for r in read_rows(str(path), limit=5)] == [
+        "p0",
+        "p1",
+        "p2",
+        "p3",
+        "p4",
+    ]
 
 
 def test_broken_parquet_is_an_input_error(tmp_path):
@@ -151,7 +172,11 @@ def test_unreadable_inputs_are_input_errors(tmp_path, name):
 
 def test_hub_spec_parsing():
     assert parse_hub_spec("hf:openai/gsm8k:main@test") == ("openai/gsm8k", "main", "test")
-    assert parse_hub_spec("hf:HuggingFaceH4/MATH-500@test[:10]") == ("HuggingFaceH4/MATH-500", None, "test[:10]")
+    assert parse_hub_spec("hf:HuggingFaceH4/MATH-500@test[:10]") == (
+        "HuggingFaceH4/MATH-500",
+        None,
+        "test[:10]",
+    )
     assert parse_hub_spec("hf:Qwen/ProcessBench:gsm8k") == ("Qwen/ProcessBench", "gsm8k", "train")
     with pytest.raises(InputError):
         parse_hub_spec("hf:@test")
@@ -167,9 +192,14 @@ def test_hub_dataset_loads_through_datasets(monkeypatch):
         return [{"question": "q", "answer": "a"}]
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
-    assert [r.data for r in read_rows("hf:openai/gsm8k:main@test")] == [{"question": "q", "answer": "a"}]
+    assert [r.data for r in read_rows("hf:openai/gsm8k:main@test")] == [
+        {"question": "q", "answer": "a"}
+    ]
     list(read_rows("hf:org/other", trust_remote_code=True))
-    assert calls == [("openai/gsm8k", "main", "test", {}), ("org/other", None, "train", {"trust_remote_code": True})]
+    assert calls == [
+        ("openai/gsm8k", "main", "test", {}),
+        ("org/other", None, "train", {"trust_remote_code": True}),
+    ]
 
 
 def test_hub_dataset_that_cannot_load_is_an_input_error(monkeypatch):
@@ -251,7 +281,7 @@ def test_math_split_rule_comes_from_the_options():
     "change, field",
     [
         ({"answer": None, "solution": "No box here."}, "answer"),
-        ({"answer": ""}, "answer") if False else ({"answer": "", "solution": "x"}, "answer"),
+        ({"answer": "", "solution": "x"}, "answer"),
         ({"answer": True}, "answer"),
         ({"solution": " \n\n "}, "solution"),
         ({"solution": 12}, "solution"),
@@ -295,6 +325,12 @@ def test_math_shepherd_reads_the_answer_of_a_correct_final_step():
     assert row.problem_id == stable_id(row.problem)
 
 
+def test_math_shepherd_takes_the_last_stated_answer():
+    text = "Q? Step 1: The answer is: 4? No. ки\nStep 2: 2+3=5. The answer is: 5 ки"
+    row = read("math-shepherd", {"input": text, "label": text.replace("ки", "+")})
+    assert row.reference_answer == "5"
+
+
 def test_math_shepherd_with_a_wrong_final_step_needs_an_answer_column():
     wrong = MATH_SHEPHERD_ROW | {"label": MATH_SHEPHERD_ROW["label"][:-1] + "-", "gold": 6}
     with pytest.raises(RowError) as caught:
@@ -310,6 +346,7 @@ def test_math_shepherd_with_a_wrong_final_step_needs_an_answer_column():
         ({"input": "Q? Step 1: no tags at all"}, "steps"),
         ({"input": "Step 1: 5 ки"}, "problem"),
         ({"input": "Q? Step 1: 3+2=5 ки\nStep 2: so five ки"}, "answer"),
+        ({"input": "Q? Step 1: 3+2=5 ки\nStep 2: The answer is: ки"}, "answer"),
         ({"label": None}, "answer"),
         ({"input": None}, "problem"),
     ],
@@ -341,10 +378,20 @@ def test_prm800k_bad_rows(change, field):
 
 
 def test_columns_preset():
-    row = {"uid": 17, "prompt": " Add 1 and 1. ", "gold": "2", "trace": ["1+1=2", "done"], "text": "a\n\nb"}
+    row = {
+        "uid": 17,
+        "prompt": " Add 1 and 1. ",
+        "gold": "2",
+        "trace": ["1+1=2", "done"],
+        "text": "a\n\nb",
+    }
     flags = {"problem_column": "prompt", "answer_column": "gold", "id_column": "uid"}
     with_steps = read("columns", row, steps_column="trace", **flags)
-    assert (with_steps.problem, with_steps.problem_id, with_steps.steps) == ("Add 1 and 1.", "17", ("1+1=2", "done"))
+    assert (with_steps.problem, with_steps.problem_id, with_steps.steps) == (
+        "Add 1 and 1.",
+        "17",
+        ("1+1=2", "done"),
+    )
     assert read("columns", row, solution_column="text", **flags).steps == ("a", "b")
     assert read("columns", row, **flags).steps is None
     assert rejected_field("columns", row | {"uid": None}, **flags) == "id"
@@ -374,6 +421,7 @@ def test_overlong_rows_are_rejected():
         (MATH_ROW, "math"),
         ({"problem": "p", "answer": "1"}, "math"),
         (PROCESSBENCH_ROW, "processbench"),
+        ({"problem": "p", "steps": ["a"], "id": "x"}, "processbench"),  # the hub's copy: no answer
         (MATH_SHEPHERD_ROW, "math-shepherd"),
         (PRM800K_ROW, "prm800k"),
     ],
@@ -395,7 +443,10 @@ def test_detect_preset_refuses_unknown_rows():
 
 def test_resolve_preset():
     assert resolve_preset("math-500", None, DEFAULT) == "math"
-    assert resolve_preset(None, None, PresetOptions(problem_column="q", answer_column="a")) == "columns"
+    assert (
+        resolve_preset(None, None, PresetOptions(problem_column="q", answer_column="a"))
+        == "columns"
+    )
     assert resolve_preset("gsm8k", None, PresetOptions(problem_column="q")) == "gsm8k"
 
 
@@ -433,7 +484,9 @@ def read_all(spec):
 def shared_file(relative):
     path = SHARED_DATA / relative
     if not path.exists():
-        pytest.skip(f"shared data {path} is absent (expected beside the project, at ../shared/data)")
+        pytest.skip(
+            f"shared data {path} is absent (expected beside the project, at ../shared/data)"
+        )
     return str(path)
 
 

@@ -63,7 +63,10 @@ def test_display_math_and_asy_blocks_are_never_cut():
 
 def test_newline_keeps_display_math_with_its_sentence():
     text = "The sum is\n\\[1 + 2 = 3,\\]so we get 3.\nNext line."
-    assert split_steps(text, "newline") == ["The sum is\n\\[1 + 2 = 3,\\]so we get 3.", "Next line."]
+    assert split_steps(text, "newline") == [
+        "The sum is\n\\[1 + 2 = 3,\\]so we get 3.",
+        "Next line.",
+    ]
 
 
 @pytest.mark.parametrize("rule", SPLIT_RULES)

@@ -57,12 +57,13 @@ def ensure_embedded_model(cache_dir: Path | None = None, log: Callable[[str], No
         if (target / MARKER).exists():  # another process converted it while we waited
             return target
         gguf_path = find_gguf()
-        log(f"converting {gguf_path.name} to {target} (once; about a minute)")
+        log(f"converting {gguf_path.name} to {target} (once, about 30 s)")
         start = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             _convert(gguf_path, tmp)
             (tmp / MARKER).write_text(f"converted from {gguf_path.name}\n")
+            tmp.chmod(0o755)  # mkdtemp makes it private
             if target.exists():  # a leftover without marker, e.g. copied in by hand
                 shutil.rmtree(target)
             os.replace(tmp, target)

@@ -27,6 +27,7 @@ class VLLMGenerator:
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
+        cpu_kv_cache_gib: float = 2.0,
         trust_remote_code: bool = False,
         seed: int = 0,
     ):
@@ -41,6 +42,8 @@ class VLLMGenerator:
             # (measured, see DESIGN.md); without chunking, seeded sampling is exact and order-free.
             kwargs["enable_chunked_prefill"] = False
             kwargs["enforce_eager"] = True  # graph compilation costs minutes on CPU, saves little
+            # On CPU, gpu_memory_utilization would reserve that fraction of all RAM; size the KV cache instead.
+            kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * 2**30)
             kwargs.setdefault("max_model_len", max_model_len or 2048)
             kwargs["max_num_batched_tokens"] = kwargs["max_model_len"]
         else:
@@ -108,3 +111,10 @@ class VLLMGenerator:
                     )
                 )
         return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop the engine process now rather than at interpreter exit (when logging is already gone)."""
+        engine = getattr(self, "llm", None)
+        if engine is not None:
+            engine.llm_engine.engine_core.shutdown()
+            self.llm = None

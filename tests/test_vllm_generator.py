@@ -1,0 +1,79 @@
+"""Integration: the real vLLM engine (CPU build) on a tiny random Llama, one engine per session."""
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.checker import AnswerChecker
+from labeler.config import LabelConfig
+from labeler.generation import GenerationRequest, SamplingSettings
+from labeler.job import run_job
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.engine
+
+SAMPLING = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=24)
+
+
+def request(prefix: str, seed: int, n: int = 3) -> GenerationRequest:
+    return GenerationRequest(user_message="What is 3 + 4?", assistant_prefix=prefix, n=n, seed=seed)
+
+
+def texts(results) -> list[tuple[str, ...]]:
+    return [tuple(c.text for c in r.completions) for r in results]
+
+
+def test_generates_n_completions_with_token_counts(tiny_engine):
+    results = tiny_engine.generate([request("Step 1: 3 plus 4.\n\n", seed=1, n=4)], SAMPLING)
+    assert len(results) == 1 and results[0].error is None
+    completions = results[0].completions
+    assert len(completions) == 4
+    assert all(1 <= c.tokens <= 24 for c in completions)
+    assert {c.finish_reason for c in completions} <= {"stop", "length"}
+
+
+def test_prompt_continues_the_assistant_turn(tiny_engine):
+    prompt = tiny_engine.render(request("Step 1: 3 plus 4.\n\n", seed=1))
+    assert prompt.endswith("<|im_start|>assistant\nStep 1: 3 plus 4.\n\n")
+    assert "What is 3 + 4?" in prompt
+
+
+def test_seeded_requests_give_the_same_tokens_whatever_the_batch(tiny_engine):
+    a, b, c = request("Step 1: a.\n\n", seed=11), request("Step 1: b.\n\n", seed=22), request("Step 1: c.\n\n", seed=33)
+    alone = texts(tiny_engine.generate([b], SAMPLING))
+    batched = texts(tiny_engine.generate([c, a, b], SAMPLING))
+    reordered = texts(tiny_engine.generate([b, c, a], SAMPLING))
+    assert batched[2] == alone[0] == reordered[0]
+    assert batched[0] == reordered[1] and batched[1] == reordered[2]
+    assert texts(tiny_engine.generate([request("Step 1: b.\n\n", seed=23)], SAMPLING)) != alone
+
+
+def test_prompt_longer_than_the_context_is_an_error_result_not_a_crash(tiny_engine):
+    too_long = request("word " * 5000, seed=1)
+    results = tiny_engine.generate([too_long, request("Step 1: ok.\n\n", seed=2)], SAMPLING)
+    assert results[0].error and "context" in results[0].error
+    assert results[1].error is None and len(results[1].completions) == 3
+
+
+def test_label_job_on_the_real_engine(tiny_engine, tmp_path):
+    rows = [
+        {"id": f"r{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i), "steps": [f"{i} + {i} = {2 * i}.", f"The answer is: {2 * i}"]}
+        for i in range(1, 6)
+    ]
+    rows.append({"id": "huge", "problem": "Say a lot.", "answer": "1", "steps": ["blah " * 3000, "The answer is: 1"]})
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="tiny-llama", rollouts=3, max_new_tokens=16, shard_size=4)
+    with AnswerChecker(timeout_s=5) as checker:
+        summary = run_job(config, generator_factory=lambda: tiny_engine, checker=checker, model_info={"name": "tiny"}, progress_enabled=False)
+    assert summary.solutions == 5 and summary.steps == 10
+    labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
+    assert sorted(r["problem_id"] for r in labels) == [f"r{i}" for i in range(1, 6)]
+    for row in labels:
+        assert row["n_rollouts"] == [3, 1]
+        assert row["n_correct"][1] == 1  # the stated final answer is right
+        assert row["label_method"] == ["rollouts", "final_answer"]
+    rollouts = pq.read_table(tmp_path / "out" / "rollouts").to_pylist()
+    sampled = [r for r in rollouts if r["finish_reason"] != "final_answer_check"]
+    assert len(sampled) == 15 and all(r["tokens"] >= 1 for r in sampled)
+    assert sum(r["generated_tokens"] for r in labels) == sum(r["tokens"] for r in rollouts)
+    rejected = pq.read_table(tmp_path / "out" / "rejected").to_pylist()
+    assert [(r["problem_id"], r["stage"]) for r in rejected] == [("huge", "generation")]
