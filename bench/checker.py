@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labeler.checker import AnswerChecker, Verdict, extract_answer  # noqa: E402
+from labeler.checker import AnswerChecker, Verdict  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "processbench"
 ERRATA = Path(__file__).resolve().parent / "checker_errata.jsonl"

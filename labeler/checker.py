@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import multiprocessing
 import os
 import re
@@ -253,8 +252,9 @@ def _math_segments(text: str) -> list[tuple[int, int, str]]:
 
 
 def _sentence_start(before: str) -> int:
-    return max(before.rfind(". "), before.rfind(".\n"), before.rfind("\n"), before.rfind("\\]") + 1,
-               before.rfind("? "), before.rfind("! ")) + 1
+    """Index where the sentence that `before` ends in starts."""
+    ends = [before.rfind(sep) + len(sep) for sep in (". ", ".\n", "\n", "\\]", "? ", "! ") if sep in before]
+    return max(ends, default=0)
 
 
 def _last_paragraph(text: str) -> tuple[int, str]:
@@ -281,11 +281,21 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
         lead = sentence
         if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
             continue
-        after = _first_sentence(para[end:].lstrip())
         if content.rstrip().endswith((",", ";")):
             continue  # the sentence goes on
-        if len(re.findall(r"[A-Za-z]{2,}", after)) > 3 or _MATH_OPEN_RE.search(after) or "**" in after:
-            continue
+        following = para[end:].lstrip()
+        display = para.startswith(("\\[", "$$"), start)
+        ended = (
+            content.rstrip().endswith(".")
+            or not following
+            or following[0] in ".!?"
+            or (display and following[0].isupper())
+        )
+        if not ended:
+            after = _first_sentence(following)
+            # only a few unit words may follow ("... is $12$ square units.")
+            if len(re.findall(r"[A-Za-z]{2,}", after)) > 3 or _MATH_OPEN_RE.search(after) or "**" in after:
+                continue
         content = content.strip().strip("*").strip()
         if not content:
             continue
@@ -343,12 +353,15 @@ def _last_number(text: str) -> str | None:
 
 
 def _looks_bare(text: str) -> bool:
-    """A short answer string rather than prose: at most a few plain words."""
+    """A short answer string rather than prose: math with at most a few words ("18 dollars",
+    "x = 3"), or one or two words without sentence punctuation ("Friday", "no solution")."""
     s = text.strip()
     if not s or len(s) > 200 or "\n" in s:
         return False
     words = re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", _LATEX_WORD.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", s)))
-    return len(words) <= 3
+    if re.search(r"[\d\\=^_{}()\[\]+*/<>|]", s):
+        return len(words) <= 3
+    return len(words) <= 2 and not re.search(r"[.,;:!?'\"]\s*\S", s)
 
 
 def _answer_from_sentence(s: str, last_number: bool) -> str:
@@ -370,8 +383,8 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
     """The final answer stated in a completion or a whole solution, or None.
 
     Order: the latest of (last complete ``\\boxed{}``/``\\fbox{}``, last "answer is"/"Final Answer:"
-    phrase, last ``#### N``); else the whole text when it is a bare answer; else a math answer
-    stated in the closing paragraph ("Therefore, the area is $12\\pi$."); else, when
+    phrase, last ``#### N``); else a math answer stated in the closing paragraph ("Therefore, the
+    area is $12\\pi$."); else the whole text when it is a bare answer; else, when
     ``last_number`` is set, the last number in the text.
     """
     if not isinstance(text, str) or not text.strip():
@@ -383,12 +396,12 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
         chosen = boxed[1]
     elif phrase is not None:
         chosen = _answer_from_sentence(phrase[1], last_number)
-    if chosen is None and _looks_bare(text):
-        chosen = text.strip()
     if chosen is None:
         concl = _last_conclusion(text)
         if concl is not None:
             chosen = concl[1]
+    if chosen is None and _looks_bare(text):
+        chosen = text.strip()
     if chosen is None and last_number:
         chosen = _last_number(text)
     if chosen is None:
@@ -465,7 +478,11 @@ def _normalise(s: str) -> _Norm:
         s = _PERCENT.sub("", s)
     s = _CURRENCY.sub("", s)
     # \text{...}: a unit after a quantity is dropped, otherwise the text is kept (\text{Friday}).
-    s = re.sub(r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}", "", s)
+    s = re.sub(
+        r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}(?:\s*\^\s*\{?\d\}?)?",
+        "",
+        s,
+    )
     for _ in range(4):
         new = _TEXT_CMD.sub(lambda m: m.group(1), s)
         if new == s:
@@ -585,11 +602,19 @@ class _Fast(enum.Enum):
     UNDECIDED = 3
 
 
+_WORDS = re.compile(r"[A-Za-z]{2,}(?:[A-Za-z' -]*[A-Za-z])?")
+
+
 def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
     if not pred.text or not ref.text:
         return _Fast.UNDECIDED
     if pred.text == ref.text and pred.percent == ref.percent:
         return _Fast.CORRECT
+    if _WORDS.fullmatch(pred.text) and _WORDS.fullmatch(ref.text):
+        # Word answers (\text{East}, Friday, "no"): case-insensitive; never handed to sympy,
+        # which would read "east" as the product e*a*s*t.
+        same = pred.spaced.casefold() == ref.spaced.casefold()
+        return _Fast.CORRECT if same else _Fast.INCORRECT
     letter = _mc_letter(ref.text)
     if letter is not None:
         m = _MC_PRED.match(pred.text)
@@ -630,19 +655,27 @@ def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
 
 
 def _percent_candidates(pv: Fraction, rv: Fraction, p_pct: bool, r_pct: bool):
-    """5% equals 0.05, and equals 5 (the question asked for a percent); 500 never equals 5."""
+    """5% equals 0.05, and equals 5 (the question asked for a percent); 500 never equals 5.
+
+    X% read as the proportion X/100 only matches a bare value that looks like a proportion (not an
+    integer above 1): "500%" against "5" is the classic slip of scaling twice, not a match."""
     if p_pct == r_pct:
         return [(pv, rv)]
-    if p_pct:
-        return [(pv, rv), (pv / 100, rv)]
-    return [(pv, rv), (pv, rv / 100)]
+    pct, bare = (pv, rv) if p_pct else (rv, pv)
+    out = [(pct, bare)]
+    if bare.denominator != 1 or abs(bare) <= 1:
+        out.append((pct / 100, bare))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
 # Symbolic layer (runs inside worker processes)
 # --------------------------------------------------------------------------------------------
 
-_NUMERIC_LITERAL = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+# What sympy's string parser may still see in a worker: a numeric literal (the number tokens of the
+# LaTeX grammar) or a bare name (sympy's own internals, e.g. unit prefixes: sympify("yotta")).
+# Evaluating a lone name or number calls nothing; anything with an operator, call or attribute is refused.
+_SAFE_SYMPY_STRING = re.compile(r"\s*(?:[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[A-Za-z][A-Za-z0-9]*)\s*")
 
 
 class UnsafeParseError(ValueError):
@@ -661,11 +694,22 @@ def _install_no_eval_guard() -> None:
 
     if getattr(sympy_parser, "_prm_guarded", False):
         return
+    # sympy imports some modules lazily and they sympify constant strings at import time; load
+    # them now, before the guard, by running the comparisons once on trusted input.
+    try:
+        import sympy
+        import sympy.physics.units  # noqa: F401
+
+        x = sympy.Symbol("x")
+        sympy.simplify((x + 1) ** 2 - x**2 - 2 * x - 1)
+        _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"])
+    except Exception:  # pragma: no cover
+        pass
     original = sympy_parser.stringify_expr
 
     def guarded(s, local_dict, global_dict, transformations):
-        if not isinstance(s, str) or not _NUMERIC_LITERAL.fullmatch(s):
-            raise UnsafeParseError("refusing to evaluate a non-numeric string")
+        if not isinstance(s, str) or not _SAFE_SYMPY_STRING.fullmatch(s):
+            raise UnsafeParseError("refusing to evaluate a string that is not a number or a name")
         return original(s, local_dict, global_dict, transformations)
 
     sympy_parser.stringify_expr = guarded
@@ -725,12 +769,27 @@ def _symbolic_check(pred_variants: list[str], ref_variants: list[str]) -> str:
         return Verdict.INCORRECT.value
     for g in refs:
         for t in preds:
-            if verify(g, t, timeout_seconds=None, strict=True):
+            if verify(g, t, timeout_seconds=None, strict=True) and not _much_more_complex(t, g):
                 return Verdict.CORRECT.value
     return Verdict.INCORRECT.value
 
 
-def _worker_main(conn, soft_timeout_s: float, memory_limit_bytes: int | None) -> None:  # pragma: no cover - runs in a child
+def _much_more_complex(pred_list, gold_list) -> bool:
+    """An expression in variables that only equals the reference after simplification, while being
+    far more complex, restates the question rather than answering it ("Simplify sec x/sin x -
+    sin x/cos x": 1/(sin x cos x) - tan x is not an answer for cot x)."""
+    import sympy
+
+    try:
+        pred, gold = pred_list[0], gold_list[0]
+        if not (isinstance(pred, sympy.Expr) and isinstance(gold, sympy.Expr)) or not pred.free_symbols:
+            return False
+        return sympy.count_ops(pred) > 2 * sympy.count_ops(gold) + 3
+    except Exception:
+        return False
+
+
+def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | None) -> None:  # pragma: no cover - runs in a child
     import signal
 
     if memory_limit_bytes:
@@ -764,7 +823,8 @@ def _worker_main(conn, soft_timeout_s: float, memory_limit_bytes: int | None) ->
             return
         task_id, pred_variants, ref_variants = msg
         try:
-            signal.setitimer(signal.ITIMER_REAL, soft_timeout_s)
+            if soft_timeout_s:
+                signal.setitimer(signal.ITIMER_REAL, soft_timeout_s)
             try:
                 verdict = _symbolic_check(pred_variants, ref_variants)
             finally:
@@ -789,12 +849,16 @@ def _worker_main(conn, soft_timeout_s: float, memory_limit_bytes: int | None) ->
 
 
 class _Worker:
-    def __init__(self, ctx, soft_timeout_s: float, memory_limit_bytes: int | None):
+    def __init__(self, ctx, soft_timeout_s: float | None, memory_limit_bytes: int | None):
         parent, child = ctx.Pipe(duplex=True)
         self.conn = parent
-        self.proc = ctx.Process(target=_worker_main, args=(child, soft_timeout_s, memory_limit_bytes), daemon=True)
-        self.proc.start()
-        child.close()
+        self.proc = ctx.Process(
+            target=_worker_main, args=(child, soft_timeout_s, memory_limit_bytes), daemon=True, name="answer-checker"
+        )
+        try:
+            self.proc.start()
+        finally:
+            child.close()
         self.ready = False
         self.started_at = time.monotonic()
         self.task: int | None = None
@@ -803,9 +867,6 @@ class _Worker:
     def kill(self) -> None:
         try:
             self.proc.kill()
-        except Exception:
-            pass
-        try:
             self.proc.join(timeout=5)
         except Exception:
             pass
@@ -814,20 +875,6 @@ class _Worker:
         except Exception:
             pass
 
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except Exception:
-            pass
-        self.proc.join(timeout=1)
-        if self.proc.is_alive():
-            self.kill()
-        else:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
-
 
 def _pool_context():
     methods = multiprocessing.get_all_start_methods()
@@ -835,58 +882,98 @@ def _pool_context():
 
 
 class _Pool:
+    """Worker processes, each with one task at a time and a hard deadline per task.
+
+    A worker that overruns its deadline is SIGKILLed and replaced (the task's verdict is
+    ``timeout``); one that dies on its own (a crash) gets its task once more, then ``timeout``.
+    Workers start lazily; tasks go only to workers that have finished importing sympy, so start-up
+    time never counts against a task's deadline.
+    """
+
     STARTUP_TIMEOUT_S = 120.0
     MAX_START_FAILURES = 3
+    MAX_ATTEMPTS = 2
 
-    def __init__(self, n_workers: int, timeout_s: float, memory_limit_bytes: int | None):
+    def __init__(self, n_workers: int, timeout_s: float, memory_limit_bytes: int | None, soft_timeout: bool = True):
         self.n_workers = max(1, n_workers)
         self.timeout_s = timeout_s
+        self.soft_timeout_s = max(0.05, timeout_s * 0.8) if soft_timeout else None
         self.memory_limit_bytes = memory_limit_bytes
         self.ctx = _pool_context()
         self.workers: list[_Worker] = []
-        self.kills = 0  # workers killed for overrunning (observable in tests)
+        self.kills = 0  # workers killed for overrunning their deadline
+        self.crashes = 0  # workers that died on their own
         self.start_failures = 0
 
-    def _spawn(self) -> _Worker:
-        return _Worker(self.ctx, max(0.05, self.timeout_s * 0.8), self.memory_limit_bytes)
+    def _spawn(self) -> _Worker | None:
+        try:
+            return _Worker(self.ctx, self.soft_timeout_s, self.memory_limit_bytes)
+        except Exception:
+            logger.exception("answer checker: cannot start a worker process")
+            self.start_failures += 1
+            return None
+
+    def _replace(self, w: _Worker) -> None:
+        w.kill()
+        w.task = None
+        if w in self.workers:
+            self.workers.remove(w)
+        if self.start_failures < self.MAX_START_FAILURES:
+            new = self._spawn()
+            if new is not None:
+                self.workers.append(new)
 
     def run(self, tasks: list[tuple[list[str], list[str]]]) -> list[Verdict]:
         results: list[Verdict | None] = [None] * len(tasks)
+        attempts = [0] * len(tasks)
         pending = deque(range(len(tasks)))
-        want = min(self.n_workers, len(tasks))
-        while len(self.workers) < want:
-            self.workers.append(self._spawn())
+        self.start_failures = 0
+        self.workers = [w for w in self.workers if w.proc.is_alive() or self._discard(w)]
+        while len(self.workers) < min(self.n_workers, len(tasks)) and self.start_failures < self.MAX_START_FAILURES:
+            new = self._spawn()
+            if new is not None:
+                self.workers.append(new)
         while pending or any(w.task is not None for w in self.workers):
-            now = time.monotonic()
-            # Dispatch to idle ready workers.
-            for w in self.workers:
+            if not self.workers:
+                if self.start_failures >= self.MAX_START_FAILURES:
+                    logger.error("answer checker: worker processes fail to start; symbolic checks get 'timeout'")
+                    break
+                new = self._spawn()
+                if new is not None:
+                    self.workers.append(new)
+                continue
+            for w in list(self.workers):
                 if pending and w.ready and w.task is None:
                     tid = pending.popleft()
+                    attempts[tid] += 1
                     try:
                         w.conn.send((tid, tasks[tid][0], tasks[tid][1]))
-                        w.task = tid
-                        w.deadline = time.monotonic() + self.timeout_s
                     except Exception:
+                        attempts[tid] -= 1
                         pending.appendleft(tid)
+                        self.crashes += 1
                         self._replace(w)
+                        continue
+                    w.task = tid
+                    w.deadline = time.monotonic() + self.timeout_s
             waiting = [w for w in self.workers if w.task is not None or not w.ready]
             if not waiting:
-                if pending and not self.workers:
-                    self.workers.append(self._spawn())
                 continue
-            next_deadline = min((w.deadline if w.task is not None else w.started_at + self.STARTUP_TIMEOUT_S) for w in waiting)
+            next_deadline = min(w.deadline if w.task is not None else w.started_at + self.STARTUP_TIMEOUT_S for w in waiting)
             ready = _wait_connections([w.conn for w in waiting], timeout=max(0.0, next_deadline - time.monotonic()))
             by_conn = {id(w.conn): w for w in waiting}
             for conn in ready:
-                w = by_conn.get(id(conn))
-                if w is None:
-                    continue
+                w = by_conn[id(conn)]
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError):
-                    # The worker died (memory limit, crash): its task gets a timeout verdict.
+                    # Died on its own (a crash, the OS out of memory): retry its task once elsewhere.
                     if w.task is not None:
-                        results[w.task] = Verdict.TIMEOUT
+                        self.crashes += 1
+                        if attempts[w.task] < self.MAX_ATTEMPTS:
+                            pending.appendleft(w.task)
+                        else:
+                            results[w.task] = Verdict.TIMEOUT
                     else:
                         self.start_failures += 1
                     self._replace(w)
@@ -907,32 +994,22 @@ class _Pool:
                 elif not w.ready and w.task is None and now >= w.started_at + self.STARTUP_TIMEOUT_S:
                     self.start_failures += 1
                     self._replace(w)
-            if self.start_failures >= self.MAX_START_FAILURES and not any(w.ready for w in self.workers):
-                logger.error("answer checker: worker processes fail to start; symbolic checks time out")
-                for tid in pending:
-                    results[tid] = Verdict.TIMEOUT
-                pending.clear()
-                for w in list(self.workers):
-                    if w.task is not None:
-                        results[w.task] = Verdict.TIMEOUT
-                    w.kill()
-                self.workers.clear()
-                self.start_failures = 0
-                break
         return [r if r is not None else Verdict.TIMEOUT for r in results]
 
-    def _replace(self, w: _Worker) -> None:
+    def _discard(self, w: _Worker) -> bool:
         w.kill()
-        w.task = None
-        try:
-            idx = self.workers.index(w)
-        except ValueError:
-            return
-        self.workers[idx] = self._spawn()
+        return False
 
     def close(self) -> None:
         for w in self.workers:
-            w.stop()
+            try:
+                w.conn.send(None)
+            except Exception:
+                pass
+        deadline = time.monotonic() + 2.0
+        for w in self.workers:
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            w.kill()
         self.workers.clear()
 
 
@@ -949,11 +1026,22 @@ def _default_workers() -> int:
 
 
 class AnswerChecker:
-    """Compares completions with reference answers. Thread-safe; never raises from check calls.
+    """Compares completions with reference answers. Thread-safe; check calls never raise.
 
+    ``timeout_s``: hard limit of one symbolic comparison (the worker is killed past it).
+    ``workers``: worker processes for symbolic work (default: all cores), started on first need.
     ``last_number``: "auto" uses the last-number fallback only when the reference is a plain
     number (word problems); True/False force it.
+    ``memory_limit_mb``: address-space limit of each worker (a runaway big-number computation
+    fails there instead of swapping the host).
+    ``soft_timeout``: also interrupt a slow comparison inside the worker at 80% of the timeout
+    (cheaper than a kill); with False every overrun is a kill.
+
+    Programs using it must guard their entry point with ``if __name__ == "__main__":`` like any
+    spawn/forkserver multiprocessing user (the workers re-import the main module).
     """
+
+    CACHE_SIZE = 65536
 
     def __init__(
         self,
@@ -962,13 +1050,17 @@ class AnswerChecker:
         *,
         last_number: bool | str = "auto",
         memory_limit_mb: int | None = 4096,
+        soft_timeout: bool = True,
     ):
         self.timeout_s = float(timeout_s)
         self.workers = workers if workers is not None else _default_workers()
         self.last_number = last_number
         self.memory_limit_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
+        self.soft_timeout = soft_timeout
         self._pool: _Pool | None = None
         self._lock = threading.Lock()
+        # symbolic verdicts by (pred variants, ref variants); timeouts are not cached
+        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Verdict] = {}
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -976,8 +1068,13 @@ class AnswerChecker:
         return self.check_many([(prediction, reference)])[0]
 
     def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[CheckResult]:
+        try:
+            pairs = list(pairs)
+        except Exception:
+            logger.warning("answer checker: check_many needs a sequence of (prediction, reference) pairs")
+            return []
         results: list[CheckResult | None] = [None] * len(pairs)
-        symbolic: list[tuple[int, str | None, list[str], list[str]]] = []
+        symbolic: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[int, str | None]]] = {}
         for i, pair in enumerate(pairs):
             try:
                 prediction, reference = pair
@@ -987,19 +1084,31 @@ class AnswerChecker:
                 res, task = CheckResult(Verdict.UNPARSEABLE, None), None
             if res is not None:
                 results[i] = res
+                continue
+            extracted, pv, rv = task
+            key = (tuple(pv), tuple(rv))
+            cached = self._cache.get(key)
+            if cached is not None:
+                results[i] = CheckResult(cached, extracted)
             else:
-                symbolic.append((i, task[0], task[1], task[2]))
+                symbolic.setdefault(key, []).append((i, extracted))
         if symbolic:
+            keys = list(symbolic)
             try:
                 with self._lock:
                     if self._pool is None:
-                        self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes)
-                    verdicts = self._pool.run([(p, r) for _, _, p, r in symbolic])
+                        self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes, self.soft_timeout)
+                    verdicts = self._pool.run([(list(k[0]), list(k[1])) for k in keys])
             except Exception:
                 logger.exception("answer checker: worker pool failed")
-                verdicts = [Verdict.TIMEOUT] * len(symbolic)
-            for (i, extracted, _, _), v in zip(symbolic, verdicts):
-                results[i] = CheckResult(v, extracted)
+                verdicts = [Verdict.TIMEOUT] * len(keys)
+            for key, verdict in zip(keys, verdicts):
+                if verdict is not Verdict.TIMEOUT:
+                    if len(self._cache) >= self.CACHE_SIZE:
+                        self._cache.clear()
+                    self._cache[key] = verdict
+                for i, extracted in symbolic[key]:
+                    results[i] = CheckResult(verdict, extracted)
         return [r if r is not None else CheckResult(Verdict.UNPARSEABLE, None) for r in results]
 
     def close(self) -> None:

@@ -212,6 +212,8 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # vLLM logs to stdout by default; stdout is for results, so route its logs through ours (stderr).
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
     args = build_parser().parse_args(argv)
     return args.handler(args)

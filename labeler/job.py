@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -18,8 +19,8 @@ from labeler.config import LabelConfig
 from labeler.generation import Generator
 from labeler.inputs import RawRow, input_fingerprint, read_rows
 from labeler.manifest import check_same_job, new_manifest
-from labeler.monte_carlo import Checker, label_exhaustively
-from labeler.planning import PlannedRow, WorkUnit, assign_row_keys, plan_hash, plan_units
+from labeler.monte_carlo import Checker, GeneratedRollouts, count_rollouts, generate_rollouts
+from labeler.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
@@ -174,15 +175,44 @@ def run_job(
         progress.log(f"loading model {model_info.get('name', config.model)}")
         generator = generator_factory()
         progress.log("model ready")
-        for unit in pending:
-            stats = run_unit(unit, config, generator, checker, store, hash_of_config)
-            progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+        run_units(pending, config, generator, checker, store, hash_of_config, progress, weight_done)
     return summarise(store, plan, len(pending), time.monotonic() - started)
 
 
-def run_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker: Checker, store: ShardStore, config_hash: str) -> dict:
-    """Label one unit and commit its shards; returns the unit's stats as recorded in the manifest."""
-    unit_started = time.monotonic()
+@dataclass
+class GeneratedUnit:
+    unit: WorkUnit
+    rollouts: GeneratedRollouts
+    rejected: list[RejectedRow]
+    sampling_tokens: int
+    started: float
+
+
+def run_units(units, config, generator, checker, store, config_hash, progress, weight_done) -> None:
+    """Generate unit i+1 while unit i is checked, labelled and committed on a second thread.
+
+    The engine works in its own process, so checking (pure Python) overlaps generation instead of
+    leaving the accelerator idle. One finisher thread keeps commits in unit order; a failure in
+    either half stops the job, and a rerun resumes from the last commit.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
+        in_flight: Future | None = None
+        for unit in units:
+            generated = generate_unit(unit, config, generator)
+            if in_flight is not None:
+                _report(in_flight.result(), progress, weight_done)
+            in_flight = finisher.submit(finish_unit, generated, config, checker, store, config_hash)
+        if in_flight is not None:
+            _report(in_flight.result(), progress, weight_done)
+
+
+def _report(stats: dict, progress: ProgressReporter, weight_done: int) -> None:
+    progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+
+
+def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator) -> GeneratedUnit:
+    """The engine's work for a unit: sample solutions for problem-only rows, then every rollout."""
+    started = time.monotonic()
     given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
     problem_only = [row for row in unit.rows if row.needs_solutions]
     sampled, rejected, sampling_tokens = sample_solutions(
@@ -193,16 +223,16 @@ def run_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker:
         seed=config.seed,
         split_rule=config.split_rule,
     )
-    solutions = given + sampled
-    outcome = label_exhaustively(
-        solutions,
-        generator,
-        checker,
-        rollouts=config.rollouts,
-        sampling=config.sampling,
-        seed=config.seed,
-        final_step=config.final_step,
+    rollouts = generate_rollouts(
+        given + sampled, generator, rollouts=config.rollouts, sampling=config.sampling, seed=config.seed, final_step=config.final_step
     )
+    return GeneratedUnit(unit, rollouts, rejected, sampling_tokens, started)
+
+
+def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, store: ShardStore, config_hash: str) -> dict:
+    """Check, label, write and commit one generated unit; returns its stats as recorded in the manifest."""
+    unit, rejected = generated.unit, list(generated.rejected)
+    outcome = count_rollouts(generated.rollouts, checker)
     for solution, reason in outcome.failed:
         rejected.append(
             RejectedRow(
@@ -224,9 +254,9 @@ def run_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker:
         "solutions": len(outcome.labelled),
         "steps": sum(len(item.steps) for item in outcome.labelled),
         "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
-        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + sampling_tokens,
+        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + generated.sampling_tokens,
         "rejected": len(rejected),
-        "seconds": round(time.monotonic() - unit_started, 3),
+        "seconds": round(time.monotonic() - generated.started, 3),
     }
     store.commit_unit(unit.unit_id, unit.shard_name, tables, stats)
     return stats

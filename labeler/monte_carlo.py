@@ -59,19 +59,28 @@ def prefix_seed(base_seed: int, solution_id: str, step_index: int) -> int:
     return derived_seed(base_seed, solution_id, str(step_index))
 
 
-def label_exhaustively(
+@dataclass
+class GeneratedRollouts:
+    """The engine's half of exhaustive labelling: requests sent and results received, not yet checked."""
+
+    solutions: Sequence[Solution]
+    final_step: str
+    keys: list[tuple[int, int]]  # (solution position, step index) of each request
+    requests: list[GenerationRequest]
+    results: list
+
+
+def generate_rollouts(
     solutions: Sequence[Solution],
     generator: Generator,
-    checker: Checker,
     *,
     rollouts: int,
     sampling: SamplingSettings,
     seed: int,
     final_step: str = "check",
-) -> BatchOutcome:
-    """Label every step of every solution; `final_step="check"` checks the last step's own answer
-    (one rollout) instead of sampling from a prefix that already states it."""
-    # 1. One request per (solution, prefix) that needs sampling.
+) -> GeneratedRollouts:
+    """One request per (solution, prefix) that needs sampling, all in one generate call.
+    With `final_step="check"` the last prefix, which already states an answer, is not sampled."""
     keys: list[tuple[int, int]] = []
     requests: list[GenerationRequest] = []
     for s, solution in enumerate(solutions):
@@ -87,8 +96,20 @@ def label_exhaustively(
                 )
             )
     results = generator.generate(requests, sampling) if requests else []
+    return GeneratedRollouts(solutions, final_step, keys, requests, results)
 
-    # 2. Gather what to check: every completion, plus the final steps checked directly.
+
+def label_exhaustively(solutions: Sequence[Solution], generator: Generator, checker: Checker, **settings) -> BatchOutcome:
+    """Label every step of every solution (generate, then check and count)."""
+    return count_rollouts(generate_rollouts(solutions, generator, **settings), checker)
+
+
+def count_rollouts(generated: GeneratedRollouts, checker: Checker) -> BatchOutcome:
+    """The checker's half: verdicts for every completion (and final step), counted per step."""
+    solutions, final_step = generated.solutions, generated.final_step
+    keys, requests, results = generated.keys, generated.requests, generated.results
+
+    # Gather what to check: every completion, plus the final steps checked directly.
     failed: dict[int, str] = {}
     to_check: list[tuple[int, int, int, int, Completion]] = []  # (solution, step, rollout, seed, completion)
     for (s, i), request, result in zip(keys, requests, results):
@@ -104,7 +125,7 @@ def label_exhaustively(
 
     verdicts = checker.check_many([(item[4].text, solutions[item[0]].reference_answer) for item in to_check])
 
-    # 3. Count per step and keep each rollout.
+    # Count per step and keep each rollout.
     counts = [[StepCounts() for _ in solution.steps] for solution in solutions]
     outcome = BatchOutcome()
     for (s, i, r, request_seed, completion), result in zip(to_check, verdicts):
