@@ -57,7 +57,9 @@ def bench_split(name: str, rows: list[dict], checker: AnswerChecker, errata: dic
     elapsed = time.perf_counter() - t0
     raw_agree = 0
     fixed_agree = 0
+    raw_fp = raw_fn = 0
     fps, fns = [], []
+    corrected = []
     errata_used = 0
     verdict_counts: dict[str, int] = {}
     for r, res in zip(rows, results):
@@ -66,10 +68,15 @@ def bench_split(name: str, rows: list[dict], checker: AnswerChecker, errata: dic
         label = bool(r["final_answer_correct"])
         if predicted == label:
             raw_agree += 1
+        elif predicted:
+            raw_fp += 1
+        else:
+            raw_fn += 1
         e = errata.get(r["id"])
         if e is not None:
             errata_used += 1
             label = bool(e["final_answer_correct"])
+            corrected.append((r, e))
         if predicted == label:
             fixed_agree += 1
         elif predicted:
@@ -78,15 +85,25 @@ def bench_split(name: str, rows: list[dict], checker: AnswerChecker, errata: dic
             fns.append((r, res))
     n = len(rows)
     print(f"== {name}: {n} rows, verdicts {verdict_counts}, {elapsed:.2f}s ({n / elapsed:.0f} rows/s)")
-    print(f"   agreement raw          {raw_agree}/{n} = {100 * raw_agree / n:.2f}%")
+    print(f"   agreement raw          {raw_agree}/{n} = {100 * raw_agree / n:.2f}%  (FP {raw_fp}, FN {raw_fn} against the raw labels)")
     print(f"   agreement after errata {fixed_agree}/{n} = {100 * fixed_agree / n:.2f}%  ({errata_used} errata rows)")
+    for r, e in corrected:
+        print(f"     errata {r['id']}: label {r['final_answer_correct']} -> {e['final_answer_correct']}: {e['reason']}")
+    print("   after errata, every disagreement below is a checker limitation")
     print(f"   false positives (checker says correct, label says incorrect): {len(fps)}")
     for r, res in fps:
         print(f"     FP {r['id']}: gold={short(r['answer'])!s} extracted={short(res.extracted)!s}")
     print(f"   false negatives (checker says not correct, label says correct): {len(fns)}")
     for r, res in fns:
         print(f"     FN {r['id']}: gold={short(r['answer'])!s} extracted={short(res.extracted)!s} verdict={res.verdict.value}")
-    return {"raw": raw_agree / n, "after_errata": fixed_agree / n, "fp": len(fps), "fn": len(fns)}
+    return {
+        "raw": raw_agree / n,
+        "after_errata": fixed_agree / n,
+        "raw_fp": raw_fp,
+        "raw_fn": raw_fn,
+        "fp": len(fps),
+        "fn": len(fns),
+    }
 
 
 def bench_throughput(rows: list[dict], seconds: float = 2.0) -> float:

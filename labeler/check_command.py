@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Iterator, TextIO
 
@@ -84,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
                         out = {"id": row_id, **out}
                     print(json.dumps(out, ensure_ascii=False))
                 sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`... | head`): stop quietly
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except (OSError, UnicodeDecodeError) as exc:
         return _usage_error(f"cannot read {pairs}: {exc}")
     finally:

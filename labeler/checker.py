@@ -10,9 +10,10 @@ Three layers, cheapest first:
    multiple-choice letters. GSM8K-style answers never leave this layer.
 3. Symbolic path (worker processes): LaTeX parsed by math-verify's grammar (latex2sympy2_extended,
    an ANTLR parser) and compared by math-verify/sympy. Every call runs under a hard deadline; an
-   overrunning worker is killed and replaced. Workers refuse to ``eval`` any string: sympy's
-   ``parse_expr`` (behind ``sympify(str)``) is replaced there by a guard that only lets plain
-   numeric literals through (the number tokens the LaTeX grammar hands to ``sympy.Number``).
+   overrunning worker is killed and replaced. Nothing is ever ``eval``-ed: we never call
+   math-verify's plain-expression extractor (it runs ``parse_expr``), and in the workers sympy's
+   string parser (behind ``sympify(str)``/``parse_expr``) is guarded to accept only numeric
+   literals and bare names -- the number tokens the LaTeX grammar hands to ``sympy.Number``.
 
 A checker error or timeout is a verdict, never an exception.
 """
@@ -63,11 +64,12 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _MAX_BOX_CANDIDATES = 32
 
 
-def _match_brace(text: str, open_idx: int) -> int:
-    """Index of the brace closing text[open_idx] == '{', or -1. Escaped braces are skipped."""
+def _match_brace(text: str, open_idx: int, limit: int = 4 * MAX_ANSWER_CHARS + 2) -> int:
+    """Index of the brace closing text[open_idx] == '{', or -1. Escaped braces are skipped; a group
+    longer than `limit` is no answer and is not scanned to its end."""
     depth = 0
     i = open_idx
-    n = len(text)
+    n = min(len(text), open_idx + limit)
     while i < n:
         c = text[i]
         if c == "\\":
@@ -450,6 +452,7 @@ _UNIT_WORDS = (
 )
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}")
 _SPACES_CMD = re.compile(r"\\(?:,|;|:|!|>|\s|quad|qquad|displaystyle|textstyle|left|right|big|Big|bigg|Bigg)(?![A-Za-z])")
+_TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\^\s*\{\s*\\text\{o\}\s*\}")
 _PERCENT = re.compile(r"\\?%|\s*\\text\{\s*percent\s*\}|\s+percent(?:age)?\b|\\percent(?![A-Za-z])")
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro(?![A-Za-z])|\\pounds(?![A-Za-z])|\\text\{\s*dollars?\s*\}")
@@ -465,6 +468,7 @@ class _Norm:
 def _normalise(s: str) -> _Norm:
     s = s.strip()
     s = _strip_math_delimiters(s)
+    s = s.replace("\\varnothing", "\\emptyset")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
     s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ").replace("\u2212", "-")
     s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
@@ -472,6 +476,9 @@ def _normalise(s: str) -> _Norm:
     s = _SPACES_CMD.sub(" ", s)
     s = re.sub(r"\\(?=\d)", "", s)  # "\15" (a mangled "\$15") is 15
     s = s.replace("~", " ")
+    if _TRIG.search(s):
+        # inside trigonometry a degree sign is a unit to convert: \sin 15^\circ = \sin(15 pi/180)
+        s = re.sub(r"(\d+(?:\.\d+)?)\s*(?:" + _DEGREE.pattern + ")", r"\\frac{\1\\pi}{180}", s)
     s = _DEGREE.sub("", s)
     percent = bool(_PERCENT.search(s))
     if percent:
@@ -490,9 +497,11 @@ def _normalise(s: str) -> _Norm:
         s = new
     # Trailing unit words after a number: "18 dollars", "5 cm^2".
     s = re.sub(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", "", s, flags=re.IGNORECASE)
-    # \frac12 -> \frac{1}{2}, \sqrt2 -> \sqrt{2}
-    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)
+    # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
+    tok = r"(\\[A-Za-z]+|[0-9A-Za-z])"
+    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*" + tok + r"\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*" + tok, r"\\frac{\1}{\2}", s)
     s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
     s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
     s = s.strip().rstrip(".").strip()
@@ -553,7 +562,10 @@ def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, rel_tol: 
         return True
     if a == 0 or b == 0:
         return False
-    if abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
+    # Floating-point noise (0.30000000000000004) only where a side is written as a decimal:
+    # integers and fractions compare exactly (1000000001 is not 1000000000).
+    inexact = any("." in t or "e" in t.lower() for t in (a_text, b_text))
+    if inexact and abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
         return True
     # A decimal rounded to its shown precision matches an exact value that has no short decimal
     # form (0.333 vs 1/3, 3.14 vs 314/100 is not needed). At least 3 significant digits.
@@ -582,13 +594,21 @@ def _mc_letter(ref_norm: str) -> str | None:
 
 
 def _equation_rhs(t: str) -> str | None:
-    """ "x=3" -> "3" when the left side is a single (possibly subscripted) variable."""
-    if t.count("=") != 1 or any(op in t for op in ("\\leq", "\\geq", "<", ">", "\\neq")):
+    """The value an equation states: "x = 3" -> "3", "AB = 2 \\cdot 5 = 10" -> "10",
+    "\\cos\\angle RPS = -\\frac{24}{25}" -> "-\\frac{24}{25}". None for inequalities and for several
+    equations at once ("x = 1, y = 2"), which are compared whole."""
+    if "=" not in t or re.search(r"\\(?:leq?|geq?|neq?|ne|approx)(?![A-Za-z])|[<>]", t):
         return None
-    lhs, rhs = t.split("=")
-    if re.fullmatch(r"[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\)", lhs.strip()) and rhs.strip():
-        return rhs.strip()
-    return None
+    parts = t.split("=")
+    lhs, rhs = parts[0].strip(), parts[-1].strip()
+    if not lhs or not rhs:
+        return None
+    several = re.compile(r"[,;]|\\text|\\mbox|\\quad|\band\b|\bor\b")
+    if any(several.search(p) for p in parts[:-1]):
+        return None
+    if several.search(rhs) and not _NUM_PLAIN.fullmatch(rhs.replace(" ", "")):
+        return None
+    return rhs
 
 
 def _is_plain_number_reference(ref: str) -> bool:
@@ -610,7 +630,9 @@ def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
         return _Fast.UNDECIDED
     if pred.text == ref.text and pred.percent == ref.percent:
         return _Fast.CORRECT
-    if _WORDS.fullmatch(pred.text) and _WORDS.fullmatch(ref.text):
+    if _WORDS.fullmatch(pred.text) and _WORDS.fullmatch(ref.text) and min(len(pred.text), len(ref.text)) >= 2 and (
+        max(len(pred.text), len(ref.text)) >= 3 or "no" in (pred.text.casefold(), ref.text.casefold())
+    ):
         # Word answers (\text{East}, Friday, "no"): case-insensitive; never handed to sympy,
         # which would read "east" as the product e*a*s*t.
         same = pred.spaced.casefold() == ref.spaced.casefold()
@@ -769,7 +791,7 @@ def _symbolic_check(pred_variants: list[str], ref_variants: list[str]) -> str:
         return Verdict.INCORRECT.value
     for g in refs:
         for t in preds:
-            if verify(g, t, timeout_seconds=None, strict=True) and not _much_more_complex(t, g):
+            if verify(g, t, timeout_seconds=None, strict=True, allow_set_relation_comp=True) and not _much_more_complex(t, g):
                 return Verdict.CORRECT.value
     return Verdict.INCORRECT.value
 

@@ -79,6 +79,7 @@ def _add_label_parser(subparsers) -> None:
     engine.add_argument("--trust-remote-code", action="store_true", help="allow model/dataset repositories to run their own code")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--verbose", action="store_true", help="show vLLM's own log (INFO) on stderr; by default only its errors")
     p.set_defaults(handler=run_label)
 
 
@@ -212,10 +213,12 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # vLLM logs to stdout by default; stdout is for results, so route its logs through ours (stderr).
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
     args = build_parser().parse_args(argv)
+    if "VLLM_LOGGING_CONFIG_PATH" not in os.environ:
+        from workers.engine_logging import route_vllm_logs
+
+        route_vllm_logs("INFO" if getattr(args, "verbose", False) else "ERROR")
     return args.handler(args)
 
 

@@ -175,6 +175,7 @@ def run_job(
         progress.log(f"loading model {model_info.get('name', config.model)}")
         generator = generator_factory()
         progress.log("model ready")
+        progress.start_clock()
         run_units(pending, config, generator, checker, store, hash_of_config, progress, weight_done)
     return summarise(store, plan, len(pending), time.monotonic() - started)
 

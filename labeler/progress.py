@@ -27,6 +27,10 @@ class ProgressReporter:
         self.started = time.monotonic()
         self.solutions_this_run = 0
 
+    def start_clock(self) -> None:
+        """Rates and ETA count from here (after the model has loaded)."""
+        self.started = time.monotonic()
+
     def log(self, message: str) -> None:
         if self.enabled:
             print(f"[labeler] {message}", file=self.stream, flush=True)

@@ -134,6 +134,7 @@ EQUIVALENCE = [
     ("\\boxed{2e-7}", "1e-7", I),
     ("\\boxed{10^{6}}", "1000000", C),
     ("\\boxed{0.30000000000000004}", "0.3", C),
+    ("\\boxed{1000000001}", "1000000000", I),  # no tolerance between integers
     ("\\boxed{0.333}", "\\frac{1}{3}", C),  # a rounded decimal of a value without a short decimal form
     ("\\boxed{0.3}", "\\frac{1}{3}", I),  # too few digits
     ("\\boxed{0.3}", "0.25", I),  # 0.25 is exact at 2 digits: rounding is no excuse
@@ -236,6 +237,17 @@ def test_check_many_keeps_input_order_and_matches_check(checker):
     assert checker.check_many([]) == []
 
 
+def test_check_many_from_another_thread(checker):
+    """The labeler checks unit i in a thread while unit i+1 generates: no signals in the caller."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [("\\boxed{\\sqrt{8}}", "2\\sqrt{2}"), ("The answer is 18.", "18"), ("\\boxed{(1,2)}", "(1,2]")]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(checker.check_many, pairs) for _ in range(4)]
+        for f in futures:
+            assert [r.verdict for r in f.result(timeout=120)] == [C, C, I]
+
+
 def test_fast_path_does_not_touch_the_pool():
     with AnswerChecker(workers=1) as c:
         results = c.check_many([("The answer is 18.", "18"), ("#### 1,000", "1000"), ("\\boxed{B}", "(C)")] * 100)
@@ -277,6 +289,7 @@ PATHOLOGICAL = {
     "1 MB of unclosed boxes": "\\boxed{" * 150_000,
     "1 MB inside a box": "\\boxed{" + "1+" * 500_000 + "1}",
     "1 MB of dollars": "$" * 1_000_000,
+    "boxes then 1 MB": "\\boxed{" * 40 + "{" * 1_000_000,
     "1 MB answer phrases": "The answer is " * 75_000,
     "500 nested braces": "\\boxed{" + "{" * 500 + "1" + "}" * 500 + "}",
     "500 nested fractions": "\\boxed{" + "\\frac{" * 500 + "1" + "}{2}" * 500 + "}",
