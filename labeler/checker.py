@@ -564,9 +564,13 @@ def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, rel_tol: 
         return False
     # Floating-point noise (0.30000000000000004) only where a side is written as a decimal:
     # integers and fractions compare exactly (1000000001 is not 1000000000).
+    # The difference must also stay below half a unit of the last digit both sides show
+    # (123456789.1 is not 123456789.2).
     inexact = any("." in t or "e" in t.lower() for t in (a_text, b_text))
     if inexact and abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
-        return True
+        shown = [_decimals(t) or 0 for t in (a_text, b_text) if "e" not in t.lower() and "10^" not in t]
+        if not shown or abs(a - b) < Fraction(1, 2 * 10 ** min(shown)):
+            return True
     # A decimal rounded to its shown precision matches an exact value that has no short decimal
     # form (0.333 vs 1/3, 3.14 vs 314/100 is not needed). At least 3 significant digits.
     for x, y, y_text in ((a, b, b_text), (b, a, a_text)):

@@ -135,6 +135,7 @@ EQUIVALENCE = [
     ("\\boxed{10^{6}}", "1000000", C),
     ("\\boxed{0.30000000000000004}", "0.3", C),
     ("\\boxed{1000000001}", "1000000000", I),  # no tolerance between integers
+    ("\\boxed{123456789.1}", "123456789.2", I),  # nor between distinct decimals
     ("\\boxed{0.333}", "\\frac{1}{3}", C),  # a rounded decimal of a value without a short decimal form
     ("\\boxed{0.3}", "\\frac{1}{3}", I),  # too few digits
     ("\\boxed{0.3}", "0.25", I),  # 0.25 is exact at 2 digits: rounding is no excuse

@@ -1,0 +1,83 @@
+"""The command line: --help everywhere, exit codes, one-line errors on stderr, status output."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from labeler.cli import main
+from tests.conftest import write_jsonl
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labeler.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [[], ["label"], ["status"], ["check"]])
+def test_help_everywhere(command):
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: labeler")
+
+
+def test_label_help_lists_the_flags_other_tools_rely_on():
+    text = run_cli("label", "--help").stdout
+    for flag in ("--input", "--preset", "--output", "--model", "--limit", "--rollouts", "--max-new-tokens", "--temperature", "--seed", "--shard-size"):
+        assert flag in text
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_missing_input_file_is_one_line_and_exit_2(tmp_path):
+    line = error_line(run_cli("label", "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "out"), "--quiet"))
+    assert line.startswith("labeler: error:") and "no such file" in line
+
+
+def test_unknown_preset_is_one_line_and_exit_2(tmp_path):
+    data = write_jsonl(tmp_path / "in.jsonl", [{"problem": "1+1?", "answer": "2", "steps": ["2"]}])
+    line = error_line(run_cli("label", "--input", str(data), "--preset", "nonsense", "--output", str(tmp_path / "out"), "--quiet"))
+    assert "nonsense" in line and "gsm8k" in line
+
+
+def test_unsupported_input_type_and_bad_values_exit_2(tmp_path):
+    (tmp_path / "in.csv").write_text("a,b\n")
+    assert "unsupported" in error_line(run_cli("label", "--input", str(tmp_path / "in.csv"), "--output", str(tmp_path / "o"), "--quiet"))
+    data = write_jsonl(tmp_path / "in.jsonl", [{"problem": "1+1?", "answer": "2", "steps": ["2"]}])
+    assert "--rollouts" in error_line(run_cli("label", "--input", str(data), "--output", str(tmp_path / "o"), "--rollouts", "0", "--quiet"))
+
+
+def test_unrecognised_format_asks_for_a_preset(tmp_path):
+    data = write_jsonl(tmp_path / "in.jsonl", [{"foo": 1, "bar": 2}])
+    line = error_line(run_cli("label", "--input", str(data), "--output", str(tmp_path / "out"), "--quiet"))
+    assert "--preset" in line
+
+
+def test_status_of_a_directory_without_a_job_exits_2(tmp_path):
+    assert "manifest" in error_line(run_cli("status", str(tmp_path)))
+
+
+def test_status_reports_a_finished_job(tmp_path, capsys):
+    from labeler.checker import AnswerChecker
+    from labeler.config import LabelConfig
+    from labeler.job import run_job
+    from tests.fakes import ScriptedGenerator
+
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i), "steps": ["a.", "b."]} for i in range(5)])
+    config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=2)
+    answers = {f"What is {i}+{i}?": str(2 * i) for i in range(5)}
+    with AnswerChecker() as checker:
+        run_job(config, generator_factory=lambda: ScriptedGenerator(answers), checker=checker, model_info={"name": "scripted"}, progress_enabled=False)
+    assert main(["status", str(tmp_path / "out"), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["state"] == "finished"
+    assert (status["units_committed"], status["units_total"], status["solutions"], status["steps"]) == (3, 3, 5, 10)
+    assert status["rollouts"] == 5 * (2 + 1)
+    assert main(["status", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "3/3 committed" in text and "5/5 input rows" in text
