@@ -134,8 +134,12 @@ def _last_boxed(text: str) -> tuple[int, str] | None:
     return group[0][0], ", ".join(g[2].strip() for g in group)
 
 
+# "Final Answer: ...", "the answer is ...", "Answer: ..." at the start of a line or sentence; not
+# "we may check our answer: 17 * 44 = 748".
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?|\banswer\s*(?:is\s*:?|:|=))",
+    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?"
+    r"|\b(?:the|my|our|correct)\s+answer\s+is\s*:?"
+    r"|(?:^|(?<=[\n*#>])|(?<=[.!?]\s))[ \t*#]*answer\s*(?:is\s*:?|:|=))",
     re.IGNORECASE,
 )
 _MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
@@ -206,17 +210,25 @@ def _clean_phrase_tail(tail: str) -> str | None:
     return line.strip() or None
 
 
+_NOT_AN_ANSWER = re.compile(
+    r"(?:correct|right|wrong|incorrect|reasonable|plausible|valid|consistent|confirmed|verified|indeed|not\b|"
+    r"as\s+follows|given|shown|below|above|that\b|the\s+same|unchanged|still|clear|obvious|yes\b|no\b)",
+    re.IGNORECASE,
+)
+
+
 def _last_phrase(text: str) -> tuple[int, str] | None:
     """The last "answer is ..." / "Final Answer: ..." / "#### N", with its position."""
     best: tuple[int, str] | None = None
-    last = None
-    for m in _ANSWER_PHRASE.finditer(text):
-        last = m
-    if last is not None:
-        ans = _clean_phrase_tail(text[last.end() : last.end() + 4 * MAX_ANSWER_CHARS])
-        # "Final Answer: The final answer is 5" is handled by taking the last phrase.
-        if ans is not None:
-            best = (last.start(), ans)
+    matches: deque[re.Match] = deque(maxlen=16)
+    matches.extend(_ANSWER_PHRASE.finditer(text))
+    # The last phrase that states something ("Final Answer: The final answer is 5" -> the second);
+    # "so our answer is correct" states nothing.
+    for m in reversed(matches):
+        ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
+        if ans is not None and not _NOT_AN_ANSWER.match(ans):
+            best = (m.start(), ans)
+            break
     idx = text.rfind("####")
     if idx >= 0 and (best is None or idx > best[0]):
         tail = text[idx + 4 : idx + 4 + 4 * MAX_ANSWER_CHARS].split("\n", 1)[0].strip()

@@ -133,7 +133,7 @@ def run_label(args: argparse.Namespace) -> int:
     from labeler.inputs import InputError
     from labeler.job import run_job
     from labeler.manifest import ConfigMismatchError
-    from workers.model_source import EMBEDDED_MODEL, resolve_model
+    from workers.model_source import EMBEDDED_MODEL, describe_model, resolve_model
 
     model_name = args.model or EMBEDDED_MODEL
     try:
@@ -162,7 +162,7 @@ def run_label(args: argparse.Namespace) -> int:
                 config,
                 generator_factory=make_generator,
                 checker=checker,
-                model_info={"name": model_name},
+                model_info=describe_model(args.model),
                 overwrite=args.overwrite,
                 progress_enabled=not args.quiet,
             )

@@ -55,6 +55,9 @@ EXTRACTION = [
     ("The answer is 5.\nWait, recheck: \\boxed{6}", "6"),
     ("\\boxed{6}\n\nFinal answer: 7", "7"),
     ("The answer is $\\boxed{9}$", "9"),
+    # a phrase that states nothing is no answer
+    ("Therefore $n \\equiv \\boxed{44}$.\n\nWe may check our answer: $17\\cdot 44 = 748$, so our answer is correct.", "44"),
+    ("The answer is correct: \\boxed{12}", "12"),
     # GSM8K
     ("She pays 9 * 2 = 18.\n#### 18", "18"),
     ("#### 1,234", "1,234"),
@@ -475,6 +478,17 @@ def test_cli_bad_usage_exits_2(argv, capsys):
 # ---------------------------------------------------------------------------------------------
 # ProcessBench agreement (the benchmark's numbers, as a regression floor)
 # ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (DATA.parent / "math500").exists(), reason="../shared/data/math500 is absent")
+def test_reference_solutions_reach_their_own_answers(checker):
+    """Each MATH-500 reference solution against its answer, each GSM8K solution against its number."""
+    math500 = [json.loads(x) for x in (DATA.parent / "math500" / "test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    gsm8k = [json.loads(x) for x in (DATA.parent / "gsm8k" / "test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    pairs = [(r["solution"], r["answer"]) for r in math500] + [(r["answer"], r["final_answer"]) for r in gsm8k]
+    pairs += [(r["final_answer"], r["answer"]) for r in gsm8k]  # a whole reference solution as the reference
+    failures = [p for p, res in zip(pairs, checker.check_many(pairs)) if res.verdict is not C]
+    assert failures == []
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="../shared/data/processbench is absent")

