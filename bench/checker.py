@@ -141,6 +141,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skip {name}: {path} missing", file=sys.stderr)
                 continue
             summary[name] = bench_split(name, load_rows(path), checker, errata, args.verbose)
+        # Sanity: reference solutions must reach their own answers.
+        m500 = args.data.parent / "math500" / "test.jsonl"
+        g_test = args.data.parent / "gsm8k" / "test.jsonl"
+        if m500.exists() and g_test.exists():
+            pairs = [(r["solution"], r["answer"]) for r in load_rows(m500)]
+            pairs += [(r["answer"], r["final_answer"]) for r in load_rows(g_test)]
+            ok = sum(res.verdict is Verdict.CORRECT for res in checker.check_many(pairs))
+            print(f"== reference solutions vs their answers (MATH-500 + GSM8K test): {ok}/{len(pairs)} correct")
+            summary["reference_self_check"] = f"{ok}/{len(pairs)}"
     gsm = args.data / "gsm8k.jsonl"
     if gsm.exists():
         rate = bench_throughput(load_rows(gsm))
