@@ -5,7 +5,6 @@ Resume is the same code path: units the manifest records as committed are skippe
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,14 +18,14 @@ from labeler.config import LabelConfig
 from labeler.generation import Generator
 from labeler.inputs import RawRow, input_fingerprint, read_rows
 from labeler.manifest import check_same_job, new_manifest
-from labeler.monte_carlo import Checker, GeneratedRollouts, count_rollouts, generate_rollouts
+from labeler.monte_carlo import Checker
+from labeler.unit_labeling import GeneratedUnit, finish_unit, generate_unit
 from labeler.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
-from labeler.solution_sampling import sample_solutions
-from labeler.tables import Provenance, labels_table, rejected_table, rollouts_table
+from labeler.tables import rejected_table
 
 SAMPLE_INPUT = "embedded:sample"
 SAMPLE_PATH = Path(__file__).parent / "data" / "sample_problems.jsonl"
@@ -180,15 +179,6 @@ def run_job(
     return summarise(store, plan, len(pending), time.monotonic() - started)
 
 
-@dataclass
-class GeneratedUnit:
-    unit: WorkUnit
-    rollouts: GeneratedRollouts
-    rejected: list[RejectedRow]
-    sampling_tokens: int
-    started: float
-
-
 def run_units(units, config, generator, checker, store, config_hash, progress, weight_done) -> None:
     """Generate unit i+1 while unit i is checked, labelled and committed on a second thread.
 
@@ -196,71 +186,25 @@ def run_units(units, config, generator, checker, store, config_hash, progress, w
     leaving the accelerator idle. One finisher thread keeps commits in unit order; a failure in
     either half stops the job, and a rerun resumes from the last commit.
     """
+
+    def finish_and_commit(generated: GeneratedUnit) -> dict:
+        result = finish_unit(generated, config, checker, config_hash)
+        store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats)
+        return result.stats
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
         in_flight: Future | None = None
         for unit in units:
             generated = generate_unit(unit, config, generator)
             if in_flight is not None:
                 _report(in_flight.result(), progress, weight_done)
-            in_flight = finisher.submit(finish_unit, generated, config, checker, store, config_hash)
+            in_flight = finisher.submit(finish_and_commit, generated)
         if in_flight is not None:
             _report(in_flight.result(), progress, weight_done)
 
 
 def _report(stats: dict, progress: ProgressReporter, weight_done: int) -> None:
     progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
-
-
-def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator) -> GeneratedUnit:
-    """The engine's work for a unit: sample solutions for problem-only rows, then every rollout."""
-    started = time.monotonic()
-    given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
-    problem_only = [row for row in unit.rows if row.needs_solutions]
-    sampled, rejected, sampling_tokens = sample_solutions(
-        problem_only,
-        generator,
-        per_problem=config.solutions_per_problem,
-        sampling=config.solution_sampling,
-        seed=config.seed,
-        split_rule=config.split_rule,
-    )
-    rollouts = generate_rollouts(
-        given + sampled, generator, rollouts=config.rollouts, sampling=config.sampling, seed=config.seed, final_step=config.final_step
-    )
-    return GeneratedUnit(unit, rollouts, rejected, sampling_tokens, started)
-
-
-def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, store: ShardStore, config_hash: str) -> dict:
-    """Check, label, write and commit one generated unit; returns its stats as recorded in the manifest."""
-    unit, rejected = generated.unit, list(generated.rejected)
-    outcome = count_rollouts(generated.rollouts, checker)
-    for solution, reason in outcome.failed:
-        rejected.append(
-            RejectedRow(
-                solution.row_index,
-                "steps",
-                f"solution {solution.solution_id}: {reason}",
-                solution.problem_id,
-                json.dumps(list(solution.steps))[:2000],
-            )
-        )
-    provenance = Provenance(unit.unit_id, config.model, config.strategy, config.seed, config_hash)
-    tables = {LABELS_DIR: labels_table(outcome.labelled, provenance)}
-    if config.write_rollouts:
-        problem_ids = {item.solution.solution_id: item.solution.problem_id for item in outcome.labelled}
-        tables[ROLLOUTS_DIR] = rollouts_table(outcome.rollouts, problem_ids)
-    if rejected:
-        tables[REJECTED_DIR] = rejected_table(rejected, stage="generation")
-    stats = {
-        "solutions": len(outcome.labelled),
-        "steps": sum(len(item.steps) for item in outcome.labelled),
-        "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
-        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + generated.sampling_tokens,
-        "rejected": len(rejected),
-        "seconds": round(time.monotonic() - generated.started, 3),
-    }
-    store.commit_unit(unit.unit_id, unit.shard_name, tables, stats)
-    return stats
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
