@@ -291,7 +291,7 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
     best = None
     for start, end, content in cands:
         before = para[:start].rstrip()
-        sentence = before[_sentence_start(before):]
+        sentence = before[_sentence_start(before) :]
         lead = sentence
         if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
             continue
@@ -299,12 +299,7 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
             continue  # the sentence goes on
         following = para[end:].lstrip()
         display = para.startswith(("\\[", "$$"), start)
-        ended = (
-            content.rstrip().endswith(".")
-            or not following
-            or following[0] in ".!?"
-            or (display and following[0].isupper())
-        )
+        ended = content.rstrip().endswith(".") or not following or following[0] in ".!?" or (display and following[0].isupper())
         if not ended:
             after = _first_sentence(following)
             # only a few unit words may follow ("... is $12$ square units.")
@@ -321,9 +316,7 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
 
 
 # Numbers of prose, not exponents, subscripts or coefficients ("x^5", "a_2", "3x").
-_NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.^_])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\w^(])|(?<![\w.^_])-?\.\d+(?![\w^(])"
-)
+_NUMBER_IN_TEXT = re.compile(r"(?<![\w.^_])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\w^(])|(?<![\w.^_])-?\.\d+(?![\w^(])")
 _LATEX_WORD = re.compile(r"\\[A-Za-z]+")
 _COMPUTED = re.compile(r"=\s*(?:\\\$|\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
 
@@ -646,8 +639,11 @@ def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
         return _Fast.UNDECIDED
     if pred.text == ref.text and pred.percent == ref.percent:
         return _Fast.CORRECT
-    if _WORDS.fullmatch(pred.text) and _WORDS.fullmatch(ref.text) and min(len(pred.text), len(ref.text)) >= 2 and (
-        max(len(pred.text), len(ref.text)) >= 3 or "no" in (pred.text.casefold(), ref.text.casefold())
+    if (
+        _WORDS.fullmatch(pred.text)
+        and _WORDS.fullmatch(ref.text)
+        and min(len(pred.text), len(ref.text)) >= 2
+        and (max(len(pred.text), len(ref.text)) >= 3 or "no" in (pred.text.casefold(), ref.text.casefold()))
     ):
         # Word answers (\text{East}, Friday, "no"): case-insensitive; never handed to sympy,
         # which would read "east" as the product e*a*s*t.
@@ -890,9 +886,7 @@ class _Worker:
     def __init__(self, ctx, soft_timeout_s: float | None, memory_limit_bytes: int | None):
         parent, child = ctx.Pipe(duplex=True)
         self.conn = parent
-        self.proc = ctx.Process(
-            target=_worker_main, args=(child, soft_timeout_s, memory_limit_bytes), daemon=True, name="answer-checker"
-        )
+        self.proc = ctx.Process(target=_worker_main, args=(child, soft_timeout_s, memory_limit_bytes), daemon=True, name="answer-checker")
         try:
             self.proc.start()
         finally:

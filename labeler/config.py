@@ -30,7 +30,12 @@ class LabelConfig:
     solutions_per_problem: int = 4
     solution_max_new_tokens: int = 512
     final_step: str = "check"
+    stop_after_answer: bool = True
+    stop: tuple[str, ...] = ()  # extra stop strings beside the defaults
     strategy: str = "exhaustive"
+    after_first_error: str = "negative"
+    round_size: int = 2
+    ci_width: float = 0.5
     write_rollouts: bool = True
     trust_remote_code: bool = False
     # Engine settings: they change speed and memory, not (for a given model and seed) the labels.
@@ -54,16 +59,35 @@ class LabelConfig:
             raise ValueError("--top-p must be in (0, 1] and --temperature >= 0")
         if self.final_step not in FINAL_STEP_MODES:
             raise ValueError(f"--final-step must be one of {', '.join(FINAL_STEP_MODES)}")
+        from labeler.strategies import AFTER_FIRST_ERROR, STRATEGIES
+
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}")
+        if self.after_first_error not in AFTER_FIRST_ERROR:
+            raise ValueError(f"--after-first-error must be one of {', '.join(AFTER_FIRST_ERROR)}")
+        if self.round_size < 1 or not 0 < self.ci_width <= 1:
+            raise ValueError("--round-size must be >= 1 and --ci-width in (0, 1]")
         if self.limit is not None and self.limit < 1:
             raise ValueError("--limit must be >= 1")
 
     @property
     def sampling(self) -> SamplingSettings:
-        return SamplingSettings(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+        return self._sampling(self.max_new_tokens)
 
     @property
     def solution_sampling(self) -> SamplingSettings:
-        return SamplingSettings(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.solution_max_new_tokens)
+        return self._sampling(self.solution_max_new_tokens)
+
+    def _sampling(self, budget: int) -> SamplingSettings:
+        from labeler.prompts import ANSWER_MARKER, DEFAULT_STOP
+
+        return SamplingSettings(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=budget,
+            stop=DEFAULT_STOP + tuple(self.stop),
+            answer_marker=ANSWER_MARKER if self.stop_after_answer else None,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -12,6 +12,11 @@ class SamplingSettings:
     temperature: float = 0.7
     top_p: float = 1.0
     max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    # When set, a completion ends at the end of the line where it first writes this marker
+    # (e.g. "The answer is"): the answer is stated, the rest would be tokens spent for nothing.
+    answer_marker: str | None = None
+    answer_max_tokens: int = 48  # budget for the rest of the answer line after the marker
 
 
 @dataclass(frozen=True)

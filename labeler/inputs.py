@@ -43,9 +43,7 @@ class RawRow:
     raw: str  # the row as JSON text, truncated to RAW_MAX_CHARS, for the rejected table
 
 
-def read_rows(
-    spec: str, limit: int | None = None, trust_remote_code: bool = False
-) -> Iterator[RawRow]:
+def read_rows(spec: str, limit: int | None = None, trust_remote_code: bool = False) -> Iterator[RawRow]:
     """Rows of the input `spec`, at most `limit` of them.
 
     The input is opened before this returns, so a missing file or an unloadable dataset raises
@@ -128,9 +126,7 @@ def _parse_line(row_index: int, line: bytes) -> RawRow:
             raw,
         )
     if not isinstance(data, dict):
-        return RawRow(
-            row_index, None, RowError("row", f"expected a JSON object, got {_json_type(data)}"), raw
-        )
+        return RawRow(row_index, None, RowError("row", f"expected a JSON object, got {_json_type(data)}"), raw)
     return RawRow(row_index, data, None, raw)
 
 
@@ -147,9 +143,7 @@ def _json_rows(path: Path) -> Iterator[RawRow]:
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON array of objects, got {_json_type(data)}")
     if data and not any(isinstance(item, dict) for item in data):
-        raise InputError(
-            f"{path}: expected a JSON array of objects, got an array of {_json_type(data[0])}s"
-        )
+        raise InputError(f"{path}: expected a JSON array of objects, got an array of {_json_type(data[0])}s")
     return (_checked_row(i, item) for i, item in enumerate(data))
 
 
@@ -173,9 +167,7 @@ def _parquet_batches(path: Path, parquet) -> Iterator[RawRow]:
                 yield RawRow(row_index, item, None, _raw_json(item))
                 row_index += 1
     except (OSError, pa.ArrowException) as exc:  # a corrupt row group, found only when reached
-        raise InputError(
-            f"{path}: cannot read Parquet row group after row {row_index}: {exc}"
-        ) from exc
+        raise InputError(f"{path}: cannot read Parquet row group after row {row_index}: {exc}") from exc
 
 
 def _hub_rows(spec: str, trust_remote_code: bool) -> Iterator[RawRow]:
@@ -203,6 +195,4 @@ def _raw_json(item) -> str:
 
 def _json_type(value) -> str:
     names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(
-        type(value), "number" if isinstance(value, int | float) else type(value).__name__
-    )
+    return names.get(type(value), "number" if isinstance(value, int | float) else type(value).__name__)

@@ -7,16 +7,33 @@ from typing import Sequence
 from labeler.records import StepCounts
 
 
-def soft_label(counts: StepCounts) -> float:
+def soft_label(counts: StepCounts) -> float | None:
+    """Fraction of rollouts that reached the answer; None for a step that was not sampled."""
+    if not counts.measured:
+        return None
     if counts.n_rollouts < 1:
-        raise ValueError("a step needs at least one rollout to be labelled")
+        raise ValueError("a measured step needs at least one rollout")
     return counts.n_correct / counts.n_rollouts
 
 
-def hard_label(counts: StepCounts) -> bool:
-    return counts.n_correct > 0
+def hard_label(counts: StepCounts) -> bool | None:
+    """Any rollout correct; for a step not sampled, the label inferred for it (None: unlabelled)."""
+    if counts.measured:
+        return counts.n_correct > 0
+    return counts.inferred_hard
 
 
-def first_error(hard_labels: Sequence[bool]) -> int:
-    """Index of the first step whose prefix reached the answer in no rollout, or -1."""
-    return next((i for i, hard in enumerate(hard_labels) if not hard), -1)
+def first_error(hard_labels: Sequence[bool | None]) -> int:
+    """Index of the first step labelled negative, or -1."""
+    return next((i for i, hard in enumerate(hard_labels) if hard is False), -1)
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% by default); (0, 1) with no trials."""
+    if trials == 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * ((p * (1 - p) / trials + z * z / (4 * trials * trials)) ** 0.5) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -94,13 +94,8 @@ def detect_preset(row: dict) -> str:
     if len(candidates) == 1:
         return candidates[0]
     if candidates:
-        raise InputError(
-            f"the first row fits several presets ({', '.join(candidates)}): pass --preset"
-        )
-    raise InputError(
-        f"no preset matched the first row's columns ({', '.join(sorted(map(str, keys)))}): "
-        "pass --preset or column flags"
-    )
+        raise InputError(f"the first row fits several presets ({', '.join(candidates)}): pass --preset")
+    raise InputError(f"no preset matched the first row's columns ({', '.join(sorted(map(str, keys)))}): pass --preset or column flags")
 
 
 def resolve_preset(name: str | None, first_row: dict | None, options: PresetOptions) -> str:
@@ -129,9 +124,7 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
     problem, answer, steps = _READERS[preset](row, columns, options)
     total = len(problem) + len(answer) + sum(map(len, steps or ()))
     if total > options.max_row_chars:
-        raise RowError(
-            "row", f"{total} characters of text, over max_row_chars={options.max_row_chars}"
-        )
+        raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
     return SourceRow(
         row_index=row_index,
         problem_id=_problem_id(row, columns, options, problem),
@@ -157,11 +150,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def _given_flags(options: PresetOptions) -> dict[str, str]:
-    return {
-        name: getattr(options, f"{name}_column")
-        for name in _ALL_FLAGS
-        if getattr(options, f"{name}_column")
-    }
+    return {name: getattr(options, f"{name}_column") for name in _ALL_FLAGS if getattr(options, f"{name}_column")}
 
 
 @lru_cache(maxsize=64)
@@ -169,15 +158,11 @@ def _columns(preset: str, options: PresetOptions) -> _Columns:
     if preset not in _DEFAULT_COLUMNS:
         raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESET_NAMES)}")
     if options.split_rule not in SPLIT_RULES:
-        raise InputError(
-            f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}"
-        )
+        raise InputError(f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}")
     flags = _given_flags(options)
     refused = sorted(set(flags) - _ACCEPTED_FLAGS.get(preset, _ALL_FLAGS))
     if refused:
-        raise InputError(
-            f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}"
-        )
+        raise InputError(f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}")
     if "steps" in flags and "solution" in flags:
         raise InputError("pass --steps-column or --solution-column, not both")
     columns = _DEFAULT_COLUMNS[preset]
@@ -188,8 +173,7 @@ def _columns(preset: str, options: PresetOptions) -> _Columns:
     columns = replace(columns, **flags)
     if preset == "columns" and not (columns.problem and columns.answer):
         raise InputError(
-            "the columns preset needs --problem-column and --answer-column "
-            "(or pass --preset to override some columns of a known format)"
+            "the columns preset needs --problem-column and --answer-column (or pass --preset to override some columns of a known format)"
         )
     return columns
 
@@ -204,9 +188,7 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
     if columns.answer:
         answer = _required(row, columns.answer, "answer", numbers=True)
     elif not marker:
-        raise RowError(
-            "answer", f"no '####' line in column '{columns.solution}' to read the answer from"
-        )
+        raise RowError("answer", f"no '####' line in column '{columns.solution}' to read the answer from")
     else:
         answer = final.strip().replace(",", "")
         if not answer:
@@ -216,9 +198,7 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
     return problem, answer, steps
 
 
-def _read_flat(
-    row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool
-):
+def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool):
     """Formats with one column per field: math, processbench, columns."""
     problem = _required(row, columns.problem, "problem")
     solution = _text(row, columns.solution, "solution") if columns.solution else None
@@ -245,14 +225,10 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
     text = _required(row, columns.solution, "problem")
     first_step = _FIRST_STEP.search(text)
     if not first_step:
-        raise RowError(
-            "steps", f"no 'Step 1:' in column '{columns.solution}' to separate problem and steps"
-        )
+        raise RowError("steps", f"no 'Step 1:' in column '{columns.solution}' to separate problem and steps")
     problem = text[: first_step.start()].strip()
     if not problem:
-        raise RowError(
-            "problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it"
-        )
+        raise RowError("problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it")
     if KI_TAG not in text:
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
@@ -275,14 +251,11 @@ def _math_shepherd_answer(row: dict, final_step: str) -> str:
     if tag != "+":
         raise RowError(
             "answer",
-            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; "
-            "pass --answer-column",
+            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; pass --answer-column",
         )
     stated = _LAST_ANSWER_IS.match(final_step)
     if not stated or not stated[1].strip():
-        raise RowError(
-            "answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'"
-        )
+        raise RowError("answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'")
     return stated[1].strip()
 
 
@@ -312,9 +285,7 @@ def _prm800k_step(i: int, step) -> tuple[object, bool]:
     chosen = step.get("chosen_completion")
     if chosen is not None:
         if not isinstance(chosen, int) or not 0 <= chosen < len(completions):
-            raise RowError(
-                "steps", f"label.steps[{i}].chosen_completion={chosen!r} is not a completion index"
-            )
+            raise RowError("steps", f"label.steps[{i}].chosen_completion={chosen!r} is not a completion index")
         return _completion_text(completions[chosen]), False
     if step.get("human_completion"):
         return _completion_text(step["human_completion"]), False
@@ -340,9 +311,7 @@ _READERS = {
 # --- field helpers ----------------------------------------------------------------------------
 
 
-def _text(
-    row: dict, column: str, field: str, *, numbers: bool = False, where: str = ""
-) -> str | None:
+def _text(row: dict, column: str, field: str, *, numbers: bool = False, where: str = "") -> str | None:
     """The stripped text in `column` ("" when blank), None when absent or null."""
     value = row.get(column)
     if _is_null(value):
@@ -350,9 +319,7 @@ def _text(
     if numbers and isinstance(value, int | float) and not isinstance(value, bool):
         value = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
     if not isinstance(value, str):
-        raise RowError(
-            field, f"column '{where}{column}' holds {type(value).__name__}, expected text"
-        )
+        raise RowError(field, f"column '{where}{column}' holds {type(value).__name__}, expected text")
     return value.strip()
 
 
@@ -418,9 +385,7 @@ def _problem_id(row: dict, columns: _Columns, options: PresetOptions, problem: s
             raise RowError("id", _why_absent(row, columns.id))
         return stable_id(problem)
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise RowError(
-            "id", f"column '{columns.id}' holds {type(value).__name__}, expected text or an integer"
-        )
+        raise RowError("id", f"column '{columns.id}' holds {type(value).__name__}, expected text or an integer")
     return str(value)
 
 

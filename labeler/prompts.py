@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Sequence
 
 STEP_SEPARATOR = "\n\n"
+ANSWER_MARKER = "The answer is"
+# Text that starts a new turn or a new problem: the solution is over.
+DEFAULT_STOP = ("<|im_start|>", "<|endoftext|>", "\n\nProblem:", "\n\nQuestion:", "\nUser:", "\nHuman:")
 
 INSTRUCTION = (
     "Solve the problem step by step. Write each step as a short paragraph, separated by a blank line. "
-    'End with a line of the form "The answer is: <answer>".'
+    f'End with a line of the form "{ANSWER_MARKER}: <answer>".'
 )
 
 

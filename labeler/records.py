@@ -56,9 +56,16 @@ class RowError(ValueError):
 
 @dataclass
 class StepCounts:
-    """Rollout outcomes of one step's prefix."""
+    """What is known of one step: its prefix's rollout outcomes, or a label inferred from others."""
 
     n_correct: int = 0
     n_rollouts: int = 0
-    tokens: int = 0
-    measured_by: str = "rollouts"  # "rollouts" or "final_answer" (the step states the answer)
+    tokens: int = 0  # tokens generated for this prefix (shared prefixes: charged once)
+    # "rollouts": sampled from the prefix; "final_answer": the step states the answer, checked as
+    # one rollout; "inferred": not sampled, label deduced from other steps; "unlabelled".
+    measured_by: str = "rollouts"
+    inferred_hard: bool | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.measured_by in ("rollouts", "final_answer")

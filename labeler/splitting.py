@@ -19,9 +19,7 @@ KI_TAG = "ки"  # Math-Shepherd's step tag (Cyrillic), placed after every step
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 _NEWLINE = re.compile(r"\n")
 # "Step 3:" or "Step 3." at the start of a line, also as markdown "## Step 3:" or "**Step 3:**".
-_STEP_MARKER = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?Step[ \t]+\d+[ \t]*\**[ \t]*[:.]", re.MULTILINE
-)
+_STEP_MARKER = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?Step[ \t]+\d+[ \t]*\**[ \t]*[:.]", re.MULTILINE)
 _BLOCKS = re.compile(
     r"\[asy\].*?\[/asy\]"
     r"|\\begin\{([A-Za-z]+\*?)\}.*?\\end\{\1\}"
@@ -57,17 +55,13 @@ def _auto_rule(text: str) -> str:
     return "newline"
 
 
-def _split_outside_blocks(
-    text: str, separator: re.Pattern[str], glue_blocks: bool = False
-) -> list[str]:
+def _split_outside_blocks(text: str, separator: re.Pattern[str], glue_blocks: bool = False) -> list[str]:
     """Split at `separator` except inside a block (or right next to one, with `glue_blocks`)."""
     reach = 1 if glue_blocks else 0
     blocks = [m.span() for m in _BLOCKS.finditer(text)]
     pieces, start = [], 0
     for sep in separator.finditer(text):
-        if any(
-            b_start < sep.end() + reach and sep.start() < b_end + reach for b_start, b_end in blocks
-        ):
+        if any(b_start < sep.end() + reach and sep.start() < b_end + reach for b_start, b_end in blocks):
             continue
         pieces.append(text[start : sep.start()])
         start = sep.end()

@@ -8,7 +8,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from labeler.labels import first_error, hard_label, soft_label
-from labeler.monte_carlo import LabelledSolution, RolloutRecord
+from labeler.rollouts import LabelledSolution, RolloutRecord
 from labeler.records import RejectedRow
 from schemas import LABELS_SCHEMA, REJECTED_SCHEMA, ROLLOUTS_SCHEMA, SCHEMA_VERSION
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from labeler.config import LabelConfig
 from labeler.generation import Generator
-from labeler.monte_carlo import Checker, GeneratedRollouts, count_rollouts, generate_rollouts
+from labeler import strategies
+from labeler.rollouts import Checker
 from labeler.planning import WorkUnit
 from labeler.records import RejectedRow
 from labeler.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
@@ -25,7 +26,7 @@ from labeler.tables import Provenance, labels_table, rejected_table, rollouts_ta
 @dataclass
 class GeneratedUnit:
     unit: WorkUnit
-    rollouts: GeneratedRollouts
+    pending: strategies.PendingLabels
     rejected: list[RejectedRow]
     sampling_tokens: int
     started: float
@@ -41,7 +42,20 @@ class UnitResult:
     stats: dict
 
 
-def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator) -> GeneratedUnit:
+def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
+    return strategies.StrategySettings(
+        rollouts=config.rollouts,
+        sampling=config.sampling,
+        seed=config.seed,
+        final_step=config.final_step,
+        after_first_error=config.after_first_error,
+        round_size=config.round_size,
+        ci_width=config.ci_width,
+    )
+
+
+def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker: Checker | None = None) -> GeneratedUnit:
+    """Round-based strategies check between rounds and need the checker here; exhaustive does not."""
     started = time.monotonic()
     given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
     problem_only = [row for row in unit.rows if row.needs_solutions]
@@ -53,15 +67,13 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator) -> 
         seed=config.seed,
         split_rule=config.split_rule,
     )
-    rollouts = generate_rollouts(
-        given + sampled, generator, rollouts=config.rollouts, sampling=config.sampling, seed=config.seed, final_step=config.final_step
-    )
-    return GeneratedUnit(unit, rollouts, rejected, sampling_tokens, started)
+    pending = strategies.start(config.strategy, given + sampled, generator, checker, strategy_settings(config))
+    return GeneratedUnit(unit, pending, rejected, sampling_tokens, started)
 
 
 def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str) -> UnitResult:
     unit, rejected = generated.unit, list(generated.rejected)
-    outcome = count_rollouts(generated.rollouts, checker)
+    outcome = generated.pending.finish(checker)
     for solution, reason in outcome.failed:
         steps_json = json.dumps(list(solution.steps))[:2000]
         rejected.append(
@@ -80,6 +92,8 @@ def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker,
         "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
         "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + generated.sampling_tokens,
         "rejected": len(rejected),
+        "prefix_probes": outcome.probes,
+        "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
         "seconds": round(time.monotonic() - generated.started, 3),
     }
     return UnitResult(unit.unit_id, unit.shard_name, tables, stats)

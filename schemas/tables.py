@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: label_method gains "inferred"/"unlabelled"; their soft (and unlabelled hard) items are null
 
 
 class SchemaError(ValueError):
@@ -29,7 +29,9 @@ LABELS_SCHEMA = _versioned(
         pa.field("n_correct", pa.list_(pa.int32()), nullable=False),
         pa.field("n_rollouts", pa.list_(pa.int32()), nullable=False),
         # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
-        # the answer and was checked directly (counted as one rollout).
+        # the answer and was checked directly (counted as one rollout); "inferred": not sampled,
+        # hard label deduced from other steps (first-error search), soft label null;
+        # "unlabelled": not sampled and no label (soft and hard null). n_rollouts is 0 for both.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
         pa.field("generated_tokens", pa.int64(), nullable=False),
@@ -77,4 +79,5 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout")
-LABEL_METHODS = ("rollouts", "final_answer")
+LABEL_METHODS = ("rollouts", "final_answer", "inferred", "unlabelled")
+MEASURED_METHODS = ("rollouts", "final_answer")

@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 from schemas.tables import (
     LABEL_METHODS,
     LABELS_SCHEMA,
+    MEASURED_METHODS,
     REJECTED_SCHEMA,
     ROLLOUTS_SCHEMA,
     VERDICTS,
@@ -43,13 +44,19 @@ def validate_labels(table: pa.Table) -> None:
         for i, (soft, hard, correct, total, method) in enumerate(
             zip(row["soft_labels"], row["hard_labels"], row["n_correct"], row["n_rollouts"], row["label_method"])
         ):
-            if total < 1 or not 0 <= correct <= total:
-                raise SchemaError(f"{where} step {i}: n_correct={correct} n_rollouts={total}")
-            if abs(soft - correct / total) > 1e-9 or hard != (correct > 0):
-                raise SchemaError(f"{where} step {i}: labels disagree with counts")
             if method not in LABEL_METHODS:
                 raise SchemaError(f"{where} step {i}: unknown label_method {method!r}")
-        expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if not hard), -1)
+            if method in MEASURED_METHODS:
+                if total < 1 or not 0 <= correct <= total:
+                    raise SchemaError(f"{where} step {i}: n_correct={correct} n_rollouts={total}")
+                if soft is None or hard is None or abs(soft - correct / total) > 1e-9 or hard != (correct > 0):
+                    raise SchemaError(f"{where} step {i}: labels disagree with counts")
+            else:
+                if total != 0 or correct != 0 or soft is not None:
+                    raise SchemaError(f"{where} step {i}: a step labelled {method} has no rollouts and no soft label")
+                if (hard is None) != (method == "unlabelled"):
+                    raise SchemaError(f"{where} step {i}: an {method} step {'has no' if hard is None else 'has a'} hard label")
+        expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)
         if row["first_error"] != expected_first_error:
             raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
 

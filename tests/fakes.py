@@ -2,7 +2,8 @@
 
 Completions depend on the prefix text and the request seed, never on batch order: a prefix whose
 text contains the marker WRONG leads every completion to a wrong answer; otherwise rollout r of a
-request is correct unless (seed + r) % 3 == 0.
+request (sampled with seed + r, as vLLM does for n > 1) is correct unless (seed + r) % miss_every == 0
+(never missed when miss_every is None).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ WRONG_MARKER = "WRONG"
 class ScriptedGenerator:
     model_name = "scripted-test-double"
 
-    def __init__(self, answers: dict[str, str], fail_when: str | None = None, sampled_solution: str | None = None):
+    def __init__(self, answers: dict[str, str], fail_when: str | None = None, sampled_solution: str | None = None, miss_every: int | None = 3):
         self.answers = answers  # problem text -> reference answer
         self.fail_when = fail_when  # requests whose prefix starts with this get an error result
         self.sampled_solution = sampled_solution  # text returned for whole-solution requests ("{answer}" filled in)
+        self.miss_every = miss_every
         self.calls: list[int] = []  # number of requests in each generate call
 
     def _answer(self, request: GenerationRequest) -> str:
@@ -42,7 +44,7 @@ class ScriptedGenerator:
             for r in range(request.n):
                 if not request.assistant_prefix and self.sampled_solution is not None:
                     text = self.sampled_solution.format(answer=answer)
-                elif WRONG_MARKER in request.assistant_prefix or (request.seed + r) % 3 == 0:
+                elif WRONG_MARKER in request.assistant_prefix or (self.miss_every and (request.seed + r) % self.miss_every == 0):
                     text = f"So it is {_wrong(answer)}.\n\nThe answer is: {_wrong(answer)}"
                 else:
                     text = f"Continuing.\n\nThe answer is: {answer}"

@@ -3,13 +3,19 @@ import pytest
 from labeler.checker import AnswerChecker
 from labeler.generation import SamplingSettings
 from labeler.labels import first_error, hard_label, soft_label
-from labeler.monte_carlo import label_exhaustively, prefix_seed
+from labeler.rollouts import prefix_seed
+from labeler.strategies import StrategySettings, label
 from labeler.records import Solution, StepCounts
 from tests.fakes import WRONG_MARKER, ScriptedGenerator
 
 
 def test_label_arithmetic():
     assert soft_label(StepCounts(n_correct=3, n_rollouts=8)) == 0.375
+    assert soft_label(StepCounts(measured_by="inferred", inferred_hard=True)) is None
+    assert hard_label(StepCounts(measured_by="inferred", inferred_hard=False)) is False
+    assert hard_label(StepCounts(measured_by="unlabelled")) is None
+    assert first_error([True, None, False]) == 2
+    assert first_error([True, None]) == -1
     assert hard_label(StepCounts(n_correct=1, n_rollouts=8)) is True
     assert hard_label(StepCounts(n_correct=0, n_rollouts=8)) is False
     assert first_error([True, True, False, True]) == 2
@@ -32,6 +38,11 @@ def checker():
 SAMPLING = SamplingSettings(max_new_tokens=32)
 
 
+def label_exhaustively(solutions, generator, checker, *, rollouts, sampling, seed, final_step="check"):
+    settings = StrategySettings(rollouts=rollouts, sampling=sampling, seed=seed, final_step=final_step)
+    return label("exhaustive", solutions, generator, checker, settings)
+
+
 def test_counts_follow_the_scripted_outcomes(checker):
     good = solution("good", ["2 plus 2 is 4.", "So we have 4.", "The answer is: 4"])
     bad = solution("bad", ["2 plus 2 is 5. " + WRONG_MARKER, "So 5.", "The answer is: 5"])
@@ -40,7 +51,7 @@ def test_counts_follow_the_scripted_outcomes(checker):
     assert generator.calls == [4]  # one batched call: 2 sampled prefixes x 2 solutions
     by_id = {item.solution.solution_id: item for item in outcome.labelled}
     for i in range(2):
-        seed = prefix_seed(3, "good", i)
+        seed = prefix_seed(3, good, i)
         expected = sum((seed + r) % 3 != 0 for r in range(6))
         assert by_id["good"].steps[i].n_correct == expected
         assert by_id["good"].steps[i].n_rollouts == 6

@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pytest
 
-from labeler.monte_carlo import LabelledSolution, RolloutRecord
+from labeler.rollouts import LabelledSolution, RolloutRecord
 from labeler.records import RejectedRow, Solution, StepCounts
 from labeler.tables import Provenance, labels_table, rejected_table, rollouts_table
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION, SchemaError, validate_labels, validate_rejected, validate_rollouts

@@ -77,3 +77,48 @@ def test_label_job_on_the_real_engine(tiny_engine, tmp_path):
     assert sum(r["generated_tokens"] for r in labels) == sum(r["tokens"] for r in rollouts)
     rejected = pq.read_table(tmp_path / "out" / "rejected").to_pylist()
     assert [(r["problem_id"], r["stage"]) for r in rejected] == [("huge", "generation")]
+
+
+def test_rollout_r_of_a_request_is_the_request_with_seed_plus_r(tiny_engine):
+    """The fact strategies rely on to draw exactly exhaustive's rollouts in smaller rounds."""
+    whole = texts(tiny_engine.generate([request("Step 1: 3 plus 4.\n\n", seed=100, n=4)], SAMPLING))[0]
+    tail = texts(tiny_engine.generate([request("Step 1: 3 plus 4.\n\n", seed=102, n=2)], SAMPLING))[0]
+    single = texts(tiny_engine.generate([request("Step 1: 3 plus 4.\n\n", seed=101, n=1)], SAMPLING))[0]
+    assert tail == whole[2:]
+    assert single == whole[1:2]
+
+
+@pytest.mark.parametrize("strategy", ["first-error", "adaptive"])
+def test_round_based_strategies_on_the_real_engine(tiny_engine, tmp_path, strategy):
+    rows = [{"id": f"r{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1), "steps": [f"Take {i}.", "Add one.", "Still adding.", f"The answer is: {i}"]} for i in range(4)]
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="tiny", rollouts=4, max_new_tokens=12, shard_size=2, strategy=strategy)
+    with AnswerChecker(timeout_s=5) as checker:
+        summary = run_job(config, generator_factory=lambda: tiny_engine, checker=checker, model_info={"name": "tiny"}, progress_enabled=False)
+    assert summary.solutions == 4
+    labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
+    assert all(row["strategy"] == strategy for row in labels)
+    assert all(row["label_method"][-1] == "final_answer" and row["hard_labels"][-1] is False for row in labels)  # stated answers are wrong
+
+
+def test_completions_end_with_the_line_that_states_the_answer(tiny_engine):
+    """With an answer marker, a completion that writes it continues to the end of that line only.
+
+    The random tiny model never writes "The answer is", so a frequent letter plays the marker."""
+    plain = SamplingSettings(temperature=1.0, max_new_tokens=40)
+    marked = SamplingSettings(temperature=1.0, max_new_tokens=40, answer_marker="e", answer_max_tokens=5)
+    batch = [request(f"Step 1: {i} plus 4.\n\n", seed=7 * i, n=3) for i in range(4)]
+    full = tiny_engine.generate(batch, plain)
+    short = tiny_engine.generate(batch, marked)
+    continued = 0
+    for long_result, short_result in zip(full, short):
+        for long, cut in zip(long_result.completions, short_result.completions):
+            if "e" not in long.text:
+                assert cut.text == long.text  # no marker: the same completion
+                continue
+            continued += 1
+            k = long.text.index("e") + 1
+            assert cut.text[:k] == long.text[:k]  # same rollout up to the marker
+            assert "\n" not in cut.text[k:].rstrip("\n")  # then only the rest of that line
+            assert cut.tokens <= len(tiny_engine.tokenizer(long.text[:k], add_special_tokens=False)["input_ids"]) + 5 + 1
+    assert continued > 0

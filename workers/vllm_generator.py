@@ -7,11 +7,23 @@ prefix, and prefixes of the same solution, share their prompt's KV cache.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Sequence
 
 from labeler.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Draft:
+    """A completion as it is being finished: phase one, then maybe the rest of its answer line."""
+
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+    stop_reason: str | int | None
+
 
 # Used when a tokenizer has no chat template (base models).
 _PLAIN_TEMPLATE = "Problem: {user}\n\nSolution:\n"
@@ -80,37 +92,78 @@ class VLLMGenerator:
 
     # -- generation ----------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         results: list[GenerationResult | None] = [None] * len(requests)
-        prompts, params, positions = [], [], []
+        prompts, params, positions, prompt_ids = [], [], [], []
+        stop = list(sampling.stop) + ([sampling.answer_marker] if sampling.answer_marker else [])
         for position, (request, ids) in enumerate(zip(requests, self._token_ids([self.render(r) for r in requests]))):
             room = self.max_model_len - len(ids)
             if room < 1:
                 results[position] = GenerationResult((), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}")
                 continue
             prompts.append(TokensPrompt(prompt_token_ids=ids))
-            params.append(
-                SamplingParams(
-                    n=request.n,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    max_tokens=min(sampling.max_new_tokens, room),
-                    seed=request.seed,
-                )
-            )
+            params.append(self._params(sampling, n=request.n, seed=request.seed, max_tokens=min(sampling.max_new_tokens, room), stop=stop))
             positions.append(position)
-        if prompts:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
-            for position, output in zip(positions, outputs):
-                results[position] = GenerationResult(
-                    tuple(
-                        Completion(text=choice.text, tokens=len(choice.token_ids), finish_reason=str(choice.finish_reason))
-                        for choice in output.outputs
-                    )
-                )
+            prompt_ids.append(ids)
+        if not prompts:
+            return results  # type: ignore[return-value]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        drafts = [
+            [_Draft(list(choice.token_ids), choice.text, str(choice.finish_reason), choice.stop_reason) for choice in output.outputs]
+            for output in outputs
+        ]
+        if sampling.answer_marker:
+            self._finish_answer_lines(drafts, prompt_ids, [requests[p].seed for p in positions], sampling)
+        for position, choices in zip(positions, drafts):
+            results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason) for d in choices))
         return results  # type: ignore[return-value]
+
+    def _finish_answer_lines(self, drafts: list[list[_Draft]], prompt_ids: list[list[int]], seeds: list[int], sampling: SamplingSettings):
+        """Completions that stopped at the answer marker continue to the end of that line only.
+
+        vLLM has no "stop at the newline after X"; so the marker is a stop string, and the
+        completions that hit it get a second, short request (prompt + what they wrote; its KV is
+        already in the prefix cache) that stops at a newline. Rollout r keeps its seed + r.
+        """
+        from vllm.inputs import TokensPrompt
+
+        todo, prompts, params = [], [], []
+        for request_ids, seed, choices in zip(prompt_ids, seeds, drafts):
+            for r, draft in enumerate(choices):
+                if draft.stop_reason != sampling.answer_marker:
+                    continue
+                context = request_ids + draft.token_ids
+                budget = min(sampling.answer_max_tokens, sampling.max_new_tokens - len(draft.token_ids), self.max_model_len - len(context))
+                if budget < 1:
+                    draft.finish_reason = "length"
+                    continue
+                todo.append(draft)
+                prompts.append(TokensPrompt(prompt_token_ids=context))
+                params.append(self._params(sampling, n=1, seed=seed + r, max_tokens=budget, stop=["\n", *sampling.stop]))
+        if not prompts:
+            return
+        for draft, output in zip(todo, self.llm.generate(prompts, params, use_tqdm=False)):
+            tail = output.outputs[0]
+            # the draft's text ends at the marker, its last token may reach past it: decode the ids
+            draft.text = self.tokenizer.decode(draft.token_ids, skip_special_tokens=True) + tail.text
+            draft.token_ids = draft.token_ids + list(tail.token_ids)
+            draft.finish_reason = str(tail.finish_reason)
+            draft.stop_reason = tail.stop_reason
+
+    @staticmethod
+    def _params(sampling: SamplingSettings, *, n: int, seed: int, max_tokens: int, stop: list[str]):
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            n=n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop or None,
+            include_stop_str_in_output=True,
+        )
 
     def close(self) -> None:
         """Stop the engine process now rather than at interpreter exit (when logging is already gone)."""

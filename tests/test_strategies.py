@@ -1,0 +1,132 @@
+"""Strategies on a deterministic test-double generator whose correct prefixes are known."""
+
+import math
+
+import pytest
+
+from labeler.checker import AnswerChecker
+from labeler.generation import SamplingSettings
+from labeler.labels import first_error
+from labeler.records import Solution
+from labeler.strategies import StrategySettings, label
+from labeler.tables import Provenance, labels_table
+from schemas import validate_labels
+from tests.fakes import WRONG_MARKER, ScriptedGenerator
+
+PROBLEM, ANSWER = "What is 20 + 22?", "42"
+
+
+def solution(steps: int, wrong_at: int = -1, sid: str | None = None) -> Solution:
+    """A k-step solution; from step `wrong_at` on, the prefix is wrong (and so is its final answer)."""
+    texts = [f"Step {i + 1} works on it." + (f" {WRONG_MARKER}" if i == wrong_at else "") for i in range(steps)]
+    final = "41" if 0 <= wrong_at else ANSWER
+    texts[-1] += f" The answer is: {final}"
+    return Solution("p", sid or f"k{steps}-w{wrong_at}", PROBLEM, ANSWER, tuple(texts), "test", 0)
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with AnswerChecker() as checker:
+        yield checker
+
+
+def settings(**overrides) -> StrategySettings:
+    return StrategySettings(**{"rollouts": 8, "sampling": SamplingSettings(max_new_tokens=16), "seed": 5, **overrides})
+
+
+def run(strategy, solutions, checker, miss_every=None, **overrides):
+    generator = ScriptedGenerator({PROBLEM: ANSWER}, miss_every=miss_every)
+    outcome = label(strategy, solutions, generator, checker, settings(**overrides))
+    validate_labels(labels_table(outcome.labelled, Provenance("u", "m", strategy, 5, "h")))  # the contract holds
+    return outcome, generator
+
+
+def hard(item):
+    return [s.n_correct > 0 if s.measured else s.inferred_hard for s in item.steps]
+
+
+CASES = [(1, -1), (1, 0), (2, 0), (2, 1), (5, 2), (8, 0), (8, 7), (40, -1), (40, 0), (40, 17), (40, 39)]
+
+
+@pytest.mark.parametrize("final_step", ["check", "rollouts"])
+@pytest.mark.parametrize("steps, wrong_at", CASES)
+def test_first_error_search_finds_the_first_wrong_step(steps, wrong_at, final_step, checker):
+    outcome, generator = run("first-error", [solution(steps, wrong_at)], checker, final_step=final_step)
+    item = outcome.labelled[0]
+    assert first_error(hard(item)) == wrong_at
+    labels = hard(item)
+    assert all(labels[:wrong_at]) if wrong_at >= 0 else all(labels)
+    if wrong_at >= 0:
+        assert labels[wrong_at] is False and item.steps[wrong_at].measured  # the first error is always measured
+        assert all(label is False for label in labels[wrong_at:])  # convention: negative after it
+    searched = steps - 1 if final_step == "check" else steps
+    if final_step == "check" and wrong_at < 0:
+        assert generator.calls == []  # a correct final answer makes every prefix positive: no probe at all
+    else:
+        assert outcome.probes <= math.ceil(math.log2(searched + 1))
+        assert all(calls == 1 for calls in generator.calls)
+    measured = [s for s in item.steps if s.measured_by == "rollouts"]
+    assert all(s.n_rollouts == 8 for s in measured)
+    assert all(s.n_rollouts == 0 for s in item.steps if s.measured_by == "inferred")
+
+
+def test_unlabelled_convention_after_the_first_error(checker):
+    outcome, _ = run("first-error", [solution(10, 3)], checker, after_first_error="unlabelled", final_step="rollouts")
+    labels = hard(outcome.labelled[0])
+    assert labels[:3] == [True, True, True] and labels[3] is False
+    assert all(label is None or step.measured for label, step in zip(labels[4:], outcome.labelled[0].steps[4:]))
+
+
+def test_first_error_batches_all_solutions_round_by_round(checker):
+    solutions = [solution(40, w, sid=f"s{w}") for w in (0, 5, 17, 30, 39)] + [solution(40, -1, sid="ok")]
+    outcome, generator = run("first-error", solutions, checker)
+    assert [first_error(hard(item)) for item in outcome.labelled] == [0, 5, 17, 30, 39, -1]
+    assert len(generator.calls) <= math.ceil(math.log2(40))  # rounds, not probes
+    # every open solution is probed in the first round's one call, at prefix s1..s20; that prefix
+    # is the same text in s30 and s39, so their two probes are one request
+    assert generator.calls[0] == 4 and outcome.requests < outcome.probes
+
+
+@pytest.mark.parametrize("miss_every", [None, 3, 2])
+def test_first_error_agrees_with_exhaustive_and_shares_its_rollouts(miss_every, checker):
+    solutions = [solution(k, w, sid=f"s{k}-{w}") for k, w in [(6, 2), (9, -1), (12, 11), (3, 0), (15, 7)]]
+    exhaustive, ex_gen = run("exhaustive", solutions, checker, miss_every=miss_every)
+    search, fe_gen = run("first-error", solutions, checker, miss_every=miss_every)
+    assert [first_error(hard(i)) for i in search.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
+    ex_texts = {(r.solution_id, r.step_index, r.rollout_index): (r.seed, r.text) for r in exhaustive.rollouts}
+    for record in search.rollouts:
+        assert ex_texts[(record.solution_id, record.step_index, record.rollout_index)] == (record.seed, record.text)
+    assert sum(fe_gen.calls) < sum(ex_gen.calls)
+
+
+def test_adaptive_stops_each_prefix_once_settled(checker):
+    outcome, _ = run("adaptive", [solution(6, 3)], checker, miss_every=None, round_size=2, ci_width=0.5)
+    steps = outcome.labelled[0].steps
+    assert [s.n_rollouts for s in steps[:3]] == [2, 2, 2]  # a correct rollout in round one decides them
+    assert [s.n_rollouts for s in steps[3:5]] == [4, 4]  # 0 of 4: Wilson interval 0.49 wide < 0.5
+    assert (steps[5].measured_by, steps[5].n_rollouts) == ("final_answer", 1)
+    narrow, _ = run("adaptive", [solution(6, 3)], checker, miss_every=None, round_size=2, ci_width=0.1)
+    assert [s.n_rollouts for s in narrow.labelled[0].steps[3:5]] == [8, 8]  # never narrow enough: all N
+
+
+def test_adaptive_draws_a_prefix_of_exhaustive_rollouts_and_keeps_hard_labels(checker):
+    solutions = [solution(k, w, sid=f"s{k}-{w}") for k, w in [(6, 2), (9, -1), (12, 11), (3, 0)]]
+    exhaustive, _ = run("exhaustive", solutions, checker, miss_every=2)
+    adaptive, _ = run("adaptive", solutions, checker, miss_every=2)
+    assert [hard(i) for i in adaptive.labelled] == [hard(i) for i in exhaustive.labelled]
+    ex_texts = {(r.solution_id, r.step_index, r.rollout_index): r.text for r in exhaustive.rollouts}
+    assert all(ex_texts[(r.solution_id, r.step_index, r.rollout_index)] == r.text for r in adaptive.rollouts)
+    assert len(adaptive.rollouts) < len(exhaustive.rollouts)
+
+
+def test_identical_prefixes_of_one_problem_are_rolled_out_once(checker):
+    a = Solution("p", "a", PROBLEM, ANSWER, ("Same start.", "Same middle.", "Then a. The answer is: 42"), "test", 0)
+    b = Solution("p", "b", PROBLEM, ANSWER, ("Same start.", "Same middle.", "Then b. The answer is: 42"), "test", 1)
+    c = Solution("p", "c", PROBLEM, ANSWER, ("Other start.", "Same middle.", "The answer is: 42"), "test", 2)
+    outcome, generator = run("exhaustive", [a, b, c], checker, miss_every=3)
+    assert (outcome.probes, outcome.requests) == (6, 4) and generator.calls == [4]
+    by_id = {item.solution.solution_id: item for item in outcome.labelled}
+    for i in range(2):
+        assert by_id["a"].steps[i].n_correct == by_id["b"].steps[i].n_correct
+        assert by_id["a"].steps[i].n_rollouts == by_id["b"].steps[i].n_rollouts == 8
+    assert by_id["b"].steps[0].tokens == 0 < by_id["a"].steps[0].tokens  # generated once, charged once
