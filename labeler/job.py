@@ -11,14 +11,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from labeler import __version__
 from labeler.config import LabelConfig
 from labeler.generation import Generator
 from labeler.inputs import RawRow, input_fingerprint, read_rows
 from labeler.manifest import check_same_job, new_manifest
-from labeler.monte_carlo import Checker
+from labeler.rollouts import Checker
 from labeler.unit_labeling import GeneratedUnit, finish_unit, generate_unit
 from labeler.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.presets import PresetOptions, resolve_preset, to_source_row
@@ -41,6 +41,12 @@ class JobPlan:
     @property
     def solutions(self) -> int:
         return sum(1 for unit in self.units for row in unit.rows if not row.needs_solutions)
+
+
+class UnitExecutor(Protocol):
+    """Runs units elsewhere than this process (workers/ray_executor.py) and commits each result in `store`."""
+
+    def run_units(self, units, config, store, config_hash, progress, weight_done) -> None: ...
 
 
 @dataclass
@@ -125,9 +131,11 @@ def run_job(
     model_info: dict,
     overwrite: bool = False,
     progress_enabled: bool = True,
+    executor: UnitExecutor | None = None,
 ) -> JobSummary:
+    """Label every unit not yet committed: in this process by default, or with `executor` (e.g. on Ray)."""
     started = time.monotonic()
-    store = ShardStore(Path(config.output))
+    store = ShardStore(config.output)
     plan = plan_job(config)
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
 
@@ -136,7 +144,7 @@ def run_job(
         store.wipe()
         existing = None
     if existing is not None:
-        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, store.root)
+        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, config.output)
         store.start(existing)
     else:
         manifest = new_manifest(
@@ -170,12 +178,15 @@ def run_job(
         f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"
     )
-    if pending:
+    if pending and executor is not None:
+        executor.run_units(pending, config, store, hash_of_config, progress, weight_done)
+    elif pending:
         progress.log(f"loading model {model_info.get('name', config.model)}")
         generator = generator_factory()
         progress.log("model ready")
         progress.start_clock()
         run_units(pending, config, generator, checker, store, hash_of_config, progress, weight_done)
+    store.compact()
     return summarise(store, plan, len(pending), time.monotonic() - started)
 
 
@@ -195,7 +206,7 @@ def run_units(units, config, generator, checker, store, config_hash, progress, w
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
         in_flight: Future | None = None
         for unit in units:
-            generated = generate_unit(unit, config, generator)
+            generated = generate_unit(unit, config, generator, checker)
             if in_flight is not None:
                 _report(in_flight.result(), progress, weight_done)
             in_flight = finisher.submit(finish_and_commit, generated)
@@ -208,30 +219,33 @@ def _report(stats: dict, progress: ProgressReporter, weight_done: int) -> None:
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
-    import pyarrow.parquet as pq
-
-    soft_sum, positives, steps, solutions = 0.0, 0, 0, 0
+    soft_sum, soft_count, positives, hard_count, steps, solutions = 0.0, 0, 0, 0, 0, 0
     generation_rejected = 0
     for unit in store.committed_units():
-        table = pq.read_table(store.root / unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
+        if LABELS_DIR not in unit["files"]:  # a unit whose rows were all rejected
+            generation_rejected += unit.get("stats", {}).get("rejected", 0)
+            continue
+        table = store.read_table(unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
         for soft, hard in zip(table.column("soft_labels").to_pylist(), table.column("hard_labels").to_pylist()):
             solutions += 1
             steps += len(soft)
-            soft_sum += sum(soft)
-            positives += sum(hard)
+            measured = [value for value in soft if value is not None]  # inferred steps have no soft label
+            soft_sum, soft_count = soft_sum + sum(measured), soft_count + len(measured)
+            labelled = [value for value in hard if value is not None]
+            positives, hard_count = positives + sum(labelled), hard_count + len(labelled)
         generation_rejected += unit.get("stats", {}).get("rejected", 0)
     totals = store.manifest["totals"]
     return JobSummary(
-        output=str(store.root),
+        output=store.location.display(),
         units_total=totals["units"],
         units_run_now=units_run_now,
         solutions=solutions,
         steps=steps,
-        mean_soft_label=soft_sum / steps if steps else None,
-        positive_step_fraction=positives / steps if steps else None,
+        mean_soft_label=soft_sum / soft_count if soft_count else None,
+        positive_step_fraction=positives / hard_count if hard_count else None,
         rejected_rows=len(plan.rejected) + generation_rejected,
         generated_tokens=totals["generated_tokens"],
         seconds=seconds,
-        files={name: str(store.root / name) for name in (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)}
-        | {"manifest": str(store.root / "manifest.json")},
+        files={name: store.location.display(name) for name in (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)}
+        | {"manifest": store.location.display("manifest.json")},
     )

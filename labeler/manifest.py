@@ -1,16 +1,25 @@
-"""Reading and atomically rewriting manifest.json, the job's config and its record of committed units."""
+"""The job's record: manifest.json (config, planned units, totals) and one commit record per committed unit.
+
+A unit is committed when its record `commits/<unit_id>.json` exists and parses; the record is written
+after the unit's shards, so a crash in between leaves an uncommitted unit, never a half-committed one.
+Records are folded into manifest.json from time to time ("compaction": rewrite the manifest, then
+delete the records it now holds), so a commit costs one small file instead of a rewrite of a
+document that grows with the job. Readers always read manifest and records together (load_manifest).
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
+from labeler.output_location import OutputLocation
 from schemas.manifest import MANIFEST_VERSION, UNIT_COMMITTED, UNIT_PENDING, validate_manifest
 from schemas.tables import SCHEMA_VERSION
 
 MANIFEST_NAME = "manifest.json"
+COMMITS_DIR = "commits"
+RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
 
 
 class ConfigMismatchError(RuntimeError):
@@ -62,38 +71,81 @@ def refresh_totals(document: dict) -> None:
     }
 
 
-def load_manifest(directory: Path) -> dict | None:
-    path = directory / MANIFEST_NAME
-    if not path.exists():
+def _location(output: str | Path | OutputLocation) -> OutputLocation:
+    return output if isinstance(output, OutputLocation) else OutputLocation(output)
+
+
+# -- commit records -------------------------------------------------------------------------
+def commit_record_name(unit_id: str) -> str:
+    return f"{COMMITS_DIR}/{unit_id}.json"
+
+
+def write_commit_record(output: str | Path | OutputLocation, record: dict) -> None:
+    _location(output).write_bytes(commit_record_name(record["unit_id"]), json.dumps(record).encode())
+
+
+def read_commit_records(output: str | Path | OutputLocation) -> list[dict]:
+    """Every complete record; a missing or unreadable one (a crash mid-write) commits nothing."""
+    location = _location(output)
+    records = []
+    for name in location.list_names(COMMITS_DIR):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        data = location.read_bytes(f"{COMMITS_DIR}/{name}")  # None: compacted away since the listing
+        try:
+            record = json.loads(data) if data is not None else None
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and all(key in record for key in RECORD_KEYS):
+            records.append(record)
+    return records
+
+
+def fold_commit_records(document: dict, records: list[dict]) -> None:
+    """Mark the recorded units committed in the document (idempotent) and refresh its totals."""
+    units = {unit["unit_id"]: unit for unit in document["units"]}
+    for record in records:
+        unit = units.get(record["unit_id"])
+        if unit is not None:
+            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in RECORD_KEYS if key != "unit_id"})
+    refresh_totals(document)
+
+
+# -- the manifest -----------------------------------------------------------------------------
+def load_manifest(output: str | Path | OutputLocation) -> dict | None:
+    """The manifest with every commit record folded in: the state that readers and resume trust."""
+    location = _location(output)
+    # Records first: compaction writes the manifest before deleting records, so a record that
+    # vanishes between our listing and our read is already in the manifest read after it.
+    records = read_commit_records(location)
+    data = location.read_bytes(MANIFEST_NAME)
+    if data is None:
         return None
-    document = json.loads(path.read_text())
+    document = json.loads(data)
     validate_manifest(document)
+    fold_commit_records(document, records)
     return document
 
 
-def save_manifest(directory: Path, document: dict) -> None:
-    """Write to a temp file, fsync, rename: a reader sees the old or the new manifest, never half."""
+def save_manifest(output: str | Path | OutputLocation, document: dict) -> None:
+    """Replace manifest.json whole: a reader sees the old or the new manifest, never half."""
     validate_manifest(document)
     document["updated_at"] = now_iso()
-    path = directory / MANIFEST_NAME
-    temp = path.with_name(f".{MANIFEST_NAME}.tmp")
-    with open(temp, "w") as handle:
-        json.dump(document, handle, indent=1, sort_keys=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    _fsync_dir(directory)
+    _location(output).write_bytes(MANIFEST_NAME, json.dumps(document, indent=1).encode())
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def compact(output: str | Path | OutputLocation, document: dict) -> None:
+    """Write the manifest with every commit it holds, then drop the records now redundant."""
+    location = _location(output)
+    refresh_totals(document)
+    save_manifest(location, document)
+    committed = {unit["unit_id"] for unit in document["units"] if unit["state"] == UNIT_COMMITTED}
+    for name in location.list_names(COMMITS_DIR):
+        if name.removesuffix(".json") in committed:
+            location.delete(f"{COMMITS_DIR}/{name}")
 
 
-def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: Path) -> None:
+def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: str | Path) -> None:
     """Refuse to mix two jobs in one directory."""
     if existing["config_hash"] != config_hash:
         old = existing["config"]

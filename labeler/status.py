@@ -1,17 +1,16 @@
-"""`labeler status DIR`: what a job (running or finished) has done, read from its manifest alone."""
+"""`labeler status DIR`: what a job (running or finished) has done, read from its manifest and commit records alone."""
 
 from __future__ import annotations
 
 import time
 from calendar import timegm
-from pathlib import Path
 
 from labeler.manifest import load_manifest
 from labeler.progress import format_duration
 
 
 def job_status(directory: str) -> dict:
-    manifest = load_manifest(Path(directory))
+    manifest = load_manifest(directory)
     if manifest is None:
         raise FileNotFoundError(f"{directory}: no manifest.json, not a labeler output directory")
     totals = manifest["totals"]

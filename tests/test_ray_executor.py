@@ -1,0 +1,129 @@
+"""The Ray executor on a local Ray instance with test-double generators (no engine): retries,
+units that keep failing, and labels equal to the single-process run's."""
+
+import os
+from functools import partial
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.checker import AnswerChecker
+from labeler.cli import main
+from labeler.config import LabelConfig
+from labeler.job import run_job
+from tests.conftest import write_jsonl
+from tests.fakes import ScriptedGenerator
+from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
+
+ray = pytest.importorskip("ray")
+
+PROBLEMS = {f"What is {i} times 3?": str(3 * i) for i in range(1, 13)}
+DOOMED = "What is 5 times 3?"  # its unit fails on every worker
+
+
+class DiesOnceGenerator(ScriptedGenerator):
+    """Kills its whole worker process the first time it sees `problem` (a marker file remembers it)."""
+
+    def __init__(self, answers, problem: str, marker: str):
+        super().__init__(answers)
+        self.problem, self.marker = problem, marker
+
+    def generate(self, requests, sampling):
+        if any(r.user_message.startswith(self.problem) for r in requests) and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os._exit(1)
+        return super().generate(requests, sampling)
+
+
+class AlwaysFailsGenerator(ScriptedGenerator):
+    def generate(self, requests, sampling):
+        if any(r.user_message.startswith(DOOMED) for r in requests):
+            raise RuntimeError("engine exploded on this unit")
+        return super().generate(requests, sampling)
+
+
+class BrokenEngine:
+    def __init__(self):
+        raise OSError("no such model: /nowhere")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    rows = [
+        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Multiply {k + 1} by 3.", f"The answer is: {answer}"]}
+        for k, (problem, answer) in enumerate(PROBLEMS.items())
+    ]
+    return write_jsonl(tmp_path / "in.jsonl", rows)
+
+
+def label(dataset: Path, out: Path, executor=None):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=2, seed=3)
+    with AnswerChecker(timeout_s=5) as checker:
+        return run_job(
+            config,
+            generator_factory=partial(ScriptedGenerator, PROBLEMS),
+            checker=checker,
+            model_info={"name": "scripted"},
+            progress_enabled=True,
+            executor=executor,
+        )
+
+
+def on_ray(generator_factory, max_unit_retries=2) -> RayExecutor:
+    return RayExecutor(
+        ClusterSettings(workers=2, max_unit_retries=max_unit_retries), generator_factory, partial(AnswerChecker, timeout_s=5)
+    )
+
+
+def sorted_labels(out: Path) -> list[dict]:
+    return pq.read_table(out / "labels").sort_by("solution_id").to_pylist()
+
+
+def test_a_worker_that_dies_has_its_unit_retried_and_labels_match_one_process(dataset, tmp_path, capfd):
+    label(dataset, tmp_path / "single")
+    marker = str(tmp_path / "died-once")
+    summary = label(dataset, tmp_path / "ray", on_ray(partial(DiesOnceGenerator, PROBLEMS, "What is 7 times 3?", marker)))
+    assert os.path.exists(marker), "the worker was meant to die"
+    assert "retrying (1/2)" in capfd.readouterr().err
+    assert summary.solutions == len(PROBLEMS) and summary.units_run_now == 6
+    assert sorted_labels(tmp_path / "ray") == sorted_labels(tmp_path / "single")  # ids, counts, labels, provenance
+
+
+def test_a_unit_that_keeps_failing_is_rejected_and_the_job_finishes(dataset, tmp_path):
+    out = tmp_path / "out"
+    summary = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS), max_unit_retries=1))
+    labels = pq.read_table(out / "labels").to_pylist()
+    assert len(labels) == len(PROBLEMS) - 2  # the doomed unit held two rows
+    rejected = pq.read_table(out / "rejected").to_pylist()
+    assert sorted(r["problem_id"] for r in rejected) == ["q4", "q5"]
+    assert all(r["stage"] == "generation" and "engine exploded" in r["reason"] and "2 times" in r["reason"] for r in rejected)
+    assert summary.rejected_rows == 2 and summary.units_total == 6
+    rerun = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS)))
+    assert rerun.units_run_now == 0  # a rejected unit is committed: a rerun does not try it again
+
+
+def test_workers_that_cannot_start_stop_the_job(dataset, tmp_path):
+    with pytest.raises(NoWorkerError, match="no such model"):
+        label(dataset, tmp_path / "out", on_ray(BrokenEngine))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--ray-address", "auto"], "need --workers"),
+        (["--workers", "0"], "--workers must be >= 1"),
+        (["--workers", "2", "--max-unit-retries", "-1"], "retries"),
+    ],
+)
+def test_cluster_flags_are_checked_before_anything_starts(flags, message, tmp_path, capsys):
+    assert main(["label", "--output", str(tmp_path / "out"), "--quiet", *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

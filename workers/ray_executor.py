@@ -1,0 +1,241 @@
+"""Labeling on a Ray cluster: a pool of LabelingWorker actors, one vLLM engine each; the driver commits.
+
+run_job plans and resumes as always and hands the pending units to RayExecutor.run_units, which
+feeds them to the workers and commits each returned UnitResult through the ShardStore as it
+arrives. Failures:
+- a worker that fails (process killed, node lost, engine dead, any error in a unit) is killed and
+  replaced, and its units go back to the front of the queue for the next free worker;
+- a unit that failed more than `max_unit_retries` times is committed with its rows in rejected/
+  (stage "generation", the error as the reason), so the job finishes;
+- a result for a unit already committed is dropped by the store.
+A driver that dies is resumed by rerunning the command: committed units are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from labeler.config import LabelConfig
+from labeler.generation import Generator
+from labeler.planning import WorkUnit
+from labeler.progress import ProgressReporter
+from labeler.records import RejectedRow
+from labeler.shard_store import REJECTED_DIR, ShardStore
+from labeler.tables import rejected_table
+from labeler.unit_labeling import UnitResult
+from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
+
+WORKER_NAME_PREFIX = "prm-labeler-worker"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    workers: int
+    address: str | None = None  # "auto", "ray://host:10001"; None: RAY_ADDRESS, else a local Ray instance
+    gpus_per_worker: float | None = None  # None: the engine's tensor parallel size where the cluster has GPUs, else 0
+    max_unit_retries: int = 2
+    engine_log_level: str = "ERROR"
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("--workers must be >= 1")
+        if self.max_unit_retries < 0:
+            raise ValueError("--max-unit-retries must be >= 0")
+        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
+            raise ValueError("--gpus-per-worker must be >= 0")
+
+
+class NoWorkerError(RuntimeError):
+    """No worker could start (a bad model, no resources that fit): the job cannot go on."""
+
+
+class RayExecutor:
+    def __init__(self, settings: ClusterSettings, generator_factory: Callable[[], Generator], checker_factory: Callable[[], object]):
+        self.settings = settings
+        self.generator_factory = generator_factory
+        self.checker_factory = checker_factory
+
+    def run_units(
+        self, units: list[WorkUnit], config: LabelConfig, store: ShardStore, config_hash: str, progress: ProgressReporter, weight_done: int
+    ) -> None:
+        started_ray = connect(self.settings.address)
+        worker_args = (self.generator_factory, self.checker_factory, config, config_hash, self.settings.engine_log_level)
+        pool = WorkerPool(self._worker_options(config), worker_args, progress)
+        try:
+            progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
+            for _ in range(self.settings.workers):
+                pool.start_worker()
+            self._label_all(units, store, pool, progress, weight_done)
+        finally:
+            pool.shutdown()
+            if started_ray:
+                ray.shutdown()
+
+    def _worker_options(self, config: LabelConfig) -> dict:
+        gpus = self.settings.gpus_per_worker
+        if gpus is None:
+            gpus = config.tensor_parallel_size if ray.cluster_resources().get("GPU", 0) else 0
+        # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
+        return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
+
+    def _label_all(self, units, store: ShardStore, pool: WorkerPool, progress: ProgressReporter, weight_done: int) -> None:
+        queue = deque(units)
+        failures: Counter[str] = Counter()
+        running: dict = {}  # ObjectRef of a label call -> (unit, worker)
+        clock_started = False
+        while queue or running:
+            for worker in pool.free_slots()[: len(queue)]:
+                unit = queue.popleft()
+                pool.assign(worker)
+                running[worker.label.remote(unit)] = (unit, worker)
+            if not running and not pool.starting:
+                raise NoWorkerError(f"no worker could start; last error: {pool.last_start_error}")
+            [ref], _ = ray.wait([*pool.starting, *running], num_returns=1)
+            if ref in pool.starting:
+                if pool.worker_started(ref) and not clock_started:
+                    progress.start_clock()
+                    clock_started = True
+                continue
+            unit, worker = running.pop(ref)
+            pool.release(worker)
+            try:
+                result: UnitResult = ray.get(ref)
+            except RayError as error:
+                result = self._unit_failed(unit, worker, error, failures, pool, progress)
+                if result is None:
+                    queue.appendleft(unit)
+                    continue
+            if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats):
+                stats = result.stats
+                progress.unit_committed(
+                    stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done
+                )
+
+    def _unit_failed(self, unit: WorkUnit, worker, error: Exception, failures: Counter, pool: WorkerPool, progress) -> UnitResult | None:
+        """Replace the worker; None to retry the unit, or, past the retry limit, the unit as rejected rows."""
+        if worker in pool.killed:
+            return None  # the driver killed this worker because another of its units failed: not this unit's fault
+        failures[unit.unit_id] += 1
+        reason = _short(error)
+        # An error raised in a unit names its culprit; a worker that died takes all its units down
+        # and each of them counts one failure, since any of them might have killed it.
+        pool.replace(worker, killed_by_driver=isinstance(error, RayTaskError))
+        attempts, limit = failures[unit.unit_id], self.settings.max_unit_retries
+        if attempts <= limit:
+            progress.log(f"unit {unit.index} failed ({reason}); retrying ({attempts}/{limit})")
+            return None
+        progress.log(f"unit {unit.index} failed {attempts} times; its rows go to rejected/")
+        return failed_unit_result(unit, f"failed {attempts} times on Ray workers: {reason}")
+
+
+class WorkerPool:
+    """The live workers, those still starting, and how many units each has in flight."""
+
+    def __init__(self, worker_options: dict, worker_args: tuple, progress: ProgressReporter):
+        self.worker_class = ray.remote(LabelingWorker)
+        self.worker_options = worker_options
+        self.worker_args = worker_args
+        self.progress = progress
+        self.starting: dict = {}  # ObjectRef of a `where` call -> worker not yet ready
+        self.in_flight: dict = {}  # ready worker -> units in flight
+        self.killed: set = set()  # workers the driver killed while they had units in flight
+        self.started = 0
+        self.last_start_error: str | None = None
+
+    def start_worker(self) -> None:
+        self.started += 1
+        worker = self.worker_class.options(name=f"{WORKER_NAME_PREFIX}-{self.started}", **self.worker_options).remote(*self.worker_args)
+        self.starting[worker.where.remote()] = worker
+
+    def worker_started(self, ref) -> bool:
+        """Settle a worker's start; False if it failed (it is not replaced: starting again would fail alike)."""
+        worker = self.starting.pop(ref)
+        try:
+            where = ray.get(ref)
+        except RayError as error:
+            self.last_start_error = _short(error)
+            self.progress.log(f"a worker failed to start: {self.last_start_error}")
+            return False
+        self.in_flight[worker] = 0
+        self.progress.log(f"worker ready on {where} ({len(self.in_flight)} ready)")
+        return True
+
+    def free_slots(self) -> list:
+        """A ready worker once per unit it can take now, round-robin so that units spread over workers first."""
+        slots = []
+        for depth in range(UNITS_IN_FLIGHT):
+            slots.extend(worker for worker, count in self.in_flight.items() if count <= depth)
+        return slots
+
+    def assign(self, worker) -> None:
+        self.in_flight[worker] += 1
+
+    def release(self, worker) -> None:
+        if worker in self.in_flight:  # not when it was replaced already
+            self.in_flight[worker] -= 1
+
+    def replace(self, worker, killed_by_driver: bool) -> None:
+        """A failed worker is not trusted with more work: kill it and start another (once per worker)."""
+        if self.in_flight.pop(worker, None) is None:
+            return  # already replaced, when an earlier unit of it failed
+        if killed_by_driver:
+            self.killed.add(worker)
+        ray.kill(worker, no_restart=True)
+        self.progress.log("starting a worker to replace the failed one")
+        self.start_worker()
+
+    def shutdown(self) -> None:
+        """Kill every worker: Ray takes down its process tree too (engine, checker pool), freeing its devices."""
+        for worker in [*self.in_flight, *self.starting.values()]:
+            ray.kill(worker, no_restart=True)
+        self.in_flight.clear()
+        self.starting.clear()
+
+
+def connect(address: str | None) -> bool:
+    """Join the cluster at `address` (or RAY_ADDRESS), else start a local Ray instance. True if Ray was started here."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING)
+    else:
+        ray.init(include_dashboard=False, logging_level=logging.WARNING)
+    return True
+
+
+def _describe_cluster() -> str:
+    resources = ray.cluster_resources()
+    return f"{len(ray.nodes())} node(s), {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs"
+
+
+def failed_unit_result(unit: WorkUnit, reason: str) -> UnitResult:
+    """A unit that kept failing, committed as its rows in rejected/ so the job can finish."""
+    rejected = []
+    for row in unit.rows:
+        source = row.source
+        raw = json.dumps({"problem": source.problem, "steps": list(source.steps) if source.steps is not None else None})[:2000]
+        rejected.append(RejectedRow(source.row_index, "unit", reason, source.problem_id, raw))
+    stats = {"solutions": 0, "steps": 0, "rollouts": 0, "generated_tokens": 0, "rejected": len(rejected), "seconds": 0.0}
+    return UnitResult(unit.unit_id, unit.shard_name, {REJECTED_DIR: rejected_table(rejected, stage="generation")}, stats)
+
+
+def _short(error: BaseException) -> str:
+    """One line for a Ray error: the exception raised in the worker, or why Ray says the worker died."""
+    while isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
+        error = error.cause
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    if getattr(error, "actor_init_failed", False):  # the message ends with the traceback of __init__
+        return lines[-1][:300]
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+    return f"{type(error).__name__}: {text}"[:300]

