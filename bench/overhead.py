@@ -105,7 +105,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--rows", type=int, default=40, help="ProcessBench gsm8k rows for the tiny model")
     args = parser.parse_args()
+    from workers.engine_logging import route_vllm_logs
     from workers.vllm_generator import VLLMGenerator
+
+    route_vllm_logs("ERROR")  # stdout is for the figures
 
     results = []
     for model in args.models.split(","):

@@ -75,7 +75,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from workers.model_source import resolve_model
+    from workers.engine_logging import route_vllm_logs
     from workers.vllm_generator import VLLMGenerator
+
+    route_vllm_logs("ERROR")  # stdout is for the figures
 
     rows = select_rows(Path(args.input), args.rows, args.min_steps)
     human = {row["id"]: row["label"] for row in rows}
