@@ -51,6 +51,7 @@ CASES = [(1, -1), (1, 0), (2, 0), (2, 1), (5, 2), (8, 0), (8, 7), (40, -1), (40,
 @pytest.mark.parametrize("final_step", ["check", "rollouts"])
 @pytest.mark.parametrize("steps, wrong_at", CASES)
 def test_first_error_search_finds_the_first_wrong_step(steps, wrong_at, final_step, checker):
+    """Solutions of 1 to 40 steps, all-correct (-1), all-wrong (0) and wrong from a later step."""
     outcome, generator = run("first-error", [solution(steps, wrong_at)], checker, final_step=final_step)
     item = outcome.labelled[0]
     assert first_error(hard(item)) == wrong_at
@@ -60,11 +61,10 @@ def test_first_error_search_finds_the_first_wrong_step(steps, wrong_at, final_st
         assert labels[wrong_at] is False and item.steps[wrong_at].measured  # the first error is always measured
         assert all(label is False for label in labels[wrong_at:])  # convention: negative after it
     searched = steps - 1 if final_step == "check" else steps
-    if final_step == "check" and wrong_at < 0:
-        assert generator.calls == []  # a correct final answer makes every prefix positive: no probe at all
-    else:
-        assert outcome.probes <= math.ceil(math.log2(searched + 1))
-        assert all(calls == 1 for calls in generator.calls)
+    assert outcome.probes <= 2 * math.ceil(math.log2(searched + 1)) + 1  # galloping, then bisection
+    if wrong_at == 0 and searched:
+        assert outcome.probes == 1  # the first probe is prefix 0
+    assert all(calls == 1 for calls in generator.calls)  # one probe per round for one solution
     measured = [s for s in item.steps if s.measured_by == "rollouts"]
     assert all(s.n_rollouts == 8 for s in measured)
     assert all(s.n_rollouts == 0 for s in item.steps if s.measured_by == "inferred")
@@ -81,10 +81,11 @@ def test_first_error_batches_all_solutions_round_by_round(checker):
     solutions = [solution(40, w, sid=f"s{w}") for w in (0, 5, 17, 30, 39)] + [solution(40, -1, sid="ok")]
     outcome, generator = run("first-error", solutions, checker)
     assert [first_error(hard(item)) for item in outcome.labelled] == [0, 5, 17, 30, 39, -1]
-    assert len(generator.calls) <= math.ceil(math.log2(40))  # rounds, not probes
-    # every open solution is probed in the first round's one call, at prefix s1..s20; that prefix
-    # is the same text in s30 and s39, so their two probes are one request
-    assert generator.calls[0] == 4 and outcome.requests < outcome.probes
+    assert len(generator.calls) <= 2 * math.ceil(math.log2(40)) + 1  # rounds, not probes
+    # every solution is probed in the first round's one call, at prefix s1; that prefix is the
+    # same text in all but s0 (whose first step is wrong), so six probes are two requests
+    assert generator.calls[0] == 2 and outcome.requests < outcome.probes
+    assert outcome.probes < 6 * 39 / 3
 
 
 @pytest.mark.parametrize("miss_every", [None, 3, 2])

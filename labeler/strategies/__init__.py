@@ -2,7 +2,7 @@
 
 - exhaustive: N rollouts from every prefix (Math-Shepherd); soft and hard labels everywhere.
 - first-error: binary search for the first step whose prefix reaches the answer in no rollout
-  (OmegaPRM-style); about log2(k) probes per solution; other steps' hard labels are inferred.
+  (OmegaPRM-style), galloping from the first prefix then bisecting; other steps' hard labels are inferred.
 - adaptive: rollouts in rounds; a prefix stops once a correct rollout is found or its soft label's
   Wilson interval is narrower than --ci-width.
 
