@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from labeler import __version__
 from labeler.config import FINAL_STEP_MODES, LabelConfig
+from labeler.strategies import AFTER_FIRST_ERROR, STRATEGIES
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -24,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     from labeler.check_command import register as register_check
 
     register_check(subparsers)
+    from labeler import eval_command, export_command, report_command, score_command, train_command
+
+    for command in (train_command, score_command, eval_command, export_command, report_command):
+        command.register(subparsers)
     return parser
 
 
@@ -68,7 +73,27 @@ def _add_label_parser(subparsers) -> None:
         default="check",
         help="label the last step by checking its stated answer (one rollout) or by rollouts",
     )
-    sampling.add_argument("--strategy", choices=("exhaustive",), default="exhaustive", help="how prefixes are sampled")
+    sampling.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="exhaustive",
+        help="exhaustive: N rollouts from every prefix; first-error: binary search for the first error (hard labels); "
+        "adaptive: rollouts in rounds until each prefix's label is settled",
+    )
+    sampling.add_argument(
+        "--after-first-error",
+        choices=AFTER_FIRST_ERROR,
+        default="negative",
+        help="first-error: label of the unsampled steps after the first error",
+    )
+    sampling.add_argument(
+        "--no-stop-after-answer",
+        action="store_true",
+        help='let completions run on after the line that states "The answer is: ..." (by default they end with it)',
+    )
+    sampling.add_argument("--stop", action="append", default=[], metavar="TEXT", help="extra stop string (repeatable)")
+    sampling.add_argument("--round-size", type=int, default=2, help="adaptive: rollouts per prefix per round")
+    sampling.add_argument("--ci-width", type=float, default=0.5, help="adaptive: stop a prefix once its 95%% Wilson interval is narrower")
     sampling.add_argument("--checker-timeout", type=float, default=5.0, help="seconds per answer check before it is a 'timeout' verdict")
 
     engine = p.add_argument_group("engine")
@@ -77,6 +102,16 @@ def _add_label_parser(subparsers) -> None:
     engine.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per engine")
     engine.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     engine.add_argument("--trust-remote-code", action="store_true", help="allow model/dataset repositories to run their own code")
+    cluster = p.add_argument_group("Ray cluster (without --workers the job runs in this process)")
+    cluster.add_argument("--workers", type=int, default=None, help="Ray workers, one vLLM engine each")
+    cluster.add_argument("--ray-address", default=None, help="cluster to join: auto, ray://HOST:10001; unset: RAY_ADDRESS or a local Ray")
+    cluster.add_argument(
+        "--gpus-per-worker",
+        type=int,
+        default=None,
+        help="GPUs per worker = its engine's tensor parallel size; unset: --tensor-parallel-size where the cluster has GPUs, else 0",
+    )
+    cluster.add_argument("--max-unit-retries", type=int, default=2, help="retries of a unit whose worker failed, then rows to rejected/")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--verbose", action="store_true", help="show vLLM's own log (INFO) on stderr; by default only its errors")
@@ -119,6 +154,11 @@ def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
         solution_max_new_tokens=args.solution_max_new_tokens,
         final_step=args.final_step,
         strategy=args.strategy,
+        after_first_error=args.after_first_error,
+        stop_after_answer=not args.no_stop_after_answer,
+        stop=tuple(args.stop),
+        round_size=args.round_size,
+        ci_width=args.ci_width,
         write_rollouts=not args.no_rollouts,
         trust_remote_code=args.trust_remote_code,
         dtype=args.dtype,
@@ -136,6 +176,10 @@ def run_label(args: argparse.Namespace) -> int:
     from workers.model_source import EMBEDDED_MODEL, describe_model, resolve_model
 
     model_name = args.model or EMBEDDED_MODEL
+    if args.workers is None and (args.ray_address or args.gpus_per_worker is not None):
+        return _fail("--ray-address and --gpus-per-worker need --workers")
+    if args.gpus_per_worker:
+        args.tensor_parallel_size = args.gpus_per_worker  # one engine spans its worker's GPUs
     try:
         config = config_from_args(args, model_name)
     except ValueError as error:
@@ -157,6 +201,10 @@ def run_label(args: argparse.Namespace) -> int:
         )
 
     try:
+        executor = _ray_executor(args, make_generator) if args.workers is not None else None
+    except ValueError as error:
+        return _fail(str(error))
+    try:
         with AnswerChecker(timeout_s=args.checker_timeout) as checker:
             summary = run_job(
                 config,
@@ -165,6 +213,7 @@ def run_label(args: argparse.Namespace) -> int:
                 model_info=describe_model(args.model),
                 overwrite=args.overwrite,
                 progress_enabled=not args.quiet,
+                executor=executor,
             )
     except (InputError, ConfigMismatchError) as error:
         return _fail(str(error))
@@ -173,6 +222,22 @@ def run_label(args: argparse.Namespace) -> int:
     else:
         print(_format_summary(summary))
     return EXIT_OK
+
+
+def _ray_executor(args: argparse.Namespace, make_generator):
+    from functools import partial
+
+    from labeler.checker import AnswerChecker
+    from workers.ray_executor import ClusterSettings, RayExecutor
+
+    settings = ClusterSettings(
+        workers=args.workers,
+        address=args.ray_address,
+        gpus_per_worker=args.gpus_per_worker,
+        max_unit_retries=args.max_unit_retries,
+        engine_log_level="INFO" if args.verbose else "ERROR",
+    )
+    return RayExecutor(settings, make_generator, partial(AnswerChecker, timeout_s=args.checker_timeout))
 
 
 def _format_summary(summary) -> str:

@@ -1,0 +1,45 @@
+"""What the PRM subcommands (train, score, eval, export, report) share: one-line errors with exit
+code 2, progress logs on stderr, quiet transformers."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def usage_error(command: str, message: str) -> int:
+    print(f"labeler {command}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def log_to_stderr(quiet: bool = False) -> None:
+    """Progress of the `labeler.*` loggers on stderr (only warnings with --quiet)."""
+    logger = logging.getLogger("labeler")
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    if not any(getattr(handler, "_labeler_progress", False) for handler in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+        handler._labeler_progress = True
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+def quiet_transformers() -> None:
+    """No weight-loading progress bars or "weights not used" notes: a causal LM loaded as a bare
+    backbone leaves its output layer unused on purpose."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+
+
+def resolve_backbone(model: str | None) -> tuple[str, str]:
+    """(what to load, what to record) for --model; None means the embedded SmolLM2-135M-Instruct."""
+    if model is not None:
+        return model, model
+    from workers.model_source import resolve_model
+
+    source = resolve_model(None)
+    return source.path, source.name

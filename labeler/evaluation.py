@@ -1,0 +1,118 @@
+"""Metrics that compare step labels (or a PRM's step scores) with human judgement.
+
+ProcessBench (Zheng et al., 2024), per subset: every solution has a human first-error index
+(-1: all steps correct). A prediction is the index of the first step predicted wrong, or -1.
+
+    erroneous accuracy = share of solutions with label >= 0 whose prediction equals the label
+    correct accuracy   = share of solutions with label == -1 predicted -1
+    F1                 = harmonic mean of the two (0 when both are 0)
+
+PRM800K: human step ratings +1 / 0 / -1. `neutral` says what a 0 is: "positive", "negative", or
+"exclude" (left out of step metrics and not an error for the first-error metrics). Step metrics
+compare predicted step correctness with the rating; first-error metrics are ProcessBench's, with
+the human first error being the first negative step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+NEUTRAL_MODES = ("positive", "negative", "exclude")
+
+
+@dataclass(frozen=True)
+class FirstErrorMetrics:
+    erroneous: int  # solutions with a human first error
+    correct: int  # solutions judged all correct
+    erroneous_accuracy: float | None
+    correct_accuracy: float | None
+    f1: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def harmonic_mean(a: float, b: float) -> float:
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
+
+
+def first_error_metrics(pairs: Sequence[tuple[int, int]]) -> FirstErrorMetrics:
+    """`pairs` of (human first error, predicted first error), -1 meaning no error."""
+    erroneous = [(label, predicted) for label, predicted in pairs if label >= 0]
+    correct = [(label, predicted) for label, predicted in pairs if label < 0]
+    erroneous_accuracy = sum(label == predicted for label, predicted in erroneous) / len(erroneous) if erroneous else None
+    correct_accuracy = sum(predicted < 0 for _, predicted in correct) / len(correct) if correct else None
+    f1 = None
+    if erroneous_accuracy is not None and correct_accuracy is not None:
+        f1 = harmonic_mean(erroneous_accuracy, correct_accuracy)
+    return FirstErrorMetrics(len(erroneous), len(correct), erroneous_accuracy, correct_accuracy, f1)
+
+
+def first_predicted_error(step_correct: Sequence[bool | None]) -> int:
+    """Index of the first step predicted wrong, or -1; steps without a prediction are skipped."""
+    return next((i for i, ok in enumerate(step_correct) if ok is False), -1)
+
+
+def rating_is_positive(rating: int | None, neutral: str) -> bool | None:
+    """A PRM800K rating as step correctness; None when it does not count."""
+    if rating is None:
+        return None
+    if rating > 0:
+        return True
+    if rating < 0:
+        return False
+    return {"positive": True, "negative": False, "exclude": None}[neutral]
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    steps: int
+    accuracy: float | None
+    error_precision: float | None  # of steps predicted wrong, the share rated wrong
+    error_recall: float | None  # of steps rated wrong, the share predicted wrong
+    error_f1: float | None
+    auc: float | None  # of the step scores against the ratings, when scores are given
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def step_metrics(human: Sequence[bool], predicted: Sequence[bool], scores: Sequence[float] | None = None) -> StepMetrics:
+    """Step-by-step agreement; True means "step correct" on both sides."""
+    n = len(human)
+    true_errors = sum(not h and not p for h, p in zip(human, predicted))
+    predicted_errors = sum(not p for p in predicted)
+    human_errors = sum(not h for h in human)
+    precision = true_errors / predicted_errors if predicted_errors else None
+    recall = true_errors / human_errors if human_errors else None
+    f1 = harmonic_mean(precision, recall) if precision is not None and recall is not None else None
+    return StepMetrics(
+        steps=n,
+        accuracy=sum(h == p for h, p in zip(human, predicted)) / n if n else None,
+        error_precision=precision,
+        error_recall=recall,
+        error_f1=f1,
+        auc=roc_auc(scores, human) if scores is not None else None,
+    )
+
+
+def roc_auc(scores: Sequence[float], positives: Sequence[bool]) -> float | None:
+    """Area under the ROC curve: the chance that a random positive scores above a random
+    negative, ties counting half (Mann-Whitney U over average ranks). None without both classes."""
+    n_pos = sum(1 for p in positives if p)
+    n_neg = len(positives) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and scores[order[end + 1]] == scores[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
+    positive_rank_sum = sum(rank for rank, p in zip(ranks, positives) if p)
+    return (positive_rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)

@@ -1,0 +1,175 @@
+"""`labeler eval`: ProcessBench and PRM800K metrics, by hand on small cases and on the real ProcessBench."""
+
+import json
+
+import pytest
+
+from labeler.cli import main
+from labeler.evaluation import first_error_metrics, first_predicted_error, rating_is_positive, roc_auc, step_metrics
+from tests.conftest import shared_data, write_jsonl
+from tests.synthetic_labels import labels_row, write_labels
+
+
+def test_first_error_metrics_by_hand():
+    # (human first error, predicted first error)
+    pairs = [(-1, -1), (-1, 1), (2, 2), (0, 0), (3, -1), (1, 2)]
+    metrics = first_error_metrics(pairs)
+    # erroneous rows: (2,2) right, (0,0) right, (3,-1) wrong, (1,2) wrong -> 2/4; correct rows: 1 of 2 predicted -1
+    assert (metrics.erroneous, metrics.correct) == (4, 2)
+    assert metrics.erroneous_accuracy == pytest.approx(0.5)
+    assert metrics.correct_accuracy == pytest.approx(0.5)
+    assert metrics.f1 == pytest.approx(0.5)
+
+    lopsided = first_error_metrics([(-1, -1), (-1, -1), (-1, -1), (1, 1), (1, 0), (2, -1)])
+    # erroneous 1/3, correct 3/3: F1 = 2 * (1/3) * 1 / (1/3 + 1) = 0.5
+    assert lopsided.f1 == pytest.approx(0.5)
+
+    trivial = first_error_metrics([(-1, -1), (4, -1), (0, -1)])
+    assert (trivial.erroneous_accuracy, trivial.correct_accuracy, trivial.f1) == (0.0, 1.0, 0.0)
+    assert first_error_metrics([(2, 2)]).f1 is None  # no correct rows: F1 undefined, not 0
+
+
+def test_first_predicted_error_skips_steps_without_a_prediction():
+    assert first_predicted_error([True, None, False, False]) == 2
+    assert first_predicted_error([True, None]) == -1
+
+
+def test_roc_auc_by_hand():
+    # positives 0.9, 0.4; negatives 0.5, 0.1: pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1) -> 3/4
+    assert roc_auc([0.9, 0.5, 0.4, 0.1], [True, False, True, False]) == pytest.approx(0.75)
+    assert roc_auc([0.5, 0.5], [True, False]) == pytest.approx(0.5)  # a tie counts half
+    assert roc_auc([0.3, 0.7], [True, True]) is None
+
+
+def test_step_metrics_and_neutral_ratings():
+    assert [rating_is_positive(0, mode) for mode in ("positive", "negative", "exclude")] == [True, False, None]
+    human = [True, True, False, False]
+    predicted = [True, False, False, True]
+    metrics = step_metrics(human, predicted)
+    assert metrics.accuracy == pytest.approx(0.5)
+    assert (metrics.error_precision, metrics.error_recall, metrics.error_f1) == (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.5))
+
+
+def processbench_rows():
+    return [
+        {"id": "pb-0", "problem": "P0", "steps": ["a", "b", "c"], "label": -1, "final_answer_correct": True},
+        {"id": "pb-1", "problem": "P1", "steps": ["a", "b", "c"], "label": 1, "final_answer_correct": False},
+        {"id": "pb-2", "problem": "P2", "steps": ["a", "b"], "label": 0, "final_answer_correct": False},
+        {"id": "pb-3", "problem": "P3", "steps": ["a", "b"], "label": -1, "final_answer_correct": True},
+    ]
+
+
+def eval_json(capsys, *args) -> dict:
+    assert main(["eval", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_eval_of_labels_against_a_small_processbench_file(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, 0.5, 0.25], [True, True, True]),  # -1, right
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, 0.0, 0.0], [True, False, False]),  # 1, right
+            labels_row("pb-2", "s2", "P2", ["a", "b"], [0.75, 0.0], [True, False]),  # 1 for 0, wrong
+            labels_row("pb-3", "s3", "P3", ["a", "b"], [0.0, 0.0], [False, False]),  # 0 for -1, wrong
+        ],
+    )
+    report = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))
+    (subset,) = report["subsets"]
+    assert subset["subset"] == "tiny" and subset["format"] == "processbench" and subset["matched"] == 4
+    assert (subset["erroneous_accuracy"], subset["correct_accuracy"], subset["f1"]) == (0.5, 0.5, 0.5)
+
+    # With a threshold on soft labels: pb-0's 0.25 and 0.5 steps become errors at 0.6.
+    report = eval_json(capsys, "--labels", str(labels), "--reference", str(reference), "--threshold", "0.6")
+    (subset,) = report["subsets"]
+    assert (subset["erroneous_accuracy"], subset["correct_accuracy"]) == (0.5, 0.0) and subset["f1"] == 0.0
+
+
+def test_eval_of_prm_scores_counts_unmatched_and_misaligned_rows(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    scores = write_jsonl(
+        tmp_path / "scores.jsonl",
+        [
+            {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [0.9, 0.8, 0.7]},
+            {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [0.9, 0.2, 0.1]},
+            {"problem_id": "pb-2", "solution_id": "s2", "step_scores": [0.9, 0.9, 0.9]},  # 3 steps for 2: not compared
+        ],
+    )
+    report = eval_json(capsys, "--scores", str(scores), "--reference", str(reference))
+    (subset,) = report["subsets"]
+    assert report["threshold"] == 0.5
+    assert (subset["matched"], subset["unmatched"], subset["step_count_mismatch"]) == (2, 1, 1)
+    assert (subset["erroneous_accuracy"], subset["correct_accuracy"], subset["f1"]) == (1.0, 1.0, 1.0)
+    table = main(["eval", "--scores", str(scores), "--reference", str(reference)])
+    out = capsys.readouterr().out
+    assert table == 0 and out.splitlines()[0].split()[:3] == ["subset", "format", "matched"] and "not compared" in out
+
+
+def test_eval_on_prm800k_ratings(tmp_path, capsys):
+    def step(text, rating):
+        return {"completions": [{"text": text, "rating": rating}], "chosen_completion": 0, "human_completion": None}
+
+    rows = [
+        {"question": {"problem": "Q1", "ground_truth_answer": "1"}, "label": {"steps": [step("s1", 1), step("s2", 0), step("s3", -1)]}},
+        {"question": {"problem": "Q2", "ground_truth_answer": "2"}, "label": {"steps": [step("t1", 1), step("t2", 1)]}},
+    ]
+    reference = write_jsonl(tmp_path / "prm800k.jsonl", rows)
+    from labeler.ids import stable_id
+
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row(stable_id("Q1"), "a", "Q1", ["s1", "s2", "s3"], [1.0, 0.0, 0.0], [True, False, False]),
+            labels_row(stable_id("Q2"), "b", "Q2", ["t1", "t2"], [1.0, 1.0], [True, True]),
+        ],
+    )
+    excluded = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))["subsets"][0]
+    # neutral s2 left out: steps s1 (+,+), s3 (-,-), t1, t2 (+,+): all agree; human first errors 2 and -1, predicted 1 and -1
+    assert excluded["format"] == "prm800k" and excluded["step_steps"] == 4 and excluded["step_accuracy"] == 1.0
+    assert (excluded["erroneous_accuracy"], excluded["correct_accuracy"]) == (0.0, 1.0)
+    negative = eval_json(capsys, "--labels", str(labels), "--reference", str(reference), "--neutral", "negative")["subsets"][0]
+    assert negative["step_steps"] == 5 and negative["step_accuracy"] == 1.0 and negative["f1"] == 1.0
+    positive = eval_json(capsys, "--labels", str(labels), "--reference", str(reference), "--neutral", "positive")["subsets"][0]
+    assert positive["step_accuracy"] == pytest.approx(4 / 5)
+
+
+def labels_from_processbench(path, first_error_of) -> list[dict]:
+    """A labels row per ProcessBench row, hard labels negative from `first_error_of(row)` on."""
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        first_error = first_error_of(row)
+        hard = [first_error < 0 or i < first_error for i in range(len(row["steps"]))]
+        rows.append(labels_row(row["id"], f"{row['id']}-s", row["problem"], row["steps"], [float(h) for h in hard], hard))
+    return rows
+
+
+def test_processbench_trivial_predictor_gives_the_hand_figures(tmp_path, capsys):
+    files = [shared_data("processbench/gsm8k.jsonl"), shared_data("processbench/math.jsonl")]
+    job = tmp_path / "all-correct"
+    write_labels(job, [row for path in files for row in labels_from_processbench(path, lambda row: -1)], shard_size=500)
+    report = eval_json(capsys, "--labels", str(job), "--reference", str(files[0]), "--reference", str(files[1]))
+    for path, subset in zip(files, report["subsets"]):
+        labels = [json.loads(line)["label"] for line in path.read_text().splitlines()]
+        assert subset["subset"] == path.stem and subset["matched"] == len(labels)
+        assert subset["erroneous"] == sum(label >= 0 for label in labels) > 0
+        assert subset["correct"] == sum(label == -1 for label in labels) > 0
+        assert (subset["erroneous_accuracy"], subset["correct_accuracy"], subset["f1"]) == (0.0, 1.0, 0.0)
+    assert report["average_f1"] == 0.0
+
+    # The human labels themselves score 100% everywhere.
+    human = tmp_path / "human"
+    write_labels(human, [row for path in files for row in labels_from_processbench(path, lambda row: row["label"])], shard_size=500)
+    report = eval_json(capsys, "--labels", str(human), "--reference", str(files[0]), "--reference", str(files[1]))
+    assert [s["f1"] for s in report["subsets"]] == [1.0, 1.0]
+
+
+def test_eval_bad_usage_exits_2(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    assert main(["eval", "--labels", str(tmp_path / "missing"), "--reference", str(reference)]) == 2
+    assert capsys.readouterr().err.startswith("labeler eval: error:")
+    not_reference = write_jsonl(tmp_path / "other.jsonl", [{"question": "x"}])
+    labels = write_labels(tmp_path / "job", [labels_row("pb-0", "s0", "P0", ["a"], [1.0], [True])])
+    assert main(["eval", "--labels", str(labels), "--reference", str(not_reference)]) == 2
+    assert "--reference-format" in capsys.readouterr().err

@@ -1,0 +1,121 @@
+"""`labeler export`: TRL, Math-Shepherd and jsonl formats; misaligned labels refused; TRL's PRMTrainer reads ours."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.cli import main
+from labeler.presets import PresetOptions, to_source_row
+from schemas import LABELS_SCHEMA
+from tests.synthetic_labels import labels_row, write_labels
+
+
+@pytest.fixture
+def job(tmp_path):
+    return write_labels(
+        tmp_path / "job",
+        [
+            labels_row("p1", "s1", "What is 2 + 3?", ["2 + 3 = 6.", "The answer is 6."], [0.25, 0.0], [True, False]),
+            labels_row("p2", "s2", "What is 1 + 1?", ["Step 1: 1 + 1 = 2.", "Step 2: The answer is 2."], [0.75, 1.0], [True, True]),
+            # a first-error search left the last step unlabelled: the boolean formats cut before it
+            labels_row("p3", "s3", "What is 4 - 1?", ["4 - 1 = 3.", "So 3.", "The answer is 3."], [1.0, None, None], [True, True, None]),
+        ],
+    )
+
+
+def read_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_trl_format_has_boolean_labels_and_warns_about_float_truncation(job, tmp_path, capsys):
+    out = tmp_path / "trl.jsonl"
+    assert main(["export", str(job), "--format", "trl", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "truncates float labels" in captured.err
+    rows = read_lines(out)
+    assert rows[0] == {"prompt": "What is 2 + 3?", "completions": ["2 + 3 = 6.", "The answer is 6."], "labels": [True, False]}
+    assert rows[2] == {"prompt": "What is 4 - 1?", "completions": ["4 - 1 = 3.", "So 3."], "labels": [True, True]}
+    assert all(isinstance(label, bool) for row in rows for label in row["labels"])
+    assert "1 solutions cut" in captured.out
+
+    assert main(["export", str(job), "--format", "trl", "--out", str(tmp_path / "trl.parquet"), "--threshold", "0.5"]) == 0
+    table = pq.read_table(tmp_path / "trl.parquet")
+    assert table.column("labels").to_pylist()[:2] == [[False, False], [True, True]]
+
+
+def test_math_shepherd_format_round_trips_through_its_preset(job, tmp_path):
+    out = tmp_path / "ms.jsonl"
+    assert main(["export", str(job), "--format", "math-shepherd", "--out", str(out)]) == 0
+    rows = read_lines(out)
+    assert rows[0]["input"] == "What is 2 + 3? Step 1: 2 + 3 = 6. ки\nStep 2: The answer is 6. ки"
+    assert rows[0]["label"] == "What is 2 + 3? Step 1: 2 + 3 = 6. +\nStep 2: The answer is 6. -"
+    assert rows[1]["input"] == "What is 1 + 1? Step 1: 1 + 1 = 2. ки\nStep 2: The answer is 2. ки"  # no second "Step k:" marker
+    # The labeler's own math-shepherd preset reads the export back: same problem, same steps.
+    source = to_source_row("math-shepherd", 0, {**rows[1], "answer": "2"}, PresetOptions(answer_column="answer"))
+    assert source.problem == "What is 1 + 1?" and source.steps == ("Step 1: 1 + 1 = 2.", "Step 2: The answer is 2.")
+
+
+def test_jsonl_format_keeps_soft_labels_counts_and_nulls(job, tmp_path):
+    out = tmp_path / "labels.jsonl"
+    assert main(["export", str(job), "--format", "jsonl", "--out", str(out)]) == 0
+    rows = read_lines(out)
+    assert rows[0]["soft_labels"] == [0.25, 0.0] and rows[0]["n_correct"] == [1, 0] and rows[0]["first_error"] == 1
+    assert rows[2]["soft_labels"] == [1.0, None, None] and rows[2]["label_method"] == ["rollouts", "inferred", "unlabelled"]
+
+
+def test_misaligned_steps_and_labels_are_refused_before_writing(tmp_path, capsys):
+    row = labels_row("p1", "broken", "Q", ["a", "b", "c"], [1.0, 0.0], [True, False])  # 3 steps, 2 labels
+    folder = tmp_path / "job" / "labels"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row], schema=LABELS_SCHEMA), folder / "part-00000.parquet")
+    for format in ("trl", "math-shepherd", "jsonl"):
+        out = tmp_path / f"{format}.jsonl"
+        assert main(["export", str(tmp_path / "job"), "--format", format, "--out", str(out)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error == "labeler export: error: solution broken: soft_labels has 2 entries for 3 steps"
+        assert not out.exists()
+
+
+def test_step_tag_inside_a_step_is_refused_for_math_shepherd(tmp_path, capsys):
+    job = write_labels(tmp_path / "job", [labels_row("p", "s", "Q", ["a ки b"], [1.0], [True])])
+    assert main(["export", str(job), "--format", "math-shepherd", "--out", str(tmp_path / "ms.jsonl")]) == 2
+    assert "ки" in capsys.readouterr().err
+
+
+def test_bad_output_name_exits_2(job, tmp_path, capsys):
+    assert main(["export", str(job), "--format", "trl", "--out", str(tmp_path / "out.csv")]) == 2
+    assert ".jsonl or .parquet" in capsys.readouterr().err
+
+
+def test_trl_prm_trainer_trains_two_steps_on_our_export(job, tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    import datasets
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+    from trl.experimental.prm import PRMConfig, PRMTrainer
+
+    out = tmp_path / "trl.jsonl"
+    assert main(["export", str(job), "--format", "trl", "--out", str(out)]) == 0
+    dataset = datasets.load_dataset("json", data_files=str(out), split="train")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForTokenClassification.from_pretrained(tiny_model_dir, num_labels=2)
+    args = PRMConfig(
+        output_dir=str(tmp_path / "trl-run"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        learning_rate=1e-4,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_steps=1,
+        dataset_num_proc=None,
+        max_length=256,
+    )
+    trainer = PRMTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    # TRL tokenised our rows: one label per step, at the step's last token, everything else ignored.
+    labels = trainer.train_dataset[0]["labels"]
+    assert [label for label in labels if label != -100] == [1, 0]
+    result = trainer.train()
+    assert trainer.state.global_step == 2
+    assert result.training_loss > 0 and all(entry["loss"] == entry["loss"] for entry in trainer.state.log_history if "loss" in entry)
