@@ -68,6 +68,9 @@ def refresh_totals(document: dict) -> None:
         "generated_tokens": int(total("generated_tokens")),
         "rejected_in_units": int(total("rejected")),
         "generation_seconds": round(total("seconds"), 3),
+        # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged
+        "prefix_probes": int(total("prefix_probes")),
+        "prefix_requests": int(total("prefix_requests")),
     }
 
 

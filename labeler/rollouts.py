@@ -6,8 +6,9 @@ s1..s(i+1), starting at rollout number `first_rollout`". A round is one batched 
 Rollout r of a prefix is sampled with seed `prefix_seed + r` (a request with n=N and seed S is
 N requests with seeds S..S+N-1 in vLLM), so every strategy draws the very same completions for the
 same (prefix, r) and comparisons between strategies isolate the strategy from sampling noise.
-The prefix seed depends on the problem and the prefix text only, so identical prefixes of
-different solutions of one problem are one request, rolled out once, their counts shared.
+The prefix seed depends on the problem text, the reference answer and the prefix text only (the
+prompt, in short), so identical prefixes of different solutions of one problem are one request,
+rolled out once, their counts shared.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class SentRound:
 
 def prefix_seed(base_seed: int, solution: Solution, step_index: int) -> int:
     """Seed of rollout 0 from prefix s1..s(step_index+1); rollout r uses this + r."""
-    return derived_seed(base_seed, solution.problem_id, solution.reference_answer, *solution.steps[: step_index + 1])
+    return derived_seed(base_seed, solution.problem, solution.reference_answer, *solution.steps[: step_index + 1])
 
 
 class PrefixSampler:
@@ -99,7 +100,7 @@ class PrefixSampler:
         for probe in probes:
             solution = self.solutions[probe.solution]
             prefix = solution.steps[: probe.step + 1]
-            key = (solution.problem_id, solution.problem, solution.reference_answer, prefix, probe.first_rollout, probe.count)
+            key = (solution.problem, solution.reference_answer, prefix, probe.first_rollout, probe.count)
             if key not in index_of_key:
                 index_of_key[key] = len(requests)
                 requests.append(

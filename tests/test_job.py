@@ -185,3 +185,15 @@ def test_solutions_the_engine_cannot_run_are_rejected_not_dropped(dataset, tmp_p
     rejected = pq.read_table(out / "rejected").to_pylist()
     generation = [r for r in rejected if r["stage"] == "generation"]
     assert len(generation) == 1 and generation[0]["problem_id"] == "q2" and "prompt too long" in generation[0]["reason"]
+
+
+def test_manifest_records_shared_prefix_savings(tmp_path, checker):
+    rows = [
+        {"id": f"q{k}", "problem": "What is 1 plus 1?", "answer": "2", "steps": ["1 plus 1 is 2.", ending, "The answer is: 2"]}
+        for k, ending in enumerate(["Check it.", "Double-check it."])
+    ]
+    dataset = write_jsonl(tmp_path / "same.jsonl", rows)
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    totals = json.loads((out / "manifest.json").read_text())["totals"]
+    assert (totals["prefix_probes"], totals["prefix_requests"]) == (4, 3)  # the shared first step is rolled out once
