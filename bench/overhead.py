@@ -4,7 +4,8 @@ For each model (the tiny random Llama and the embedded SmolLM2-135M-Instruct), o
 started; then, alternating, (a) the whole labeling job (read, plan, generate, check, label,
 write, commit) and (b) bare `LLM.generate` over exactly the prompts and sampling parameters the
 job sent, call for call. The prefix cache is reset before every run so neither reuses the other's
-KV cache, and an untimed first job warms the engine up. Prints the median times and their ratio.
+KV cache, and an untimed first job warms the engine up. The jobs run with --no-stop-after-answer so
+that each of their generate calls is one plain LLM.generate, like the replay's (same stop strings). Prints the median times and their ratio.
 Target: ratio <= 1.10.
 
     .venv/bin/python bench/overhead.py [--models tiny,embedded] [--repeats 2]
@@ -46,7 +47,6 @@ class RecordingGenerator:
 
 def bare_replay(engine, calls) -> float:
     """Time LLM.generate alone over the recorded calls (prompts tokenized beforehand, untimed)."""
-    from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
     prepared = []
@@ -54,8 +54,7 @@ def bare_replay(engine, calls) -> float:
         ids = engine._token_ids([engine.render(r) for r in requests])
         prompts = [TokensPrompt(prompt_token_ids=i) for i in ids]
         params = [
-            SamplingParams(n=r.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_new_tokens, seed=r.seed)
-            for r in requests
+            engine._params(sampling, n=r.n, seed=r.seed, max_tokens=sampling.max_new_tokens, stop=list(sampling.stop)) for r in requests
         ]
         prepared.append((prompts, params))
     started = time.perf_counter()
@@ -70,7 +69,9 @@ def run_labeler(name: str, engine, config_for) -> tuple[float, RecordingGenerato
     engine.llm.reset_prefix_cache()
     started = time.perf_counter()
     with AnswerChecker(timeout_s=5) as checker:
-        summary = run_job(config_for(out), generator_factory=lambda: recorder, checker=checker, model_info={"name": name}, progress_enabled=False)
+        summary = run_job(
+            config_for(out), generator_factory=lambda: recorder, checker=checker, model_info={"name": name}, progress_enabled=False
+        )
     seconds = time.perf_counter() - started
     shutil.rmtree(out)
     return seconds, recorder, summary
@@ -120,14 +121,32 @@ def main() -> None:
             source = str(PROCESSBENCH_GSM8K) if PROCESSBENCH_GSM8K.exists() else SAMPLE_INPUT
 
             def config_for(out, source=source):
-                return LabelConfig(input=source, output=str(out), model="tiny", limit=args.rows, rollouts=8, max_new_tokens=64, shard_size=16)
+                return LabelConfig(
+                    input=source,
+                    output=str(out),
+                    model="tiny",
+                    limit=args.rows,
+                    rollouts=8,
+                    max_new_tokens=64,
+                    shard_size=16,
+                    stop_after_answer=False,
+                )
         else:
             from workers.embedded_model import ensure_embedded_model
 
             engine = VLLMGenerator(str(ensure_embedded_model()), model_name="smollm2", max_model_len=2048)
 
             def config_for(out):
-                return LabelConfig(input=SAMPLE_INPUT, output=str(out), model="smollm2", limit=8, rollouts=4, max_new_tokens=64, shard_size=4)
+                return LabelConfig(
+                    input=SAMPLE_INPUT,
+                    output=str(out),
+                    model="smollm2",
+                    limit=8,
+                    rollouts=4,
+                    max_new_tokens=64,
+                    shard_size=4,
+                    stop_after_answer=False,
+                )
 
         result = measure(model, engine, config_for, args.repeats)
         results.append(result)
@@ -136,7 +155,9 @@ def main() -> None:
     print()
     print(f"{'model':10} {'solutions':>9} {'tokens':>8} {'labeler s':>10} {'bare s':>8} {'ratio':>6}")
     for r in results:
-        print(f"{r['model']:10} {r['solutions']:>9} {r['generated_tokens']:>8} {r['labeler_seconds']:>10} {r['bare_generate_seconds']:>8} {r['ratio']:>6}")
+        print(
+            f"{r['model']:10} {r['solutions']:>9} {r['generated_tokens']:>8} {r['labeler_seconds']:>10} {r['bare_generate_seconds']:>8} {r['ratio']:>6}"
+        )
 
 
 if __name__ == "__main__":
