@@ -56,3 +56,20 @@ class ScriptedGenerator:
 def _wrong(answer: str) -> str:
     number = re.sub(r"[^0-9]", "", answer) or "0"
     return str(int(number) + 1)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class CrashingGenerator(ScriptedGenerator):
+    """Dies on its n-th generate call, like a killed process would, after earlier units committed."""
+
+    def __init__(self, answers, crash_on_call: int):
+        super().__init__(answers)
+        self.crash_on_call = crash_on_call
+
+    def generate(self, requests, sampling):
+        if len(self.calls) + 1 == self.crash_on_call:
+            raise Crash("engine died")
+        return super().generate(requests, sampling)

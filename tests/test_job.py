@@ -11,7 +11,7 @@ from labeler.config import LabelConfig
 from labeler.job import run_job
 from labeler.manifest import ConfigMismatchError
 from tests.conftest import write_jsonl
-from tests.fakes import WRONG_MARKER, ScriptedGenerator
+from tests.fakes import WRONG_MARKER, Crash, CrashingGenerator, ScriptedGenerator
 
 PROBLEMS = {f"What is {i} plus {i}?": str(2 * i) for i in range(1, 12)}
 
@@ -42,23 +42,6 @@ def dataset(tmp_path) -> Path:
 def config(dataset: Path, output: Path, **overrides) -> LabelConfig:
     settings = dict(input=str(dataset), output=str(output), model="scripted", rollouts=4, shard_size=3, seed=7)
     return LabelConfig(**{**settings, **overrides})
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class CrashingGenerator(ScriptedGenerator):
-    """Dies on its n-th generate call, like a killed process would, after earlier units committed."""
-
-    def __init__(self, answers, crash_on_call: int):
-        super().__init__(answers)
-        self.crash_on_call = crash_on_call
-
-    def generate(self, requests, sampling):
-        if len(self.calls) + 1 == self.crash_on_call:
-            raise Crash("engine died")
-        return super().generate(requests, sampling)
 
 
 def run(cfg: LabelConfig, checker, generator=None, **kwargs):

@@ -17,7 +17,7 @@ from labeler.output_location import OutputLocation
 from labeler.shard_store import LABELS_DIR, ShardStore
 from labeler.status import job_status
 from tests.conftest import write_jsonl
-from tests.fakes import ScriptedGenerator
+from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 
 PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 12)}
 
@@ -61,21 +61,6 @@ def dataset(tmp_path):
         for k, (p, a) in enumerate(PROBLEMS.items())
     ]
     return write_jsonl(tmp_path / "in.jsonl", rows)
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class CrashingGenerator(ScriptedGenerator):
-    def __init__(self, answers, crash_on_call: int):
-        super().__init__(answers)
-        self.crash_on_call = crash_on_call
-
-    def generate(self, requests, sampling):
-        if len(self.calls) + 1 == self.crash_on_call:
-            raise Crash("engine died")
-        return super().generate(requests, sampling)
 
 
 def label(dataset, output: str, checker, generator=None):
