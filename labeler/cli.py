@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict
 
 from labeler import __version__
+from labeler.command_line import add_format_arguments, column_flags
 from labeler.config import FINAL_STEP_MODES, LabelConfig
 from labeler.strategies import AFTER_FIRST_ERROR, STRATEGIES
 
@@ -33,8 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_label_parser(subparsers) -> None:
-    from labeler.presets import PRESET_NAMES
-    from labeler.splitting import SPLIT_RULES
 
     p = subparsers.add_parser(
         "label",
@@ -47,13 +46,9 @@ def _add_label_parser(subparsers) -> None:
     data.add_argument(
         "--input", default=None, help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]; default: the shipped sample problems"
     )
-    data.add_argument("--preset", default=None, help=f"input format, one of {', '.join(PRESET_NAMES)}; auto-detected when unambiguous")
+    add_format_arguments(data)
     data.add_argument("--output", required=True, help="output directory (labels/, rollouts/, rejected/, manifest.json)")
     data.add_argument("--limit", type=int, default=None, help="take only the first K rows")
-    data.add_argument("--split", dest="split_rule", choices=SPLIT_RULES, default="auto", help="how solution text is cut into steps")
-    data.add_argument("--max-row-chars", type=int, default=50_000, help="rows longer than this are rejected")
-    for column in ("problem", "answer", "solution", "steps", "id"):
-        data.add_argument(f"--{column}-column", default=None, help=f"column holding the {column} (explicit mapping for other formats)")
     data.add_argument("--no-rollouts", action="store_true", help="do not write the rollouts/ table")
     data.add_argument("--overwrite", action="store_true", help="delete a previous job in --output and start over")
 
@@ -130,11 +125,6 @@ def _add_status_parser(subparsers) -> None:
 def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
     from labeler.job import SAMPLE_INPUT
 
-    columns = {
-        column: getattr(args, f"{column}_column")
-        for column in ("problem", "answer", "solution", "steps", "id")
-        if getattr(args, f"{column}_column")
-    }
     return LabelConfig(
         input=args.input or SAMPLE_INPUT,
         output=args.output,
@@ -143,7 +133,7 @@ def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
         limit=args.limit,
         split_rule=args.split_rule,
         max_row_chars=args.max_row_chars,
-        columns=columns,
+        columns=column_flags(args),
         rollouts=args.rollouts,
         temperature=args.temperature,
         top_p=args.top_p,

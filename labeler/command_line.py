@@ -9,6 +9,25 @@ import sys
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
+def add_format_arguments(group) -> None:
+    """--preset, --split, --max-row-chars and the --FIELD-column flags: how input rows are read."""
+    from labeler.presets import COLUMN_FIELDS, PRESET_NAMES
+    from labeler.splitting import SPLIT_RULES
+
+    group.add_argument("--preset", default=None, help=f"input format, one of {', '.join(PRESET_NAMES)}; auto-detected when unambiguous")
+    group.add_argument("--split", dest="split_rule", choices=SPLIT_RULES, default="auto", help="how solution text is cut into steps")
+    group.add_argument("--max-row-chars", type=int, default=50_000, help="rows longer than this are rejected")
+    for field in COLUMN_FIELDS:
+        group.add_argument(f"--{field}-column", default=None, help=f"column holding the {field} (explicit mapping for other formats)")
+
+
+def column_flags(args) -> dict[str, str]:
+    """The --FIELD-column flags that were given, as {field: column}."""
+    from labeler.presets import COLUMN_FIELDS
+
+    return {field: getattr(args, f"{field}_column") for field in COLUMN_FIELDS if getattr(args, f"{field}_column")}
+
+
 def usage_error(command: str, message: str) -> int:
     print(f"labeler {command}: error: {message}", file=sys.stderr)
     return EXIT_USAGE

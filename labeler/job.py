@@ -69,16 +69,7 @@ def input_path(spec: str) -> str:
 
 
 def preset_options(config: LabelConfig) -> PresetOptions:
-    columns = config.columns
-    return PresetOptions(
-        split_rule=config.split_rule,
-        max_row_chars=config.max_row_chars,
-        problem_column=columns.get("problem"),
-        answer_column=columns.get("answer"),
-        solution_column=columns.get("solution"),
-        steps_column=columns.get("steps"),
-        id_column=columns.get("id"),
-    )
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:

@@ -49,6 +49,14 @@ class PresetOptions:
     steps_column: str | None = None
     id_column: str | None = None
 
+    @classmethod
+    def from_columns(cls, split_rule: str, max_row_chars: int, columns: dict[str, str]) -> PresetOptions:
+        """From a {field: column} mapping of the explicit column flags (fields as in COLUMN_FIELDS)."""
+        return cls(split_rule, max_row_chars, *(columns.get(name) for name in COLUMN_FIELDS))
+
+
+COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id")  # the --FIELD-column flags
+
 
 @dataclass(frozen=True)
 class _Columns:

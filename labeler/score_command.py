@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 
-from labeler.command_line import EXIT_OK, log_to_stderr, quiet_transformers, usage_error
+from labeler.command_line import EXIT_OK, add_format_arguments, column_flags, log_to_stderr, quiet_transformers, usage_error
 from labeler.train_config import DEVICES, PRECISIONS
 
 COMMAND = "score"
@@ -28,9 +28,7 @@ log = logging.getLogger("labeler.score")
 
 
 def register(subparsers) -> None:
-    from labeler.presets import PRESET_NAMES
     from labeler.solution_scores import AGGREGATES
-    from labeler.splitting import SPLIT_RULES
 
     parser = subparsers.add_parser(
         COMMAND, help="score solutions with a trained PRM", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -42,14 +40,8 @@ def register(subparsers) -> None:
     data.add_argument(
         "--input", required=True, help="jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], or labels shards (a job's output directory)"
     )
-    data.add_argument("--preset", default=None, help=f"input format, one of {', '.join(PRESET_NAMES)}; auto-detected when unambiguous")
-    data.add_argument(
-        "--split", dest="split_rule", choices=SPLIT_RULES, default="auto", help="how solution text is cut into steps (default: auto)"
-    )
+    add_format_arguments(data)
     data.add_argument("--limit", type=int, default=None, help="score only the first K rows")
-    data.add_argument("--max-row-chars", type=int, default=50_000, help="longer rows are rejected (default: 50000)")
-    for column in ("problem", "answer", "solution", "steps", "id"):
-        data.add_argument(f"--{column}-column", default=None, help=f"column holding the {column}")
     out = parser.add_argument_group("output")
     out.add_argument("--output", default=None, metavar="FILE.jsonl", help="where the score lines go (default: stdout)")
     out.add_argument(
@@ -79,15 +71,7 @@ def run_score(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, "--batch-size must be at least 1")
     if args.limit is not None and args.limit < 0:
         return usage_error(COMMAND, "--limit must be >= 0")
-    options = PresetOptions(
-        split_rule=args.split_rule,
-        max_row_chars=args.max_row_chars,
-        problem_column=args.problem_column,
-        answer_column=args.answer_column,
-        solution_column=args.solution_column,
-        steps_column=args.steps_column,
-        id_column=args.id_column,
-    )
+    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args))
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)
