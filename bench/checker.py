@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labeler.checker import AnswerChecker, Verdict  # noqa: E402
+from labeler.checking.checker import AnswerChecker, Verdict  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "processbench"
 ERRATA = Path(__file__).resolve().parent / "checker_errata.jsonl"

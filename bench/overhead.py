@@ -25,9 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeler.checker import AnswerChecker  # noqa: E402
-from labeler.config import LabelConfig  # noqa: E402
-from labeler.job import SAMPLE_INPUT, run_job  # noqa: E402
+from labeler.checking.checker import AnswerChecker  # noqa: E402
+from labeler.labeling.config import LabelConfig  # noqa: E402
+from labeler.labeling.job import SAMPLE_INPUT, run_job  # noqa: E402
+from workers.local_executor import LocalExecutor  # noqa: E402
 
 PROCESSBENCH_GSM8K = ROOT.parent / "shared" / "data" / "processbench" / "gsm8k.jsonl"
 
@@ -70,7 +71,7 @@ def run_labeler(name: str, engine, config_for) -> tuple[float, RecordingGenerato
     started = time.perf_counter()
     with AnswerChecker(timeout_s=5) as checker:
         summary = run_job(
-            config_for(out), generator_factory=lambda: recorder, checker=checker, model_info={"name": name}, progress_enabled=False
+            config_for(out), executor=LocalExecutor(lambda: recorder, checker), model_info={"name": name}, progress_enabled=False
         )
     seconds = time.perf_counter() - started
     shutil.rmtree(out)

@@ -31,13 +31,14 @@ from typing import ClassVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import labeler.job
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.generation import Completion, GenerationResult
-from labeler.manifest import new_manifest, save_manifest
-from labeler.progress import ProgressReporter
-from labeler.shard_store import ShardStore
+import labeler.labeling.job
+from workers.local_executor import LocalExecutor
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import Completion, GenerationResult
+from labeler.store.manifest import new_manifest, save_manifest
+from labeler.store.progress import ProgressReporter
+from labeler.store.shard_store import ShardStore
 
 PROCESSBENCH_GSM8K = ROOT.parent / "shared" / "data" / "processbench" / "gsm8k.jsonl"
 PROBLEM = re.compile(r"What is (\d+) plus (\d+)\?")
@@ -95,8 +96,8 @@ class TimedProgress(ProgressReporter):
         self.commits.append((time.perf_counter(), time.process_time(), args[0]))
 
 
-labeler.job.ShardStore = TimedStore  # benchmark instrumentation only
-labeler.job.ProgressReporter = TimedProgress
+labeler.labeling.job.ShardStore = TimedStore  # benchmark instrumentation only
+labeler.labeling.job.ProgressReporter = TimedProgress
 
 
 def write_sum_problems(path: Path, count: int) -> Path:
@@ -112,7 +113,7 @@ def run(config: LabelConfig, generator_factory, executor=None) -> dict:
     TimedStore.commit_seconds = []
     started = time.perf_counter()
     with AnswerChecker(timeout_s=5) as checker:
-        summary = labeler.job.run_job(config, generator_factory=generator_factory, checker=checker, model_info={"name": config.model},
+        summary = labeler.labeling.job.run_job(config, executor=LocalExecutor(generator_factory, checker), model_info={"name": config.model},
                                       progress_enabled=False, executor=executor)  # fmt: skip
     progress = TimedProgress.last
     (wall0, cpu0), (wall1, cpu1, _) = progress.clock, progress.commits[-1]
@@ -151,15 +152,15 @@ def manifest_rewrite_ms(units: int, directory: Path) -> tuple[float, int]:
 
 
 def part_store(args, work: Path) -> None:
-    import labeler.shard_store
+    import labeler.store.shard_store
 
     dataset = write_sum_problems(work / "sums.jsonl", args.solutions)
     started = time.perf_counter()
-    plan = labeler.job.plan_job(LabelConfig(input=str(dataset), output="unused", model="instant", shard_size=args.unit))
+    plan = labeler.labeling.job.plan_job(LabelConfig(input=str(dataset), output="unused", model="instant", shard_size=args.unit))
     plan_seconds = time.perf_counter() - started
     # Commit records with ~64 compactions (now), then the whole manifest rewritten on every commit (before).
     for compactions, protocol in ((64, "commit records"), (10**9, "manifest rewrite per commit")):
-        labeler.shard_store.COMPACTIONS_PER_JOB = compactions
+        labeler.store.shard_store.COMPACTIONS_PER_JOB = compactions
         out = work / f"store-out-{compactions}"
         config = LabelConfig(input=str(dataset), output=str(out), model="instant", rollouts=4, shard_size=args.unit, seed=0)
         result = run(config, InstantGenerator) | {
@@ -169,7 +170,7 @@ def part_store(args, work: Path) -> None:
             "rollouts_bytes_per_unit": round(sum(p.stat().st_size for p in (out / "rollouts").iterdir()) / len(plan.units)),
         }
         print(json.dumps({"part": f"store (one process, test-double generator, {protocol})"} | result), flush=True)
-    labeler.shard_store.COMPACTIONS_PER_JOB = 64
+    labeler.store.shard_store.COMPACTIONS_PER_JOB = 64
     units_now, units_10m = len(plan.units), -(-10_000_000 // args.unit)
     now_ms, now_bytes = manifest_rewrite_ms(units_now, work / "m-now")
     big_ms, big_bytes = manifest_rewrite_ms(units_10m, work / "m-10m")
@@ -216,7 +217,7 @@ def part_engines(args, work: Path) -> list[dict]:
 
     model = str(build_tiny_llama(work / "tiny-llama"))
     engine = partial(VLLMGenerator, model, model_name="tiny-llama", dtype="float32", max_model_len=2048, cpu_kv_cache_gib=1.0)
-    source = str(PROCESSBENCH_GSM8K) if PROCESSBENCH_GSM8K.exists() else labeler.job.SAMPLE_INPUT
+    source = str(PROCESSBENCH_GSM8K) if PROCESSBENCH_GSM8K.exists() else labeler.labeling.job.SAMPLE_INPUT
     results = []
     for workers in (0, 1, 2):
         config = LabelConfig(input=source, output=str(work / f"engines-{workers}"), model="tiny-llama", limit=args.engine_rows,

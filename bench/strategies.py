@@ -24,10 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from labeler.checker import AnswerChecker  # noqa: E402
-from labeler.config import LabelConfig  # noqa: E402
-from labeler.job import run_job  # noqa: E402
-from labeler.strategies import STRATEGIES  # noqa: E402
+from labeler.checking.checker import AnswerChecker  # noqa: E402
+from labeler.labeling.config import LabelConfig  # noqa: E402
+from labeler.labeling.job import run_job  # noqa: E402
+from workers.local_executor import LocalExecutor  # noqa: E402
+from labeler.labeling.strategies import STRATEGIES  # noqa: E402
 
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "processbench" / "math.jsonl"
 LENGTH_BUCKETS = ((1, 7), (8, 9), (10, 12), (13, 10_000))
@@ -98,7 +99,7 @@ def main() -> None:
             )  # fmt: skip
             engine.llm.reset_prefix_cache()
             started = time.perf_counter()
-            summary = run_job(config, generator_factory=lambda: engine, checker=checker, model_info={"name": source.name}, progress_enabled=False)
+            summary = run_job(config, executor=LocalExecutor(lambda: engine, checker), model_info={"name": source.name}, progress_enabled=False)
             seconds = time.perf_counter() - started
             table = pq.read_table(work / strategy / "labels").to_pylist()
             labels[strategy] = {row["problem_id"]: row for row in table}

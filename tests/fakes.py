@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from labeler.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
+from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
 
 WRONG_MARKER = "WRONG"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from labeler import check_command
-from labeler.checker import AnswerChecker, CheckResult, Verdict, extract_answer
+from labeler.cli import check as check_command
+from labeler.checking.checker import AnswerChecker, CheckResult, Verdict, extract_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "processbench"
@@ -382,7 +382,7 @@ def test_worker_guard_refuses_sympify_of_code(tmp_path):
     script = textwrap.dedent(
         """
         import sympy
-        from labeler.checker import _install_no_eval_guard, UnsafeParseError
+        from labeler.checking.checker import _install_no_eval_guard, UnsafeParseError
         _install_no_eval_guard()
         assert sympy.sympify("12.5") == sympy.Float("12.5")
         assert sympy.sympify("yotta") == sympy.Symbol("yotta")

@@ -36,7 +36,7 @@ def error_line(result: subprocess.CompletedProcess) -> str:
 
 def test_missing_input_file_is_one_line_and_exit_2(tmp_path):
     line = error_line(run_cli("label", "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "out"), "--quiet"))
-    assert line.startswith("labeler: error:") and "no such file" in line
+    assert line.startswith("labeler label: error:") and "no such file" in line
 
 
 def test_unknown_preset_is_one_line_and_exit_2(tmp_path):
@@ -63,16 +63,17 @@ def test_status_of_a_directory_without_a_job_exits_2(tmp_path):
 
 
 def test_status_reports_a_finished_job(tmp_path, capsys):
-    from labeler.checker import AnswerChecker
-    from labeler.config import LabelConfig
-    from labeler.job import run_job
+    from labeler.checking.checker import AnswerChecker
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from workers.local_executor import LocalExecutor
     from tests.fakes import ScriptedGenerator
 
     data = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i), "steps": ["a.", "b."]} for i in range(5)])
     config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=2)
     answers = {f"What is {i}+{i}?": str(2 * i) for i in range(5)}
     with AnswerChecker() as checker:
-        run_job(config, generator_factory=lambda: ScriptedGenerator(answers), checker=checker, model_info={"name": "scripted"}, progress_enabled=False)
+        run_job(config, executor=LocalExecutor(lambda: ScriptedGenerator(answers), checker), model_info={"name": "scripted"}, progress_enabled=False)
     assert main(["status", str(tmp_path / "out"), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["state"] == "finished"

@@ -7,7 +7,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.job import SAMPLE_PATH
+from labeler.labeling.job import SAMPLE_PATH
 from workers.embedded_model import embedded_model_dir, ensure_embedded_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -5,10 +5,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from labeler import inputs
+from labeler.inputs import readers as inputs
 from labeler.ids import stable_id
-from labeler.inputs import InputError, input_fingerprint, parse_hub_spec, read_rows
-from labeler.presets import (
+from labeler.inputs.readers import InputError, input_fingerprint, parse_hub_spec, read_rows
+from labeler.inputs.presets import (
     PRESET_NAMES,
     PresetOptions,
     detect_preset,

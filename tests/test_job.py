@@ -6,10 +6,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.job import run_job
-from labeler.manifest import ConfigMismatchError
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from workers.local_executor import LocalExecutor
+from labeler.store.manifest import ConfigMismatchError
 from tests.conftest import write_jsonl
 from tests.fakes import WRONG_MARKER, Crash, CrashingGenerator, ScriptedGenerator
 
@@ -46,7 +47,7 @@ def config(dataset: Path, output: Path, **overrides) -> LabelConfig:
 
 def run(cfg: LabelConfig, checker, generator=None, **kwargs):
     generator = generator or ScriptedGenerator(PROBLEMS)
-    return run_job(cfg, generator_factory=lambda: generator, checker=checker, model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
+    return run_job(cfg, executor=LocalExecutor(lambda: generator, checker), model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
 
 
 def read_labels(output: Path) -> list[dict]:

@@ -1,10 +1,10 @@
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.generation import SamplingSettings
-from labeler.labels import first_error, hard_label, soft_label
-from labeler.rollouts import prefix_seed
-from labeler.strategies import StrategySettings, label
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.generation import SamplingSettings
+from labeler.labeling.monte_carlo import first_error, hard_label, soft_label
+from labeler.labeling.rollouts import prefix_seed
+from labeler.labeling.strategies import StrategySettings, label
 from labeler.records import Solution, StepCounts
 from tests.fakes import WRONG_MARKER, ScriptedGenerator
 

@@ -9,13 +9,14 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.job import run_job
-from labeler.manifest import load_manifest, new_manifest
-from labeler.output_location import OutputLocation
-from labeler.shard_store import LABELS_DIR, ShardStore
-from labeler.status import job_status
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from workers.local_executor import LocalExecutor
+from labeler.store.manifest import load_manifest, new_manifest
+from labeler.store.location import OutputLocation
+from labeler.store.shard_store import LABELS_DIR, ShardStore
+from labeler.store.status import job_status
 from tests.conftest import write_jsonl
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 
@@ -66,7 +67,7 @@ def dataset(tmp_path):
 def label(dataset, output: str, checker, generator=None):
     config = LabelConfig(input=str(dataset), output=output, model="scripted", rollouts=3, shard_size=2, seed=1)
     generator = generator or ScriptedGenerator(PROBLEMS)
-    return run_job(config, generator_factory=lambda: generator, checker=checker, model_info={"name": "scripted"}, progress_enabled=False)
+    return run_job(config, executor=LocalExecutor(lambda: generator, checker), model_info={"name": "scripted"}, progress_enabled=False)
 
 
 def committed_labels(output: str) -> list[dict]:

@@ -1,4 +1,4 @@
-from labeler.planning import assign_row_keys, plan_hash, plan_units
+from labeler.labeling.planning import assign_row_keys, plan_hash, plan_units
 from labeler.records import SourceRow
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from labeler.cli import main
-from labeler.evaluation import first_error_metrics, first_predicted_error, rating_is_positive, roc_auc, step_metrics
+from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, roc_auc, step_metrics
 from tests.conftest import shared_data, write_jsonl
 from tests.synthetic_labels import labels_row, write_labels
 

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeler.cli import main
-from labeler.presets import PresetOptions, to_source_row
+from labeler.inputs.presets import PresetOptions, to_source_row
 from schemas import LABELS_SCHEMA
 from tests.synthetic_labels import labels_row, write_labels
 

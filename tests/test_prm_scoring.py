@@ -6,8 +6,8 @@ import math
 import pytest
 
 from labeler.cli import main
-from labeler.prm_model import ProcessRewardModel
-from labeler.solution_scores import ScoredSolution, aggregate, mark_best_of_n
+from labeler.prm.model import ProcessRewardModel
+from labeler.prm.solution_scores import ScoredSolution, aggregate, mark_best_of_n
 from tests.conftest import write_jsonl
 from tests.synthetic_labels import labels_row, write_labels
 

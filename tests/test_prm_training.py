@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from labeler.cli import main
-from labeler.devices import place
-from labeler.labels_reader import read_labelled_rows
-from labeler.prm_data import build_examples, split_by_problem
-from labeler.prm_input import render_solution
-from labeler.prm_model import ProcessRewardModel
-from labeler.scoring import score_solutions
-from labeler.solution_inputs import SolutionToScore
-from labeler.train_config import TrainConfig
-from labeler.trainer import TrainingError, train
+from labeler.prm.devices import place
+from labeler.store.reader import read_labelled_rows
+from labeler.prm.data import build_examples, split_by_problem
+from labeler.prm.rendering import render_solution
+from labeler.prm.model import ProcessRewardModel
+from labeler.prm.scoring import score_solutions
+from labeler.evaluation.solutions import SolutionToScore
+from labeler.prm.config import TrainConfig
+from labeler.prm.trainer import TrainingError, train
 from tests.synthetic_labels import arithmetic_rows, labels_row, write_labels
 from tests.tiny_prm_backbone import build_windowed_mistral
 

@@ -6,9 +6,10 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.job import plan_job, run_job
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import plan_job, run_job
+from workers.local_executor import LocalExecutor
 from tests.conftest import shared_data
 from tests.fakes import ScriptedGenerator
 
@@ -29,7 +30,7 @@ def test_labels_table_round_trips(tmp_path):
     config = LabelConfig(input=str(path), output=str(out), model="scripted", rollouts=2, shard_size=128)
     generator = ScriptedGenerator({row["problem"]: row["answer"] for row in source})
     with AnswerChecker() as checker:
-        summary = run_job(config, generator_factory=lambda: generator, checker=checker, model_info={"name": "scripted"}, progress_enabled=False)
+        summary = run_job(config, executor=LocalExecutor(lambda: generator, checker), model_info={"name": "scripted"}, progress_enabled=False)
     assert summary.solutions == 400 and len(generator.calls) == 4
 
     by_id = {row["id"]: row for row in source}

@@ -14,10 +14,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.job import run_job
-from labeler.manifest import load_manifest
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from workers.local_executor import LocalExecutor
+from labeler.store.manifest import load_manifest
 from tests.conftest import write_jsonl
 from workers.ray_executor import WORKER_NAME_PREFIX, ClusterSettings, RayExecutor
 
@@ -66,7 +67,7 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
     single, clustered = tmp_path / "single", tmp_path / "ray"
     with AnswerChecker(timeout_s=5) as checker:
         config = LabelConfig(input=str(dataset), output=str(single), **SETTINGS)
-        run_job(config, generator_factory=lambda: tiny_engine, checker=checker, model_info={"name": "tiny"}, progress_enabled=False)
+        run_job(config, executor=LocalExecutor(lambda: tiny_engine, checker), model_info={"name": "tiny"}, progress_enabled=False)
 
         from workers.vllm_generator import VLLMGenerator
 
@@ -85,7 +86,7 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
         killer.start()
         try:
             config = LabelConfig(input=str(dataset), output=str(clustered), **SETTINGS)
-            summary = run_job(config, generator_factory=None, checker=checker, model_info={"name": "tiny"}, executor=executor)
+            summary = run_job(config, executor=executor, model_info={"name": "tiny"})
         finally:
             ray.shutdown()
     killer.join(timeout=1)

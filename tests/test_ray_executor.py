@@ -8,10 +8,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
+from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
-from labeler.config import LabelConfig
-from labeler.job import run_job
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
 from tests.fakes import ScriptedGenerator
 from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
@@ -67,14 +68,8 @@ def dataset(tmp_path) -> Path:
 def label(dataset: Path, out: Path, executor=None):
     config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=2, seed=3)
     with AnswerChecker(timeout_s=5) as checker:
-        return run_job(
-            config,
-            generator_factory=partial(ScriptedGenerator, PROBLEMS),
-            checker=checker,
-            model_info={"name": "scripted"},
-            progress_enabled=True,
-            executor=executor,
-        )
+        executor = executor or LocalExecutor(partial(ScriptedGenerator, PROBLEMS), checker)
+        return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
 
 
 def on_ray(generator_factory, max_unit_retries=2) -> RayExecutor:

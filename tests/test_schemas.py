@@ -1,9 +1,9 @@
 import pyarrow as pa
 import pytest
 
-from labeler.rollouts import LabelledSolution, RolloutRecord
+from labeler.labeling.rollouts import LabelledSolution, RolloutRecord
 from labeler.records import RejectedRow, Solution, StepCounts
-from labeler.tables import Provenance, labels_table, rejected_table, rollouts_table
+from labeler.labeling.tables import Provenance, labels_table, rejected_table, rollouts_table
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION, SchemaError, validate_labels, validate_rejected, validate_rollouts
 
 PROVENANCE = Provenance(unit_id="u0", model="m", strategy="exhaustive", seed=0, config_hash="h")

@@ -1,6 +1,6 @@
 import pytest
 
-from labeler.splitting import SPLIT_RULES, split_steps
+from labeler.inputs.splitting import SPLIT_RULES, split_steps
 
 
 def test_blank_line_splits_on_one_or_more_blank_lines():

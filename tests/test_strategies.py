@@ -4,12 +4,12 @@ import math
 
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.generation import SamplingSettings
-from labeler.labels import first_error
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.generation import SamplingSettings
+from labeler.labeling.monte_carlo import first_error
 from labeler.records import Solution
-from labeler.strategies import StrategySettings, label
-from labeler.tables import Provenance, labels_table
+from labeler.labeling.strategies import StrategySettings, label
+from labeler.labeling.tables import Provenance, labels_table
 from schemas import validate_labels
 from tests.fakes import WRONG_MARKER, ScriptedGenerator
 

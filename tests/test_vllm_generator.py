@@ -3,10 +3,11 @@
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checker import AnswerChecker
-from labeler.config import LabelConfig
-from labeler.generation import GenerationRequest, SamplingSettings
-from labeler.job import run_job
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import GenerationRequest, SamplingSettings
+from labeler.labeling.job import run_job
+from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.engine
@@ -63,7 +64,7 @@ def test_label_job_on_the_real_engine(tiny_engine, tmp_path):
     dataset = write_jsonl(tmp_path / "in.jsonl", rows)
     config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="tiny-llama", rollouts=3, max_new_tokens=16, shard_size=4)
     with AnswerChecker(timeout_s=5) as checker:
-        summary = run_job(config, generator_factory=lambda: tiny_engine, checker=checker, model_info={"name": "tiny"}, progress_enabled=False)
+        summary = run_job(config, executor=LocalExecutor(lambda: tiny_engine, checker), model_info={"name": "tiny"}, progress_enabled=False)
     assert summary.solutions == 5 and summary.steps == 10
     labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
     assert sorted(r["problem_id"] for r in labels) == [f"r{i}" for i in range(1, 6)]
@@ -94,7 +95,7 @@ def test_round_based_strategies_on_the_real_engine(tiny_engine, tmp_path, strate
     dataset = write_jsonl(tmp_path / "in.jsonl", rows)
     config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="tiny", rollouts=4, max_new_tokens=12, shard_size=2, strategy=strategy)
     with AnswerChecker(timeout_s=5) as checker:
-        summary = run_job(config, generator_factory=lambda: tiny_engine, checker=checker, model_info={"name": "tiny"}, progress_enabled=False)
+        summary = run_job(config, executor=LocalExecutor(lambda: tiny_engine, checker), model_info={"name": "tiny"}, progress_enabled=False)
     assert summary.solutions == 4
     labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
     assert all(row["strategy"] == strategy for row in labels)

@@ -1,13 +1,13 @@
 """Labeling on a Ray cluster: a pool of LabelingWorker actors, one vLLM engine each; the driver commits.
 
-run_job plans and resumes as always and hands the pending units to RayExecutor.run_units, which
-feeds them to the workers and commits each returned UnitResult through the ShardStore as it
-arrives. Failures:
+The peer of workers/local_executor.py: run_job plans and resumes as always and hands the pending
+units to RayExecutor.run, which feeds them to the workers and yields each returned UnitResult as it
+arrives; the job commits it. Failures:
 - a worker that fails (process killed, node lost, engine dead, any error in a unit) is killed and
   replaced, and its units go back to the front of the queue for the next free worker;
 - a unit that failed more than `max_unit_retries` times is committed with its rows in rejected/
   (stage "generation", the error as the reason), so the job finishes;
-- a result for a unit already committed is dropped by the store.
+- a result for a unit already committed is dropped by the job's store.
 A driver that dies is resumed by rerunning the command: committed units are skipped.
 """
 
@@ -17,20 +17,20 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from labeler.config import LabelConfig
-from labeler.generation import Generator
-from labeler.planning import WorkUnit
-from labeler.progress import ProgressReporter
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import Generator
+from labeler.labeling.planning import WorkUnit
+from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow
-from labeler.shard_store import REJECTED_DIR, ShardStore
-from labeler.tables import rejected_table
-from labeler.unit_labeling import UnitResult
+from labeler.store.shard_store import REJECTED_DIR
+from labeler.labeling.tables import rejected_table
+from labeler.labeling.unit import UnitResult
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
 WORKER_NAME_PREFIX = "prm-labeler-worker"
@@ -63,9 +63,7 @@ class RayExecutor:
         self.generator_factory = generator_factory
         self.checker_factory = checker_factory
 
-    def run_units(
-        self, units: list[WorkUnit], config: LabelConfig, store: ShardStore, config_hash: str, progress: ProgressReporter, weight_done: int
-    ) -> None:
+    def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
         started_ray = connect(self.settings.address)
         worker_args = (self.generator_factory, self.checker_factory, config, config_hash, self.settings.engine_log_level)
         pool = WorkerPool(self._worker_options(config), worker_args, progress)
@@ -73,7 +71,7 @@ class RayExecutor:
             progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
             for _ in range(self.settings.workers):
                 pool.start_worker()
-            self._label_all(units, store, pool, progress, weight_done)
+            yield from self._label_all(units, pool, progress)
         finally:
             pool.shutdown()
             if started_ray:
@@ -86,7 +84,7 @@ class RayExecutor:
         # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
         return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
 
-    def _label_all(self, units, store: ShardStore, pool: WorkerPool, progress: ProgressReporter, weight_done: int) -> None:
+    def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter) -> Iterator[UnitResult]:
         queue = deque(units)
         failures: Counter[str] = Counter()
         running: dict = {}  # ObjectRef of a label call -> (unit, worker)
@@ -113,11 +111,7 @@ class RayExecutor:
                 if result is None:
                     queue.appendleft(unit)
                     continue
-            if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats):
-                stats = result.stats
-                progress.unit_committed(
-                    stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done
-                )
+            yield result
 
     def _unit_failed(self, unit: WorkUnit, worker, error: Exception, failures: Counter, pool: WorkerPool, progress) -> UnitResult | None:
         """Replace the worker; None to retry the unit, or, past the retry limit, the unit as rejected rows."""

@@ -13,10 +13,10 @@ import socket
 import threading
 from collections.abc import Callable
 
-from labeler.config import LabelConfig
-from labeler.generation import Generator
-from labeler.planning import WorkUnit
-from labeler.unit_labeling import UnitResult, finish_unit, generate_unit
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import Generator
+from labeler.labeling.planning import WorkUnit
+from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
 from workers.engine_logging import route_vllm_logs
 
 UNITS_IN_FLIGHT = 2  # one generating, one being checked

@@ -10,7 +10,8 @@ import logging
 from dataclasses import dataclass
 from typing import Sequence
 
-from labeler.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
 
 log = logging.getLogger(__name__)
 
@@ -171,3 +172,20 @@ class VLLMGenerator:
         if engine is not None:
             engine.llm_engine.engine_core.shutdown()
             self.llm = None
+
+
+def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:
+    """The engine a labeling job asks for: `model` (None: the embedded default) with the job's engine settings."""
+    from workers.model_source import resolve_model
+
+    source = resolve_model(model)
+    return VLLMGenerator(
+        source.path,
+        model_name=source.name,
+        dtype=config.dtype,
+        max_model_len=config.max_model_len,
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        trust_remote_code=config.trust_remote_code,
+        seed=config.seed,
+    )

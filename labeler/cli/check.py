@@ -1,0 +1,141 @@
+"""`labeler check`: verdicts of the answer checker from the command line.
+
+    labeler check --gold G --pred P          prints the verdict (correct|incorrect|unparseable|timeout)
+    labeler check --pairs FILE.jsonl         one JSON line per input line: {"verdict", "extracted"}
+                                             (and "id" when the input line has one), in input order
+
+`--pairs -` reads standard input. Lines carry `gold` and `pred` (pred may be a whole solution).
+Exit codes: 0 done; 1 some input lines were malformed (they get an "unparseable" line with an
+"error" field); 2 bad usage or an unreadable file. Messages go to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Iterator, TextIO
+
+from labeler.checking.checker import AnswerChecker, CheckResult, Verdict
+
+# Pairs are checked in chunks so that large files stream and memory stays flat.
+CHUNK = 4096
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="check predicted answers against reference answers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--gold", help="reference answer")
+    parser.add_argument("--pred", help="predicted answer or whole solution text")
+    parser.add_argument("--pairs", metavar="FILE.jsonl", help="JSON lines with 'gold' and 'pred' ('-' for stdin)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per symbolic check (default 5)")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.set_defaults(handler=run)
+
+
+def _usage_error(message: str) -> int:
+    print(f"labeler check: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    gold = getattr(args, "gold", None)
+    pred = getattr(args, "pred", None)
+    pairs = getattr(args, "pairs", None)
+    timeout = getattr(args, "timeout", 5.0)
+    workers = getattr(args, "workers", None)
+    if pairs is not None and (gold is not None or pred is not None):
+        return _usage_error("use either --pairs or --gold/--pred, not both")
+    if pairs is None and (gold is None or pred is None):
+        return _usage_error("give --gold and --pred, or --pairs FILE.jsonl")
+    if timeout is None or not timeout > 0:
+        return _usage_error("--timeout must be a positive number of seconds")
+    if workers is not None and workers < 1:
+        return _usage_error("--workers must be at least 1")
+
+    if pairs is None:
+        with AnswerChecker(timeout_s=timeout, workers=workers or 1) as checker:
+            result = checker.check(pred, gold)
+        print(result.verdict.value)
+        return 0
+
+    try:
+        stream: TextIO = sys.stdin if pairs == "-" else open(pairs, encoding="utf-8")
+    except OSError as exc:
+        return _usage_error(f"cannot read {pairs}: {exc.strerror or exc}")
+    malformed = 0
+    try:
+        with AnswerChecker(timeout_s=timeout, workers=workers) as checker:
+            for chunk in _chunks(stream, pairs):
+                good = [(p, g) for _, p, g, _, err in chunk if err is None]
+                results = iter(checker.check_many(good)) if good else iter(())
+                for lineno, _, _, row_id, err in chunk:
+                    if err is not None:
+                        malformed += 1
+                        print(f"labeler check: {pairs}:{lineno}: {err}", file=sys.stderr)
+                        out = {"verdict": Verdict.UNPARSEABLE.value, "extracted": None, "error": err}
+                    else:
+                        out = _as_json(next(results))
+                    if row_id is not None:
+                        out = {"id": row_id, **out}
+                    print(json.dumps(out, ensure_ascii=False))
+                sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`... | head`): stop quietly
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        return _usage_error(f"cannot read {pairs}: {exc}")
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return 1 if malformed else 0
+
+
+def _as_json(result: CheckResult) -> dict:
+    return {"verdict": result.verdict.value, "extracted": result.extracted}
+
+
+Row = tuple[int, str, str, object, "str | None"]  # line number, pred, gold, id, error
+
+
+def _chunks(stream: TextIO, name: str) -> Iterator[list[Row]]:
+    """(line number, pred, gold, id, error) per non-blank line, CHUNK lines at a time."""
+    chunk: list[Row] = []
+    for lineno, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        chunk.append((lineno, *_parse_line(line)))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _parse_line(line: str) -> tuple[str, str, object, str | None]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return "", "", None, f"not JSON ({exc.msg})"
+    if not isinstance(obj, dict):
+        return "", "", None, "not a JSON object"
+    row_id = obj.get("id")
+    gold, pred = obj.get("gold"), obj.get("pred")
+    if not isinstance(gold, str) or not isinstance(pred, str):
+        # numbers are common in hand-written files: accept them as their text
+        if isinstance(gold, (int, float)) and not isinstance(gold, bool):
+            gold = json.dumps(gold)
+        if isinstance(pred, (int, float)) and not isinstance(pred, bool):
+            pred = json.dumps(pred)
+    if not isinstance(gold, str) or not isinstance(pred, str):
+        return "", "", row_id, "needs string fields 'gold' and 'pred'"
+    return pred, gold, row_id, None

@@ -1,0 +1,124 @@
+"""`labeler score`: score solutions with a trained PRM.
+
+    labeler score --prm prm-run/best --input solutions.jsonl --output scores.jsonl
+
+Input: the formats `labeler label` reads (jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], with
+--preset and column flags), or labels shards (a job's output directory or a shard). One JSON line
+per solution: problem_id, solution_id, row_index, step_scores (probability that the solution is
+still on track after each step; null for steps past the PRM's length limit), steps_scored,
+score_min, score_product, score_last, and `selected`: the best of N solutions of its problem by
+--select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
+
+Exit codes: 0 done; 1 unexpected failure; 2 bad usage, or an unreadable input or PRM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from labeler.cli.common import EXIT_OK, add_format_arguments, column_flags, log_to_stderr, quiet_transformers, usage_error
+from labeler.prm.config import DEVICES, PRECISIONS
+
+COMMAND = "score"
+log = logging.getLogger("labeler.score")
+
+
+def register(subparsers) -> None:
+    from labeler.prm.solution_scores import AGGREGATES
+
+    parser = subparsers.add_parser(
+        COMMAND, help="score solutions with a trained PRM", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--prm", required=True, metavar="DIR", help="a trained PRM: a checkpoint folder (RUN/best, RUN/last) or a run folder (its best/)"
+    )
+    data = parser.add_argument_group("input")
+    data.add_argument(
+        "--input", required=True, help="jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], or labels shards (a job's output directory)"
+    )
+    add_format_arguments(data)
+    data.add_argument("--limit", type=int, default=None, help="score only the first K rows")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output", default=None, metavar="FILE.jsonl", help="where the score lines go (default: stdout)")
+    out.add_argument(
+        "--select-by", choices=AGGREGATES, default="min", help="solution score that picks the best of N per problem (default: min)"
+    )
+    out.add_argument("--json", action="store_true", help="print the summary as JSON (on stdout when --output is given)")
+    out.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run = parser.add_argument_group("run")
+    run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
+    run.add_argument("--device", choices=DEVICES, default="auto", help="default: cuda when available, else cpu")
+    run.add_argument("--precision", choices=PRECISIONS, default="auto", help="default: bf16-mixed on a GPU with bfloat16, else fp32")
+    run.add_argument("--trust-remote-code", action="store_true", help="let the model repository run its own code")
+    parser.set_defaults(handler=run_score)
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from labeler.prm.devices import place
+    from labeler.inputs.readers import InputError
+    from labeler.inputs.presets import PresetOptions
+    from labeler.prm.model import ProcessRewardModel
+    from labeler.prm.scoring import score_solutions
+    from labeler.evaluation.solutions import read_solutions
+
+    log_to_stderr(args.quiet)
+    quiet_transformers()
+    if args.batch_size < 1:
+        return usage_error(COMMAND, "--batch-size must be at least 1")
+    if args.limit is not None and args.limit < 0:
+        return usage_error(COMMAND, "--limit must be >= 0")
+    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args))
+    try:
+        read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
+        placement = place(args.device, args.precision)
+        prm = ProcessRewardModel.load(_checkpoint(args.prm), dtype=placement.weight_dtype, trust_remote_code=args.trust_remote_code)
+    except (ValueError, InputError) as error:
+        return usage_error(COMMAND, str(error).splitlines()[0])
+    for rejected in read.rejected[:5]:
+        log.warning("row %d rejected: %s: %s", rejected.row_index, rejected.field, rejected.reason)
+    log.info(
+        "%d solutions to score (%s), %d rows rejected; PRM %s on %s",
+        len(read.solutions),
+        read.source,
+        len(read.rejected),
+        args.prm,
+        placement.describe(),
+    )
+    prm.to(placement.device)
+    scored = score_solutions(prm, read.solutions, placement, batch_size=args.batch_size, select_by=args.select_by)
+    _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
+    summary = {
+        "solutions": len(scored),
+        "problems": len({s.problem_id for s in scored}),
+        "rows_rejected": len(read.rejected),
+        "steps_scored": sum(s.to_dict()["steps_scored"] for s in scored),
+        "steps_past_max_length": sum(len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored),
+        "select_by": args.select_by,
+        "output": args.output or "-",
+    }
+    summary_stream = sys.stdout if args.output else sys.stderr
+    text = json.dumps(summary, indent=1) if args.json else "\n".join(f"{key:<21}: {value}" for key, value in summary.items())
+    print(text, file=summary_stream)
+    return EXIT_OK
+
+
+def _checkpoint(path: str) -> str:
+    """A run folder stands for its best checkpoint."""
+    best = os.path.join(path, "best")
+    return best if not os.path.isfile(os.path.join(path, "prm.json")) and os.path.isdir(best) else path
+
+
+def _write_lines(lines, output: str | None) -> None:
+    if output is None:
+        for line in lines:
+            print(line)
+        return
+    temp = f"{output}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+    os.replace(temp, output)

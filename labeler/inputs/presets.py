@@ -1,0 +1,415 @@
+"""Presets: how the rows of a known dataset format become SourceRows.
+
+- gsm8k: problem `question`; steps = the lines of `answer` before `####`, calculator
+  annotations `<<...>>` removed; reference = the text after `####`, commas removed.
+- math (alias math-500): `problem`; steps = `solution` split by the split rule, or None (the
+  job samples solutions) when there is no solution; reference = `answer`, else the last
+  \\boxed{} of the solution.
+- processbench: `problem`, `steps` (a list), `answer`.
+- math-shepherd: `input` = problem + "Step 1: ... ки\nStep 2: ... ки"; the problem is the text
+  before "Step 1:", the steps are split on `ки`. No answer column: the reference is the
+  "The answer is: X" of the final step when `label` tags that step `+`.
+- prm800k: `question.problem`, `question.ground_truth_answer`; per `label.steps[i]` the chosen
+  completion, else the human completion, else the first completion, which ends the solution.
+- columns: --problem-column, --answer-column, and --steps-column (a list) or
+  --solution-column (text to split), else no steps.
+
+`math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
+columns; given without a preset they select `columns`. A bad row raises RowError naming the
+field; a bad configuration raises InputError.
+"""
+
+from __future__ import annotations
+
+import math as _math
+import re
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache, partial
+
+from labeler.ids import stable_id
+from labeler.inputs.readers import InputError
+from labeler.records import RowError, SourceRow
+from labeler.inputs.splitting import KI_TAG, SPLIT_RULES, split_steps
+
+PRESET_NAMES = ("gsm8k", "math", "math-500", "processbench", "math-shepherd", "prm800k", "columns")
+_ALIASES = {"math-500": "math"}
+
+_CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: 9*2=$<<9*2=18>>18
+_FIRST_STEP = re.compile(r"Step 1\s*:")
+_LAST_ANSWER_IS = re.compile(r".*The answer is:?\s*(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class PresetOptions:
+    split_rule: str = "auto"
+    max_row_chars: int = 50_000
+    problem_column: str | None = None
+    answer_column: str | None = None
+    solution_column: str | None = None
+    steps_column: str | None = None
+    id_column: str | None = None
+
+    @classmethod
+    def from_columns(cls, split_rule: str, max_row_chars: int, columns: dict[str, str]) -> PresetOptions:
+        """From a {field: column} mapping of the explicit column flags (fields as in COLUMN_FIELDS)."""
+        return cls(split_rule, max_row_chars, *(columns.get(name) for name in COLUMN_FIELDS))
+
+
+COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id")  # the --FIELD-column flags
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where a preset finds each field; None: the preset does not read it."""
+
+    problem: str | None = None
+    answer: str | None = None
+    solution: str | None = None  # text to split into steps
+    steps: str | None = None  # a list of step texts
+    id: str = "id"
+
+
+_DEFAULT_COLUMNS = {
+    "gsm8k": _Columns(problem="question", solution="answer"),
+    "math": _Columns(problem="problem", solution="solution", answer="answer"),
+    "processbench": _Columns(problem="problem", steps="steps", answer="answer"),
+    "math-shepherd": _Columns(solution="input"),
+    "prm800k": _Columns(),
+    "columns": _Columns(),
+}
+_ALL_FLAGS = frozenset(f.name for f in fields(_Columns))
+_ACCEPTED_FLAGS = {
+    "gsm8k": frozenset({"problem", "answer", "solution", "id"}),
+    "math-shepherd": frozenset({"solution", "answer", "id"}),
+    "prm800k": frozenset({"id"}),  # its fields are nested objects
+}
+
+
+def detect_preset(row: dict) -> str:
+    """The one preset whose columns the row has; InputError when none or several match."""
+    keys = set(row)
+    candidates = []
+    if isinstance(row.get("question"), str) and "answer" in keys:
+        candidates.append("gsm8k")
+    if "problem" in keys and "steps" not in keys and keys & {"solution", "answer"}:
+        candidates.append("math")
+    if {"problem", "steps"} <= keys:  # the hub's ProcessBench has no answer: rows say so one by one
+        candidates.append("processbench")
+    if isinstance(row.get("input"), str) and isinstance(row.get("label"), str):
+        candidates.append("math-shepherd")
+    if isinstance(row.get("question"), dict) and isinstance(row.get("label"), dict):
+        candidates.append("prm800k")
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        raise InputError(f"the first row fits several presets ({', '.join(candidates)}): pass --preset")
+    raise InputError(f"no preset matched the first row's columns ({', '.join(sorted(map(str, keys)))}): pass --preset or column flags")
+
+
+def resolve_preset(name: str | None, first_row: dict | None, options: PresetOptions) -> str:
+    """The canonical preset to read the input with, checked against the column flags.
+
+    `first_row` is the first readable row, used only when `name` is None.
+    """
+    if name is None:
+        if _given_flags(options):
+            name = "columns"
+        elif first_row is None:
+            raise InputError("no readable row to detect the preset from: pass --preset")
+        else:
+            name = detect_preset(first_row)
+    if name not in PRESET_NAMES:
+        raise InputError(f"unknown preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
+    preset = _ALIASES.get(name, name)
+    _columns(preset, options)
+    return preset
+
+
+def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions) -> SourceRow:
+    """Read one input row with `preset`; RowError (naming the field) when the row is unusable."""
+    preset = _ALIASES.get(preset, preset)
+    columns = _columns(preset, options)
+    problem, answer, steps = _READERS[preset](row, columns, options)
+    total = len(problem) + len(answer) + sum(map(len, steps or ()))
+    if total > options.max_row_chars:
+        raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
+    return SourceRow(
+        row_index=row_index,
+        problem_id=_problem_id(row, columns, options, problem),
+        problem=problem,
+        reference_answer=answer,
+        steps=None if steps is None else tuple(steps),
+        source=preset,
+    )
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last complete \\boxed{...} in `text`, nested braces included."""
+    start = text.rfind("\\boxed{")
+    while start != -1:
+        content = _braced(text, start + len("\\boxed{"))
+        if content is not None:
+            return content.strip()
+        start = text.rfind("\\boxed{", 0, start)
+    return None
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+def _given_flags(options: PresetOptions) -> dict[str, str]:
+    return {name: getattr(options, f"{name}_column") for name in _ALL_FLAGS if getattr(options, f"{name}_column")}
+
+
+@lru_cache(maxsize=64)
+def _columns(preset: str, options: PresetOptions) -> _Columns:
+    if preset not in _DEFAULT_COLUMNS:
+        raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESET_NAMES)}")
+    if options.split_rule not in SPLIT_RULES:
+        raise InputError(f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}")
+    flags = _given_flags(options)
+    refused = sorted(set(flags) - _ACCEPTED_FLAGS.get(preset, _ALL_FLAGS))
+    if refused:
+        raise InputError(f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}")
+    if "steps" in flags and "solution" in flags:
+        raise InputError("pass --steps-column or --solution-column, not both")
+    columns = _DEFAULT_COLUMNS[preset]
+    if "steps" in flags:
+        columns = replace(columns, solution=None)
+    if "solution" in flags and preset != "gsm8k":
+        columns = replace(columns, steps=None)
+    columns = replace(columns, **flags)
+    if preset == "columns" and not (columns.problem and columns.answer):
+        raise InputError(
+            "the columns preset needs --problem-column and --answer-column (or pass --preset to override some columns of a known format)"
+        )
+    return columns
+
+
+# --- readers: row -> (problem, reference answer, steps or None) ----------------------------
+
+
+def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
+    problem = _required(row, columns.problem, "problem")
+    text = _required(row, columns.solution, "answer")
+    body, marker, final = text.rpartition("####")
+    if columns.answer:
+        answer = _required(row, columns.answer, "answer", numbers=True)
+    elif not marker:
+        raise RowError("answer", f"no '####' line in column '{columns.solution}' to read the answer from")
+    else:
+        answer = final.strip().replace(",", "")
+        if not answer:
+            raise RowError("answer", "nothing after '####'")
+    rule = "newline" if options.split_rule == "auto" else options.split_rule
+    steps = _split(_CALCULATOR.sub("", body if marker else text), rule, "steps", options)
+    return problem, answer, steps
+
+
+def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool):
+    """Formats with one column per field: math, processbench, columns."""
+    problem = _required(row, columns.problem, "problem")
+    solution = _text(row, columns.solution, "solution") if columns.solution else None
+    steps = None
+    if columns.steps and (needs_steps or row.get(columns.steps) is not None):
+        steps = _step_list(row, columns.steps)
+    elif solution is not None:
+        steps = _split(solution, options.split_rule, "solution", options)
+    elif needs_steps:
+        raise RowError("solution", _why_absent(row, columns.solution))
+
+    answer = _text(row, columns.answer, "answer", numbers=True) if columns.answer else None
+    if not answer and boxed_answer and solution:
+        answer = last_boxed(solution)
+    if not answer:
+        reason = _why_absent(row, columns.answer) if columns.answer else "no answer column"
+        if boxed_answer:
+            reason += " and no \\boxed{} in the solution"
+        raise RowError("answer", reason)
+    return problem, answer, steps
+
+
+def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
+    text = _required(row, columns.solution, "problem")
+    first_step = _FIRST_STEP.search(text)
+    if not first_step:
+        raise RowError("steps", f"no 'Step 1:' in column '{columns.solution}' to separate problem and steps")
+    problem = text[: first_step.start()].strip()
+    if not problem:
+        raise RowError("problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it")
+    if KI_TAG not in text:
+        raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
+    steps = _split(text[first_step.start() :], "ki", "steps", options)
+    if columns.answer:
+        answer = _required(row, columns.answer, "answer", numbers=True)
+    else:
+        answer = _math_shepherd_answer(row, steps[-1])
+    return problem, answer, steps
+
+
+def _math_shepherd_answer(row: dict, final_step: str) -> str:
+    """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer."""
+    label = row.get("label")
+    if not isinstance(label, str) or not label.strip():
+        raise RowError(
+            "answer",
+            "no reference answer: no 'label' column to derive it from; pass --answer-column",
+        )
+    tag = label.rstrip()[-1]
+    if tag != "+":
+        raise RowError(
+            "answer",
+            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; pass --answer-column",
+        )
+    stated = _LAST_ANSWER_IS.match(final_step)
+    if not stated or not stated[1].strip():
+        raise RowError("answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'")
+    return stated[1].strip()
+
+
+def _read_prm800k(row: dict, columns: _Columns, options: PresetOptions):
+    question = row.get("question")
+    if not isinstance(question, dict):
+        raise RowError("problem", "column 'question' is not an object")
+    problem = _required(question, "problem", "problem", where="question.")
+    answer = _required(question, "ground_truth_answer", "answer", numbers=True, where="question.")
+    label = row.get("label")
+    if not isinstance(label, dict) or not isinstance(label.get("steps"), list):
+        raise RowError("steps", "column 'label' has no 'steps' list")
+    steps = []
+    for i, step in enumerate(label["steps"]):
+        text, is_last = _prm800k_step(i, step)
+        steps.append(text)
+        if is_last:
+            break
+    return problem, answer, _checked_steps(steps)
+
+
+def _prm800k_step(i: int, step) -> tuple[object, bool]:
+    """The step's text, and whether the trajectory ends here (no completion was chosen)."""
+    if not isinstance(step, dict):
+        raise RowError("steps", f"label.steps[{i}] is not an object")
+    completions = step.get("completions") or []
+    chosen = step.get("chosen_completion")
+    if chosen is not None:
+        if not isinstance(chosen, int) or not 0 <= chosen < len(completions):
+            raise RowError("steps", f"label.steps[{i}].chosen_completion={chosen!r} is not a completion index")
+        return _completion_text(completions[chosen]), False
+    if step.get("human_completion"):
+        return _completion_text(step["human_completion"]), False
+    if completions:
+        return _completion_text(completions[0]), True
+    raise RowError("steps", f"label.steps[{i}] has no completion")
+
+
+def _completion_text(completion) -> object:
+    return completion.get("text") if isinstance(completion, dict) else completion
+
+
+_READERS = {
+    "gsm8k": _read_gsm8k,
+    "math": partial(_read_flat, boxed_answer=True, needs_steps=False),
+    "processbench": partial(_read_flat, boxed_answer=False, needs_steps=True),
+    "columns": partial(_read_flat, boxed_answer=False, needs_steps=False),
+    "math-shepherd": _read_math_shepherd,
+    "prm800k": _read_prm800k,
+}
+
+
+# --- field helpers ----------------------------------------------------------------------------
+
+
+def _text(row: dict, column: str, field: str, *, numbers: bool = False, where: str = "") -> str | None:
+    """The stripped text in `column` ("" when blank), None when absent or null."""
+    value = row.get(column)
+    if _is_null(value):
+        return None
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    if not isinstance(value, str):
+        raise RowError(field, f"column '{where}{column}' holds {type(value).__name__}, expected text")
+    return value.strip()
+
+
+def _required(row: dict, column: str, field: str, *, numbers: bool = False, where: str = "") -> str:
+    value = _text(row, column, field, numbers=numbers, where=where)
+    if not value:
+        raise RowError(field, _why_absent(row, column, where))
+    return value
+
+
+def _why_absent(row: dict, column: str, where: str = "") -> str:
+    if column not in row:
+        return f"missing column '{where}{column}'"
+    return f"column '{where}{column}' is {'null' if _is_null(row[column]) else 'empty'}"
+
+
+def _is_null(value) -> bool:
+    return value is None or (isinstance(value, float) and _math.isnan(value))  # NaN: pandas' null
+
+
+def _step_list(row: dict, column: str) -> list[str]:
+    value = row.get(column)
+    if value is None:
+        raise RowError("steps", _why_absent(row, column))
+    if not isinstance(value, list | tuple):
+        raise RowError(
+            "steps",
+            f"column '{column}' holds {type(value).__name__}, expected a list of step texts",
+        )
+    return _checked_steps(list(value))
+
+
+def _checked_steps(steps: list) -> list[str]:
+    if not steps:
+        raise RowError("steps", "no steps")
+    for i, step in enumerate(steps):
+        if not isinstance(step, str):
+            raise RowError("steps", f"step {i} holds {type(step).__name__}, expected text")
+        if not step.strip():
+            raise RowError("steps", f"step {i} is empty")
+    return [step.strip() for step in steps]
+
+
+def _split(text: str, rule: str, field: str, options: PresetOptions) -> list[str]:
+    if len(text) > options.max_row_chars:  # refuse before splitting a huge text
+        raise RowError(
+            "row",
+            f"{len(text)} characters of solution text, over max_row_chars={options.max_row_chars}",
+        )
+    steps = split_steps(text, rule)
+    if not steps:
+        raise RowError(field, f"the text splits into no steps (split rule {rule})")
+    return steps
+
+
+def _problem_id(row: dict, columns: _Columns, options: PresetOptions, problem: str) -> str:
+    """The row's own id when it has one, else an id derived from the problem text."""
+    value = row.get(columns.id)
+    if isinstance(value, str):
+        value = value.strip()
+    if _is_null(value) or value == "":
+        if options.id_column:
+            raise RowError("id", _why_absent(row, columns.id))
+        return stable_id(problem)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RowError("id", f"column '{columns.id}' holds {type(value).__name__}, expected text or an integer")
+    return str(value)
+
+
+def _braced(text: str, start: int) -> str | None:
+    """Text from `start` up to the brace closing an already-open one; None when unclosed."""
+    depth, i = 1, start
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2  # an escaped \{ or \} does not nest
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+        i += 1
+    return None

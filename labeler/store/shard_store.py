@@ -1,0 +1,148 @@
+"""The output of a job: Parquet shards per work unit, committed by per-unit records (labeler/manifest.py).
+
+Commit protocol for one unit, the same on a local disk and on an object store:
+1. write each of its shards whole under its final, unit-derived name (labels/part-NNNNN.parquet, ...);
+2. write its commit record commits/<unit_id>.json.
+A crash before 2 leaves files of an uncommitted unit; the next run deletes them and redoes the
+unit under the same names, so no row is ever duplicated or lost. Readers and resume trust only
+committed units. The manifest is rewritten with the records folded in about 64 times per job
+(every commit for jobs of up to 127 units), at least once a minute, and at the end of the job.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from labeler.store.manifest import (
+    COMMITS_DIR,
+    MANIFEST_NAME,
+    commit_record_name,
+    compact,
+    load_manifest,
+    now_iso,
+    save_manifest,
+    write_commit_record,
+)
+from labeler.store.location import OutputLocation
+from schemas import validate_labels, validate_rejected, validate_rollouts
+from schemas.manifest import UNIT_COMMITTED
+
+LABELS_DIR = "labels"
+ROLLOUTS_DIR = "rollouts"
+REJECTED_DIR = "rejected"
+INPUT_REJECTED_NAME = "input.parquet"
+SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
+
+_VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
+
+# Manifest rewrites per job: about this many, so their total cost grows linearly with the job.
+COMPACTIONS_PER_JOB = 64
+COMPACT_AFTER_SECONDS = 60.0
+
+
+class ShardStore:
+    def __init__(self, output: str | Path):
+        self.location = OutputLocation(output)
+        self.manifest: dict | None = None
+        self._units: dict[str, dict] = {}
+        self._compact_every = 1
+        self._uncompacted = 0
+        self._last_compaction = time.monotonic()
+
+    # -- lifecycle -------------------------------------------------------
+    def exists(self) -> bool:
+        return self.location.exists(MANIFEST_NAME)
+
+    def load(self) -> dict | None:
+        self._adopt(load_manifest(self.location))
+        return self.manifest
+
+    def wipe(self) -> None:
+        """--overwrite: remove what a previous job wrote, nothing else."""
+        for name in (*SHARD_DIRS, COMMITS_DIR):
+            self.location.delete_tree(name)
+        self.location.delete(MANIFEST_NAME)
+        self._adopt(None)
+
+    def start(self, manifest: dict) -> None:
+        self.location.make_dirs(*SHARD_DIRS, COMMITS_DIR)
+        self._adopt(manifest)
+        save_manifest(self.location, manifest)
+
+    def _adopt(self, manifest: dict | None) -> None:
+        self.manifest = manifest
+        self._units = {unit["unit_id"]: unit for unit in manifest["units"]} if manifest else {}
+        self._compact_every = max(1, len(self._units) // COMPACTIONS_PER_JOB)
+
+    def remove_uncommitted(self) -> list[str]:
+        """Delete shards, temp files and commit records of units that are not committed."""
+        assert self.manifest is not None
+        keep = {f"{REJECTED_DIR}/{INPUT_REJECTED_NAME}"}
+        for unit in self.committed_units():
+            keep.update(unit.get("files", {}).values())
+            keep.add(commit_record_name(unit["unit_id"]))
+        removed = []
+        for directory in (*SHARD_DIRS, COMMITS_DIR):
+            for name in self.location.list_names(directory):
+                relative = f"{directory}/{name}"
+                if relative not in keep:
+                    self.location.delete(relative)
+                    removed.append(relative)
+        return removed
+
+    # -- units -------------------------------------------------------------
+    def committed_units(self) -> list[dict]:
+        assert self.manifest is not None
+        return [unit for unit in self.manifest["units"] if unit["state"] == UNIT_COMMITTED]
+
+    def is_committed(self, unit_id: str) -> bool:
+        return self._units[unit_id]["state"] == UNIT_COMMITTED
+
+    def write_input_rejected(self, table: pa.Table) -> None:
+        self._write(REJECTED_DIR, INPUT_REJECTED_NAME, table)
+
+    def commit_unit(self, unit_id: str, shard_name: str, tables: dict[str, pa.Table], stats: dict) -> bool:
+        """Write the unit's shards (labels, and optionally rollouts and rejected), then commit it.
+
+        False, and nothing written, when the unit is already committed (a duplicate result).
+        """
+        assert self.manifest is not None
+        unit = self._units[unit_id]
+        if unit["state"] == UNIT_COMMITTED:
+            return False
+        files = {}
+        for directory, table in tables.items():
+            self._write(directory, shard_name, table)
+            files[directory] = f"{directory}/{shard_name}"
+        record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
+        write_commit_record(self.location, record)
+        unit.update(state=UNIT_COMMITTED, files=files, stats=stats, committed_at=record["committed_at"])
+        self._uncompacted += 1
+        if self._uncompacted >= self._compact_every or time.monotonic() - self._last_compaction > COMPACT_AFTER_SECONDS:
+            self.compact()
+        return True
+
+    def compact(self) -> None:
+        """Fold the commit records into manifest.json (also called at the end of a job)."""
+        assert self.manifest is not None
+        compact(self.location, self.manifest)
+        self._uncompacted = 0
+        self._last_compaction = time.monotonic()
+
+    # -- reading -------------------------------------------------------------
+    def read_table(self, relative: str, columns: list[str] | None = None) -> pa.Table:
+        return self.location.read_table(relative, columns)
+
+    def committed_files(self, directory: str) -> list[str]:
+        """The committed shards of one folder (labels, rollouts, rejected): what readers should read."""
+        files = [unit["files"][directory] for unit in self.committed_units() if directory in unit.get("files", {})]
+        if directory == REJECTED_DIR and self.location.exists(f"{REJECTED_DIR}/{INPUT_REJECTED_NAME}"):
+            files.insert(0, f"{REJECTED_DIR}/{INPUT_REJECTED_NAME}")
+        return files
+
+    def _write(self, directory: str, name: str, table: pa.Table) -> None:
+        _VALIDATORS[directory](table)
+        self.location.write_table(f"{directory}/{name}", table)

@@ -1,0 +1,62 @@
+"""`labeler status DIR`: what a job (running or finished) has done, read from its manifest and commit records alone."""
+
+from __future__ import annotations
+
+import time
+from calendar import timegm
+
+from labeler.store.manifest import load_manifest
+from labeler.store.progress import format_duration
+
+
+def job_status(directory: str) -> dict:
+    manifest = load_manifest(directory)
+    if manifest is None:
+        raise FileNotFoundError(f"{directory}: no manifest.json, not a labeler output directory")
+    totals = manifest["totals"]
+    seconds = totals["generation_seconds"]
+    done, total = totals["units_committed"], totals["units"]
+    committed_rows = sum(unit["n_rows"] for unit in manifest["units"] if unit["state"] == "committed")
+    all_rows = sum(unit["n_rows"] for unit in manifest["units"])
+    rows_per_second = committed_rows / seconds if seconds else None
+    last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
+    return {
+        "directory": directory,
+        "state": "finished" if done == total else "incomplete",
+        "units_committed": done,
+        "units_total": total,
+        "input_rows_committed": committed_rows,
+        "input_rows_planned": all_rows,
+        "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
+        "solutions": totals["solutions"],
+        "steps": totals["steps"],
+        "rollouts": totals["rollouts"],
+        "generated_tokens": totals["generated_tokens"],
+        "generation_seconds": seconds,
+        "tokens_per_second": totals["generated_tokens"] / seconds if seconds else None,
+        "rollouts_per_second": totals["rollouts"] / seconds if seconds else None,
+        "eta_seconds": (all_rows - committed_rows) / rows_per_second if rows_per_second else None,
+        "last_commit": last_commit or None,
+        "seconds_since_last_commit": time.time() - timegm(time.strptime(last_commit, "%Y-%m-%dT%H:%M:%SZ")) if last_commit else None,
+        "model": manifest["model"].get("name"),
+        "config_hash": manifest["config_hash"],
+    }
+
+
+def format_status(status: dict) -> str:
+    def rate(value: float | None, unit: str) -> str:
+        return "n/a" if value is None else f"{value:.1f} {unit}"
+
+    eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
+    return "\n".join(
+        [
+            f"job       : {status['directory']} ({status['state']})",
+            f"units     : {status['units_committed']}/{status['units_total']} committed",
+            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled, {status['input_rows_rejected']} rejected",
+            f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} rollouts)",
+            f"tokens    : {status['generated_tokens']} generated",
+            f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
+            f"ETA       : {eta}",
+            f"model     : {status['model']}",
+        ]
+    )
