@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -67,6 +67,11 @@ def read_rows(spec: str, limit: int | None = None, trust_remote_code: bool = Fal
             raise InputError(f"{spec}: file is not readable")
         rows = {".jsonl": _jsonl_rows, ".json": _json_rows, ".parquet": _parquet_rows}[suffix](path)
     return islice(rows, limit)
+
+
+def rows_from_records(records: Iterable, limit: int | None = None) -> Iterator[RawRow]:
+    """Rows held in memory (dicts, as a file's rows would parse), numbered like a file's rows."""
+    return (_checked_row(i, item) for i, item in enumerate(islice(records, limit)))
 
 
 def input_fingerprint(spec: str) -> str:

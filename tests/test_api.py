@@ -1,0 +1,81 @@
+"""The Python API (`from labeler import Labeler`): labels in memory, the same as a job's shards."""
+
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler import Labeler
+from schemas.tables import LABELS_SCHEMA
+from tests.conftest import write_jsonl
+from tests.fakes import WRONG_MARKER, ScriptedGenerator
+
+PROBLEMS = {f"What is {i} times 3?": str(3 * i) for i in range(1, 8)}
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def rows() -> list[dict]:
+    result = []
+    for k, (problem, answer) in enumerate(PROBLEMS.items()):
+        first = f"Multiply by 3 to get {answer}." + (f" {WRONG_MARKER}" if k % 3 == 0 else "")
+        result.append({"id": f"q{k}", "problem": problem, "answer": answer, "steps": [first, "Check it.", f"The answer is: {answer}"]})
+    result.append({"id": "no-answer", "problem": "What is 1 times 3?", "steps": ["3."]})  # rejected: no reference answer
+    return result
+
+
+def without_run_specific(table) -> list[dict]:
+    """Every column but config_hash, whose settings include the input spec (a file for the job, memory here)."""
+    return table.drop_columns(["config_hash"]).sort_by("solution_id").to_pylist()
+
+
+def test_label_returns_the_labels_a_job_writes(tmp_path):
+    settings = dict(rollouts=4, shard_size=3, seed=5, strategy="exhaustive")
+    with Labeler(model="scripted", generator=ScriptedGenerator(PROBLEMS), **settings) as labeler:
+        tables = labeler.label_tables(rows())
+        summary = labeler.run_job(input=str(write_jsonl(tmp_path / "in.jsonl", rows())), output=str(tmp_path / "job"))
+    assert tables.labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
+    assert tables.labels.num_rows == len(PROBLEMS) == summary.solutions
+    assert without_run_specific(tables.labels) == without_run_specific(pq.read_table(tmp_path / "job" / "labels"))
+    assert tables.rollouts.num_rows == pq.read_table(tmp_path / "job" / "rollouts").num_rows
+    assert [(r["row_index"], r["field"]) for r in tables.rejected.to_pylist()] == [(len(PROBLEMS), "answer")]
+    first_errors = {row["problem_id"]: row["first_error"] for row in tables.labels.to_pylist()}
+    assert first_errors["q0"] == 0 and first_errors["q1"] == -1  # the WRONG marker sinks the first step
+
+
+def test_label_logs_rejected_rows_and_unknown_settings_are_refused(caplog):
+    with Labeler(model="scripted", generator=ScriptedGenerator(PROBLEMS), rollouts=2) as labeler:
+        labels = labeler.label(rows()[-2:])
+    assert labels.num_rows == 1 and "1 rows rejected" in caplog.text
+    with pytest.raises(TypeError, match="rolouts"):
+        Labeler(model="scripted", rolouts=2)
+    with pytest.raises(TypeError, match="output"):
+        Labeler(model="scripted", output="somewhere")
+
+
+def test_no_rows_give_an_empty_table_with_the_schema():
+    with Labeler(model="scripted", generator=ScriptedGenerator(PROBLEMS)) as labeler:
+        labels = labeler.label([])
+    assert labels.num_rows == 0 and labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
+
+
+def readme_example() -> str:
+    text = README.read_text()
+    section = text[text.index("## Python API") :]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.engine
+def test_readme_example_runs_on_the_tiny_model(tiny_model_dir, tiny_engine, capsys):
+    """The README's example as it is, but on the tiny model (its engine shared with the other tests)."""
+    code = readme_example()
+    assert "Labeler(" in code
+    code = code.replace("Labeler(", "Labeler(model=TINY_MODEL, generator=TINY_ENGINE, ", 1)
+    namespace = {"TINY_MODEL": str(tiny_model_dir), "TINY_ENGINE": tiny_engine}
+    exec(compile(code, "README.md", "exec"), namespace)
+    labels = namespace["labels"]
+    assert labels.num_rows == 2 and labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
+    for row in labels.to_pylist():
+        assert len(row["soft_labels"]) == len(row["steps"]) and row["n_rollouts"][:-1] == [4] * (len(row["steps"]) - 1)
+        assert row["model"] == str(tiny_model_dir) and row["config_hash"]
+    assert "first_error" in capsys.readouterr().out
