@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/labeler label --output demo-output --overwrite --rollouts 8 --temperature 0.3 --max-new-tokens 96 --shard-size 4 --dtype bfloat16
+	$(VENV)/bin/labeler label --output demo-output --overwrite --rollouts 8 --temperature 0.3 --max-new-tokens 96 --shard-size 4
 
 test: setup
 	$(PY) -m pytest -q -ra

@@ -10,8 +10,6 @@ import pytest
 from labeler.labeling.job import SAMPLE_PATH
 from workers.embedded_model import embedded_model_dir, ensure_embedded_model
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
-
 
 def test_sample_dataset_has_right_and_wrong_solutions():
     rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()]
@@ -20,6 +18,7 @@ def test_sample_dataset_has_right_and_wrong_solutions():
     assert all(row["steps"] and row["answer"] for row in rows)
 
 
+@pytest.mark.slow
 def test_embedded_model_converts_once_into_a_loadable_folder():
     path = ensure_embedded_model()
     assert path == embedded_model_dir()
@@ -32,11 +31,13 @@ def test_embedded_model_converts_once_into_a_loadable_folder():
     assert prompt.endswith("<|im_start|>assistant\n")
 
 
+@pytest.mark.engine
+@pytest.mark.slow
 def test_label_with_no_model_and_no_input_uses_the_embedded_defaults(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, "-m", "labeler.cli", "label", "--output", str(out), "--limit", "3", "--rollouts", "2",
-         "--max-new-tokens", "24", "--dtype", "bfloat16", "--json"],
+         "--max-new-tokens", "24", "--json"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
