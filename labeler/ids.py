@@ -14,6 +14,7 @@ def stable_id(*parts: str, length: int = 16) -> str:
 
 
 def derived_seed(base_seed: int, *parts: str) -> int:
-    """A per-request sampling seed that depends only on ids, never on batch order or worker."""
+    """A per-request sampling seed that depends only on `parts` (callers pass the prompt's text:
+    problem, reference answer, steps so far), never on row ids, batch order or worker."""
     digest = hashlib.sha256(_SEPARATOR.join((str(base_seed), *parts)).encode("utf-8")).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF

@@ -5,8 +5,11 @@ Monte-Carlo labels are taken as monotone: a probe of prefix i with any correct r
 The search gallops from the start (probes 0, 1, 3, 7, ...) until a probe is negative or the
 prefixes run out, then bisects the last interval. That is about 2*log2(j+2) probes for a first
 error at j: a little more than plain bisection when errors are late, far fewer when they are
-early, and, since real labels are noisy rather than monotone, it lands on the *first* negative
-prefix (exhaustive's definition of first_error) where a midpoint-first search would jump past it.
+early. When labels are monotone it lands on the first negative prefix (exhaustive's first_error).
+Real labels are noisy: a negative prefix between two positive probes (say prefix 5 when 3 and 7
+are positive) is stepped over, so the search finds the first negative prefix *after the last
+positive probe*, which can be later than exhaustive's. Starting from the front keeps such skips
+rarer than a midpoint-first search, which jumps past every early error.
 
 Each round probes one prefix of every open solution; all probes of a round share one generate
 call. A probe of prefix i draws the same rollouts (same seeds) that exhaustive draws from prefix i.
