@@ -382,7 +382,7 @@ def test_worker_guard_refuses_sympify_of_code(tmp_path):
     script = textwrap.dedent(
         """
         import sympy
-        from labeler.checking.checker import _install_no_eval_guard, UnsafeParseError
+        from labeler.checking.symbolic import _install_no_eval_guard, UnsafeParseError
         _install_no_eval_guard()
         assert sympy.sympify("12.5") == sympy.Float("12.5")
         assert sympy.sympify("yotta") == sympy.Symbol("yotta")

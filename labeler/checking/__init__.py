@@ -1,5 +1,7 @@
 """The answer checker: did a completion reach the reference answer?"""
 
-from labeler.checking.checker import AnswerChecker, CheckResult, Verdict, extract_answer
+from labeler.checking.checker import AnswerChecker
+from labeler.checking.extraction import extract_answer
+from labeler.checking.verdicts import CheckResult, Verdict
 
 __all__ = ["AnswerChecker", "CheckResult", "Verdict", "extract_answer"]

@@ -1,0 +1,395 @@
+"""Finding the final answer of a completion (and of a reference), in-process and in linear time:
+the last ``\\boxed{}``/``\\fbox{}``, "The answer is ..."/"Final Answer: ...", GSM8K ``#### N``, an
+answer stated in the closing paragraph, a bare answer, and optionally the last number."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+# Answers longer than this are not answers (a model rambling inside \boxed{}); they never reach
+# the symbolic layer. Plain string comparison still applies.
+MAX_ANSWER_CHARS = 2_000
+
+
+_BOX_COMMANDS = ("\\boxed", "\\fbox")
+_MAX_BOX_CANDIDATES = 32
+
+
+def _match_brace(text: str, open_idx: int, limit: int = 4 * MAX_ANSWER_CHARS + 2) -> int:
+    """Index of the brace closing text[open_idx] == '{', or -1. Escaped braces are skipped; a group
+    longer than `limit` is no answer and is not scanned to its end."""
+    depth = 0
+    i = open_idx
+    n = min(len(text), open_idx + limit)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """Complete \\boxed{...}/\\fbox{...} groups, last first: (start, end, content)."""
+    positions: list[int] = []
+    for cmd in _BOX_COMMANDS:
+        start = len(text)
+        while len(positions) < 4 * _MAX_BOX_CANDIDATES:
+            idx = text.rfind(cmd, 0, start)
+            if idx < 0:
+                break
+            positions.append(idx)
+            start = idx
+    positions.sort(reverse=True)
+    spans: list[tuple[int, int, str]] = []
+    # Closed groups only; an unclosed (truncated) one is skipped. A bound on candidates keeps this
+    # linear-ish even for a megabyte of "\boxed{".
+    for idx in positions[:_MAX_BOX_CANDIDATES]:
+        cmd_len = len("\\boxed") if text.startswith("\\boxed", idx) else len("\\fbox")
+        j = idx + cmd_len
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            end = _match_brace(text, j)
+            if end >= 0:
+                spans.append((idx, end + 1, text[j + 1 : end]))
+        elif j > idx + cmd_len and j < len(text):  # "\boxed 5": one token
+            m = re.compile(r"[^\s$.,;]+").match(text, j)
+            if m:
+                spans.append((idx, m.end(), m.group(0)))
+    spans.sort(key=lambda s: s[0], reverse=True)
+    return spans
+
+
+def _last_boxed(text: str) -> tuple[int, str] | None:
+    """Start position and content of the last complete box; adjacent boxes ("\\boxed{2} and
+    \\boxed{3}") are joined with commas."""
+    spans = _boxed_spans(text)
+    if not spans:
+        return None
+    group = [spans[0]]
+    for prev in spans[1:]:
+        gap = text[prev[1] : group[-1][0]]
+        if len(gap) <= 40 and re.fullmatch(r"[\s$,;]*(?:\\\)|\\\]|\\\(|\\\[)?[\s$,;]*(?:and|or|,)?[\s$,;]*(?:\\\(|\\\[)?[\s$]*", gap):
+            group.append(prev)
+        else:
+            break
+    group.reverse()
+    return group[0][0], ", ".join(g[2].strip() for g in group)
+
+
+# "Final Answer: ...", "the answer is ...", "Answer: ..." at the start of a line or sentence; not
+# "we may check our answer: 17 * 44 = 748".
+_ANSWER_PHRASE = re.compile(
+    r"(?:final\s+answer\s*(?:is\s*:?|:|=)?"
+    r"|\b(?:the|my|our|correct)\s+answer\s+is\s*:?"
+    r"|(?:^|(?<=[\n*#>])|(?<=[.!?]\s))[ \t*#]*answer\s*(?:is\s*:?|:|=))",
+    re.IGNORECASE,
+)
+_MATH_OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+
+
+def _looks_like_prose(content: str) -> bool:
+    plain = re.sub(r"\\[A-Za-z]+(?:\{[^{}]*\})?", " ", content)
+    return len(re.findall(r"[A-Za-z]{3,}", plain)) > 3 or bool(re.search(r"[.!?]\s+[A-Z]", content))
+
+
+def _math_segment_at(text: str, pos: int, max_len: int = 4 * 2_000) -> tuple[str, int] | None:
+    """(content, end) of the math segment opening at text[pos] ($$..$$, \\[..\\], \\(..\\), $..$)."""
+    for opener, closer in _MATH_OPENERS:
+        if text.startswith(opener, pos):
+            if opener == "$" and text.startswith("$$", pos):
+                continue
+            start = pos + len(opener)
+            end = text.find(closer, start, start + max_len)
+            if opener == "$":
+                # inline dollars stay on one line and a currency sign ("$7.00 in change") has no partner
+                nl = text.find("\n", start, end if end >= 0 else start + max_len)
+                if nl >= 0:
+                    return None
+            if end < 0:
+                return None
+            content = text[start:end]
+            if opener == "$" and _looks_like_prose(content):
+                return None  # two currency signs ("$5. She pays $"), not math
+            return content, end + len(closer)
+    return None
+
+
+_SENTENCE_END = re.compile(r"(?<!\d)\.(?=\s|$)|\d\.(?=\s+[A-Z]|\s*$)|[!?](?=\s|$)|\n")
+
+
+def _first_sentence(s: str) -> str:
+    m = _SENTENCE_END.search(s)
+    return s[: m.start() + (1 if m and s[m.start()].isdigit() else 0)] if m else s
+
+
+def _clean_phrase_tail(tail: str) -> str | None:
+    """The answer after an answer phrase: a math segment right after it, else the rest of the
+    sentence ("The answer is 18 dollars." -> "18 dollars")."""
+    stripped = tail.lstrip(" \t*:")
+    if stripped.startswith("\n"):
+        # "The final answer is\n\[ ... \]": only a display right below the phrase counts.
+        stripped = stripped.lstrip()
+        if not stripped.startswith(("\\[", "$$", "\\(", "$", "\\boxed", "\\fbox")):
+            return None
+    tail = stripped
+    seg = _math_segment_at(tail, 0)
+    if seg is not None:
+        content, end = seg
+        rest = _first_sentence(tail[end:]).strip()
+        # "$5$ dollars" -> keep short unit words, they are stripped in normalisation.
+        if rest and re.fullmatch(r"[A-Za-z][A-Za-z ]{0,30}[.!]?", rest) and not re.search(r"\bI hope\b", rest):
+            content = content + " " + rest.rstrip(".!")
+        return content.strip() or None
+    line = tail.split("\n", 1)[0]
+    line = re.split(r"\.?\s*I hope it is correct", line, maxsplit=1)[0]
+    line = _first_sentence(line)
+    cut = re.search(r"(?<=\S)\s*,?\s+(?:because|since|which|as|so)\s", line)
+    if cut:
+        line = line[: cut.start()]
+    line = line.strip().strip("*").strip()
+    if line.endswith(".") and not re.search(r"\d\.$", line):
+        line = line[:-1]
+    return line.strip() or None
+
+
+_NOT_AN_ANSWER = re.compile(
+    r"(?:correct|right|wrong|incorrect|reasonable|plausible|valid|consistent|confirmed|verified|indeed|not\b|"
+    r"as\s+follows|given|shown|below|above|that\b|the\s+same|unchanged|still|clear|obvious|yes\b|no\b)",
+    re.IGNORECASE,
+)
+
+
+def _last_phrase(text: str) -> tuple[int, str] | None:
+    """The last "answer is ..." / "Final Answer: ..." / "#### N", with its position."""
+    best: tuple[int, str] | None = None
+    matches: deque[re.Match] = deque(maxlen=16)
+    matches.extend(_ANSWER_PHRASE.finditer(text))
+    # The last phrase that states something ("Final Answer: The final answer is 5" -> the second);
+    # "so our answer is correct" states nothing.
+    for m in reversed(matches):
+        ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
+        if ans is not None and not _NOT_AN_ANSWER.match(ans):
+            best = (m.start(), ans)
+            break
+    idx = text.rfind("####")
+    if idx >= 0 and (best is None or idx > best[0]):
+        tail = text[idx + 4 : idx + 4 + 4 * MAX_ANSWER_CHARS].split("\n", 1)[0].strip()
+        tail = tail.strip("$ ").rstrip(".").strip()
+        if tail:
+            best = (idx, tail)
+    return best
+
+
+_CONCLUSION_CUE = re.compile(
+    r"(?:\b(?:is|are|was|were|be|equals?|becomes?)|=|:)\s*(?:approximately|about|exactly|simply|just|equal\s+to|given\s+by)?\s*:?\s*$",
+    re.IGNORECASE,
+)
+_CONCLUSION_START = re.compile(
+    r"^\W*(?:therefore|thus|so|hence|finally|consequently|in\s+conclusion|in\s+summary|overall)\b", re.IGNORECASE
+)
+_MATH_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\[|\\\(")
+_BOLD_RE = re.compile(r"\*\*([^*\n]{1,120})\*\*")
+
+
+def _math_segments(text: str) -> list[tuple[int, int, str]]:
+    """Math segments of a (short) text, in order: (start, end, content)."""
+    out = []
+    pos = 0
+    while True:
+        m = _MATH_OPEN_RE.search(text, pos)
+        if m is None:
+            return out
+        seg = _math_segment_at(text, m.start())
+        if seg is None:
+            pos = m.end()
+            continue
+        out.append((m.start(), seg[1], seg[0]))
+        pos = seg[1]
+
+
+def _sentence_start(before: str) -> int:
+    """Index where the sentence that `before` ends in starts."""
+    ends = [before.rfind(sep) + len(sep) for sep in (". ", ".\n", "\n", "\\]", "? ", "! ") if sep in before]
+    return max(ends, default=0)
+
+
+def _last_paragraph(text: str) -> tuple[int, str]:
+    end = len(text.rstrip())
+    base = max(0, end - 3000)
+    cut = max(text.rfind("\n\n", base, end), text.rfind("\n \n", base, end))
+    start = cut + 1 if cut >= 0 else base
+    return start, text[start:end]
+
+
+def _last_conclusion(text: str) -> tuple[int, str] | None:
+    """An answer stated in the closing paragraph without a box or answer phrase:
+    "Therefore, the area is \\(\\frac{8\\pi}{5}\\) square units." / "Thus, $\\cos x = -\\frac{24}{25}$." /
+    "the least possible sum is **14**." The math (or bold) segment must follow a cue ("is", "=", ":",
+    or a sentence opening "Therefore,") and end its sentence; a sentence that opens with
+    "Therefore/Thus/So/..." outranks one that does not."""
+    base, para = _last_paragraph(text)
+    cands = [(s, e, c) for s, e, c in _math_segments(para)]
+    cands += [(m.start(), m.end(), m.group(1)) for m in _BOLD_RE.finditer(para) if re.search(r"[\d\\]", m.group(1))]
+    best = None
+    for start, end, content in cands:
+        before = para[:start].rstrip()
+        sentence = before[_sentence_start(before) :]
+        lead = sentence
+        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
+            continue
+        if content.rstrip().endswith((",", ";")):
+            continue  # the sentence goes on
+        following = para[end:].lstrip()
+        display = para.startswith(("\\[", "$$"), start)
+        ended = content.rstrip().endswith(".") or not following or following[0] in ".!?" or (display and following[0].isupper())
+        if not ended:
+            after = _first_sentence(following)
+            # only a few unit words may follow ("... is $12$ square units.")
+            if len(re.findall(r"[A-Za-z]{2,}", after)) > 3 or _MATH_OPEN_RE.search(after) or "**" in after:
+                continue
+        content = content.strip().strip("*").strip()
+        if not content:
+            continue
+        rank = 1 if (_CONCLUSION_START.search(sentence) or re.search(r"answer|final", sentence, re.IGNORECASE)) else 0
+        key = (rank, start)
+        if best is None or key > best[0]:
+            best = (key, (base + start, content))
+    return best[1] if best else None
+
+
+# Numbers of prose, not exponents, subscripts or coefficients ("x^5", "a_2", "3x").
+_NUMBER_IN_TEXT = re.compile(r"(?<![\w.^_])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\w^(])|(?<![\w.^_])-?\.\d+(?![\w^(])")
+_LATEX_WORD = re.compile(r"\\[A-Za-z]+")
+_COMPUTED = re.compile(r"=\s*(?:\\\$|\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
+
+
+_NEGATION = re.compile(
+    r"\bnot\s+(?:a\s+|the\s+)?(?:solution|equal|valid|possible|correct|answer|true)\b|\bno\s+(?:solution|answer)s?\b|"
+    r"\bcannot\s+be\s+(?:determined|found|solved|computed)\b",
+    re.IGNORECASE,
+)
+
+
+def _last_number(text: str) -> str | None:
+    """The number a word-problem solution ends on: in the last sentence with a number, the last
+    number the solution computed somewhere ("= 34" above, so "... a total of 34 hours ... in 4
+    weeks" gives 34), else the last number."""
+    tail = text[-4000:]
+    nums = list(_NUMBER_IN_TEXT.finditer(tail))
+    if not nums:
+        return None
+    last = nums[-1]
+    chosen = last
+    before = tail[: last.start()]
+    sentence = tail[_sentence_start(before) : last.end() + 200]
+    sentence = _first_sentence(sentence[: sentence.find(last.group(0)) + len(last.group(0))] + _first_sentence(tail[last.end() :]))
+    if _NEGATION.search(sentence):
+        return None  # "So x = 14 and y = 15 is not a solution.": no answer is stated
+    if not re.search(r"=\s*(?:\\\$|\$)?\s*$", tail[max(0, last.start() - 8) : last.start()]):
+        before = tail[: last.start()]
+        s_start = _sentence_start(before)
+        in_sentence = [m for m in nums if m.start() >= s_start]
+        if len(in_sentence) > 1:
+            results = {r.group(1).replace(",", "") for r in _COMPUTED.finditer(tail, 0, last.end())}
+            computed = [m for m in in_sentence if m.group(0).replace(",", "") in results]
+            if computed:
+                chosen = computed[-1]
+    s = chosen.group(0)
+    rest = tail[chosen.end() : chosen.end() + 3]
+    if rest.startswith("%") or rest.startswith("\\%"):
+        s += "%"
+    return s
+
+
+def _looks_bare(text: str) -> bool:
+    """A short answer string rather than prose: math with at most a few words ("18 dollars",
+    "x = 3"), or one or two words without sentence punctuation ("Friday", "no solution")."""
+    s = text.strip()
+    if not s or len(s) > 200 or "\n" in s:
+        return False
+    words = re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", _LATEX_WORD.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", s)))
+    if re.search(r"[\d\\=^_{}()\[\]+*/<>|]", s):
+        return len(words) <= 3
+    return len(words) <= 2 and not re.search(r"[.,;:!?'\"]\s*\S", s)
+
+
+def _answer_from_sentence(s: str, last_number: bool) -> str:
+    """A phrase answer that is a whole sentence ("Verna received $7.00 in change"): its math, or
+    its number (word problems)."""
+    if _looks_bare(s):
+        return s
+    segs = _math_segments(s)
+    if segs:
+        return segs[-1][2]
+    if last_number:
+        n = _last_number(s)
+        if n is not None:
+            return n
+    return s
+
+
+def extract_answer(text: str, *, last_number: bool = True) -> str | None:
+    """The final answer stated in a completion or a whole solution, or None.
+
+    Order: the latest of (last complete ``\\boxed{}``/``\\fbox{}``, last "answer is"/"Final Answer:"
+    phrase, last ``#### N``); else a math answer stated in the closing paragraph ("Therefore, the
+    area is $12\\pi$."); else the whole text when it is a bare answer; else, when
+    ``last_number`` is set, the last number in the text.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    boxed = _last_boxed(text)
+    phrase = _last_phrase(text)
+    chosen: str | None = None
+    if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
+        chosen = boxed[1]
+    elif phrase is not None:
+        chosen = _answer_from_sentence(phrase[1], last_number)
+    if chosen is None:
+        concl = _last_conclusion(text)
+        if concl is not None:
+            chosen = concl[1]
+    if chosen is None and _looks_bare(text):
+        chosen = text.strip()
+    if chosen is None and last_number:
+        chosen = _last_number(text)
+    if chosen is None:
+        return None
+    chosen = _strip_math_delimiters(chosen.strip())
+    return chosen or None
+
+
+def _strip_math_delimiters(s: str) -> str:
+    changed = True
+    while changed and s:
+        changed = False
+        for a, b in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**")):
+            if len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
+                s = s[len(a) : len(s) - len(b)].strip()
+                changed = True
+        if s.endswith(".") and not re.search(r"\d\.$", s[-2:]) or s.endswith("\\."):
+            s = s[:-1].rstrip()
+            changed = True
+    return s
+
+
+def _extract_reference(reference: str) -> str | None:
+    """A reference answer is normally bare; a whole reference solution is reduced to its answer."""
+    if not isinstance(reference, str) or not reference.strip():
+        return None
+    s = reference.strip()
+    if "####" in s or "\\boxed" in s or "\\fbox" in s or "\n" in s:
+        got = extract_answer(s, last_number=False)
+        if got is not None:
+            return got
+    return _strip_math_delimiters(s) or None

@@ -1,0 +1,270 @@
+"""Normalising answer text and the fast in-process comparison (no sympy): normalised string
+match, exact numbers (thousands separators, decimals vs fractions, scientific notation,
+percentages), units, multiple-choice letters. GSM8K-style answers never leave this layer."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from labeler.checking.extraction import _strip_math_delimiters
+
+# Decimal exponents beyond this are not evaluated exactly in-process (10^{10^{10}}).
+_MAX_EXACT_EXPONENT = 400
+_MAX_NUMBER_DIGITS = 400
+
+_UNIT_WORDS = (
+    r"(?:dollars?|cents?|euros?|pounds?|yuan|units?|square\s+(?:units|feet|meters|inches|cm|m|ft)|"
+    r"sq\.?\s*(?:units|ft|m|cm|in)|cubic\s+\w+|degrees?|radians?|percent|percentage|points?|"
+    r"meters?|metres?|centimeters?|millimeters?|kilometers?|km|cm|mm|m|inches|inch|in|feet|foot|ft|"
+    r"yards?|yd|miles?|mi|mph|kph|km/h|m/s|seconds?|secs?|s|minutes?|mins?|hours?|hrs?|h|days?|"
+    r"weeks?|months?|years?|grams?|g|kilograms?|kg|mg|pounds?|lbs?|lb|ounces?|oz|liters?|litres?|"
+    r"l|ml|gallons?|gal|cups?|quarts?|pints?)"
+)
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}")
+_SPACES_CMD = re.compile(r"\\(?:,|;|:|!|>|\s|quad|qquad|displaystyle|textstyle|left|right|big|Big|bigg|Bigg)(?![A-Za-z])")
+_TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\^\s*\{\s*\\text\{o\}\s*\}")
+_PERCENT = re.compile(r"\\?%|\s*\\text\{\s*percent\s*\}|\s+percent(?:age)?\b|\\percent(?![A-Za-z])")
+_CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro(?![A-Za-z])|\\pounds(?![A-Za-z])|\\text\{\s*dollars?\s*\}")
+
+
+@dataclass(frozen=True)
+class _Norm:
+    text: str  # normalised LaTeX-ish text, spaces removed
+    spaced: str  # normalised, spaces kept (for the symbolic layer)
+    percent: bool
+
+
+def _normalise(s: str) -> _Norm:
+    s = s.strip()
+    s = _strip_math_delimiters(s)
+    s = s.replace("\\varnothing", "\\emptyset")
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
+    s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ").replace("\u2212", "-")
+    s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
+    s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
+    s = _SPACES_CMD.sub(" ", s)
+    s = re.sub(r"\\(?=\d)", "", s)  # "\15" (a mangled "\$15") is 15
+    s = s.replace("~", " ")
+    if _TRIG.search(s):
+        # inside trigonometry a degree sign is a unit to convert: \sin 15^\circ = \sin(15 pi/180)
+        s = re.sub(r"(\d+(?:\.\d+)?)\s*(?:" + _DEGREE.pattern + ")", r"\\frac{\1\\pi}{180}", s)
+    s = _DEGREE.sub("", s)
+    percent = bool(_PERCENT.search(s))
+    if percent:
+        s = _PERCENT.sub("", s)
+    s = _CURRENCY.sub("", s)
+    # \text{...}: a unit after a quantity is dropped, otherwise the text is kept (\text{Friday}).
+    s = re.sub(
+        r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}(?:\s*\^\s*\{?\d\}?)?",
+        "",
+        s,
+    )
+    for _ in range(4):
+        new = _TEXT_CMD.sub(lambda m: m.group(1), s)
+        if new == s:
+            break
+        s = new
+    # Trailing unit words after a number: "18 dollars", "5 cm^2".
+    s = re.sub(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", "", s, flags=re.IGNORECASE)
+    # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
+    tok = r"(\\[A-Za-z]+|[0-9A-Za-z])"
+    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*" + tok + r"\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*" + tok, r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
+    s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
+    s = s.strip().rstrip(".").strip()
+    spaced = re.sub(r"\s+", " ", s)
+    return _Norm(text=re.sub(r"\s+", "", s), spaced=spaced, percent=percent)
+
+
+_NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")
+_NUM_SCI = re.compile(
+    r"(?P<m>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE](?P<e>[+-]?\d+)|(?:\\times|\\cdot|\*|x|×)10\^(?:\{(?P<e2>[+-]?\d+)\}|(?P<e3>[+-]?\d)))"
+)
+_NUM_POW10 = re.compile(r"10\^(?:\{(?P<e>[+-]?\d+)\}|(?P<e2>[+-]?\d))")
+_NUM_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\{(?P<a>[+-]?\d+)\}\{(?P<b>[+-]?\d+)\}")
+_NUM_SLASH = re.compile(r"(?P<a>[+-]?\d+)/(?P<b>[+-]?\d+)")
+
+
+def _parse_number(t: str) -> Fraction | None:
+    """An exact number from a normalised, space-free string, or None. Never evaluates code."""
+    if not t or len(t) > _MAX_NUMBER_DIGITS:
+        return None
+    if t[0] == "(" and t[-1] == ")" and t.count("(") == 1:
+        t = t[1:-1]
+    try:
+        if _NUM_PLAIN.fullmatch(t):
+            return Fraction(t.replace(",", ""))
+        m = _NUM_SCI.fullmatch(t)
+        if m:
+            e = int(m.group("e") or m.group("e2") or m.group("e3"))
+            if abs(e) > _MAX_EXACT_EXPONENT:
+                return None
+            return Fraction(m.group("m")) * Fraction(10) ** e
+        m = _NUM_POW10.fullmatch(t)
+        if m:
+            e = int(m.group("e") or m.group("e2"))
+            if abs(e) > _MAX_EXACT_EXPONENT:
+                return None
+            return Fraction(10) ** e
+        m = _NUM_FRAC.fullmatch(t) or _NUM_SLASH.fullmatch(t)
+        if m:
+            b = int(m.group("b"))
+            if b == 0:
+                return None
+            v = Fraction(int(m.group("a")), b)
+            return -v if m.groupdict().get("sign") == "-" else v
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return None
+
+
+def _decimals(t: str) -> int | None:
+    """Digits after the decimal point of a plain decimal literal, else None."""
+    m = re.fullmatch(r"[+-]?[\d,]*\.(\d+)", t)
+    return len(m.group(1)) if m else None
+
+
+def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, rel_tol: float = 1e-9) -> bool:
+    if a == b:
+        return True
+    if a == 0 or b == 0:
+        return False
+    # Floating-point noise (0.30000000000000004) only where a side is written as a decimal:
+    # integers and fractions compare exactly (1000000001 is not 1000000000).
+    # The difference must also stay below half a unit of the last digit both sides show
+    # (123456789.1 is not 123456789.2).
+    inexact = any("." in t or "e" in t.lower() for t in (a_text, b_text))
+    if inexact and abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
+        shown = [_decimals(t) or 0 for t in (a_text, b_text) if "e" not in t.lower() and "10^" not in t]
+        if not shown or abs(a - b) < Fraction(1, 2 * 10 ** min(shown)):
+            return True
+    # A decimal rounded to its shown precision matches an exact value that has no short decimal
+    # form (0.333 vs 1/3, 3.14 vs 314/100 is not needed). At least 3 significant digits.
+    for x, y, y_text in ((a, b, b_text), (b, a, a_text)):
+        k = _decimals(y_text)
+        if k is None or k < 2:
+            continue
+        sig = len(re.sub(r"[^\d]", "", y_text).lstrip("0"))
+        if sig < 3:
+            continue
+        scaled = x * 10**k
+        if scaled.denominator == 1:
+            continue  # x is exact at that precision: rounding is no excuse
+        if abs(x - y) <= Fraction(1, 2 * 10**k):
+            return True
+    return False
+
+
+_MC = re.compile(r"\(?([A-J])\)?")
+_MC_PRED = re.compile(r"\(?([A-Ja-j])\)?(?:$|[\s.:,)]|\\)")
+
+
+def _mc_letter(ref_norm: str) -> str | None:
+    m = _MC.fullmatch(ref_norm)
+    return m.group(1) if m else None
+
+
+def _equation_rhs(t: str) -> str | None:
+    """The value an equation states: "x = 3" -> "3", "AB = 2 \\cdot 5 = 10" -> "10",
+    "\\cos\\angle RPS = -\\frac{24}{25}" -> "-\\frac{24}{25}". None for inequalities and for several
+    equations at once ("x = 1, y = 2"), which are compared whole."""
+    if "=" not in t or re.search(r"\\(?:leq?|geq?|neq?|ne|approx)(?![A-Za-z])|[<>]", t):
+        return None
+    parts = t.split("=")
+    lhs, rhs = parts[0].strip(), parts[-1].strip()
+    if not lhs or not rhs:
+        return None
+    several = re.compile(r"[,;]|\\text|\\mbox|\\quad|\band\b|\bor\b")
+    if any(several.search(p) for p in parts[:-1]):
+        return None
+    if several.search(rhs) and not _NUM_PLAIN.fullmatch(rhs.replace(" ", "")):
+        return None
+    return rhs
+
+
+def _is_plain_number_reference(ref: str) -> bool:
+    n = _normalise(ref)
+    return _parse_number(n.text) is not None and "\\frac" not in n.text and "^" not in n.text
+
+
+class _Fast(enum.Enum):
+    CORRECT = 1
+    INCORRECT = 2
+    UNDECIDED = 3
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}(?:[A-Za-z' -]*[A-Za-z])?")
+
+
+def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
+    if not pred.text or not ref.text:
+        return _Fast.UNDECIDED
+    if pred.text == ref.text and pred.percent == ref.percent:
+        return _Fast.CORRECT
+    if (
+        _WORDS.fullmatch(pred.text)
+        and _WORDS.fullmatch(ref.text)
+        and min(len(pred.text), len(ref.text)) >= 2
+        and (max(len(pred.text), len(ref.text)) >= 3 or "no" in (pred.text.casefold(), ref.text.casefold()))
+    ):
+        # Word answers (\text{East}, Friday, "no"): case-insensitive; never handed to sympy,
+        # which would read "east" as the product e*a*s*t.
+        same = pred.spaced.casefold() == ref.spaced.casefold()
+        return _Fast.CORRECT if same else _Fast.INCORRECT
+    letter = _mc_letter(ref.text)
+    if letter is not None:
+        m = _MC_PRED.match(pred.text)
+        if m and (m.end() == len(pred.text) or not pred.text[m.end() :].strip()[:1].isalpha()):
+            return _Fast.CORRECT if m.group(1).upper() == letter else _Fast.INCORRECT
+        if _parse_number(pred.text) is not None:
+            return _Fast.INCORRECT
+        return _Fast.UNDECIDED
+    pred_texts = [pred.text]
+    ref_texts = [ref.text]
+    prhs, rrhs = _equation_rhs(pred.text), _equation_rhs(ref.text)
+    if prhs is not None and rrhs is None:
+        pred_texts.append(prhs)
+    if rrhs is not None and prhs is None:
+        ref_texts.append(rrhs)
+    if pred.percent == ref.percent:
+        for p in pred_texts:
+            if p in ref_texts:
+                return _Fast.CORRECT
+    any_number_pair = False
+    for p in pred_texts:
+        pv = _parse_number(p)
+        if pv is None:
+            continue
+        for r in ref_texts:
+            rv = _parse_number(r)
+            if rv is None:
+                continue
+            any_number_pair = True
+            for pc, rc in _percent_candidates(pv, rv, pred.percent, ref.percent):
+                if _numbers_equal(pc, rc, p, r):
+                    return _Fast.CORRECT
+    if any_number_pair and len(pred_texts) == 1 and len(ref_texts) == 1:
+        return _Fast.INCORRECT
+    if any_number_pair:
+        return _Fast.INCORRECT
+    return _Fast.UNDECIDED
+
+
+def _percent_candidates(pv: Fraction, rv: Fraction, p_pct: bool, r_pct: bool):
+    """5% equals 0.05, and equals 5 (the question asked for a percent); 500 never equals 5.
+
+    X% read as the proportion X/100 only matches a bare value that looks like a proportion (not an
+    integer above 1): "500%" against "5" is the classic slip of scaling twice, not a match."""
+    if p_pct == r_pct:
+        return [(pv, rv)]
+    pct, bare = (pv, rv) if p_pct else (rv, pv)
+    out = [(pct, bare)]
+    if bare.denominator != 1 or abs(bare) <= 1:
+        out.append((pct / 100, bare))
+    return out
