@@ -28,7 +28,7 @@ from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, Sh
 from labeler.labeling.tables import rejected_table
 
 SAMPLE_INPUT = "embedded:sample"
-SAMPLE_PATH = Path(__file__).parent / "data" / "sample_problems.jsonl"
+SAMPLE_PATH = Path(__file__).parents[1] / "data" / "sample_problems.jsonl"  # labeler/data/
 
 
 @dataclass
