@@ -31,7 +31,7 @@ def read_lines(path):
 
 def test_trl_format_has_boolean_labels_and_warns_about_float_truncation(job, tmp_path, capsys):
     out = tmp_path / "trl.jsonl"
-    assert main(["export", str(job), "--format", "trl", "--out", str(out)]) == 0
+    assert main(["export", str(job), "--format", "trl", "--output", str(out)]) == 0
     captured = capsys.readouterr()
     assert "truncates float labels" in captured.err
     rows = read_lines(out)
@@ -40,14 +40,14 @@ def test_trl_format_has_boolean_labels_and_warns_about_float_truncation(job, tmp
     assert all(isinstance(label, bool) for row in rows for label in row["labels"])
     assert "1 solutions cut" in captured.out
 
-    assert main(["export", str(job), "--format", "trl", "--out", str(tmp_path / "trl.parquet"), "--threshold", "0.5"]) == 0
+    assert main(["export", str(job), "--format", "trl", "--output", str(tmp_path / "trl.parquet"), "--threshold", "0.5"]) == 0
     table = pq.read_table(tmp_path / "trl.parquet")
     assert table.column("labels").to_pylist()[:2] == [[False, False], [True, True]]
 
 
 def test_math_shepherd_format_round_trips_through_its_preset(job, tmp_path):
     out = tmp_path / "ms.jsonl"
-    assert main(["export", str(job), "--format", "math-shepherd", "--out", str(out)]) == 0
+    assert main(["export", str(job), "--format", "math-shepherd", "--output", str(out)]) == 0
     rows = read_lines(out)
     assert rows[0]["input"] == "What is 2 + 3? Step 1: 2 + 3 = 6. ки\nStep 2: The answer is 6. ки"
     assert rows[0]["label"] == "What is 2 + 3? Step 1: 2 + 3 = 6. +\nStep 2: The answer is 6. -"
@@ -59,7 +59,7 @@ def test_math_shepherd_format_round_trips_through_its_preset(job, tmp_path):
 
 def test_jsonl_format_keeps_soft_labels_counts_and_nulls(job, tmp_path):
     out = tmp_path / "labels.jsonl"
-    assert main(["export", str(job), "--format", "jsonl", "--out", str(out)]) == 0
+    assert main(["export", str(job), "--format", "jsonl", "--output", str(out)]) == 0
     rows = read_lines(out)
     assert rows[0]["soft_labels"] == [0.25, 0.0] and rows[0]["n_correct"] == [1, 0] and rows[0]["first_error"] == 1
     assert rows[2]["soft_labels"] == [1.0, None, None] and rows[2]["label_method"] == ["rollouts", "inferred", "unlabelled"]
@@ -72,7 +72,7 @@ def test_misaligned_steps_and_labels_are_refused_before_writing(tmp_path, capsys
     pq.write_table(pa.Table.from_pylist([row], schema=LABELS_SCHEMA), folder / "part-00000.parquet")
     for format in ("trl", "math-shepherd", "jsonl"):
         out = tmp_path / f"{format}.jsonl"
-        assert main(["export", str(tmp_path / "job"), "--format", format, "--out", str(out)]) == 2
+        assert main(["export", str(tmp_path / "job"), "--format", format, "--output", str(out)]) == 2
         error = capsys.readouterr().err.strip()
         assert error == "labeler export: error: solution broken: soft_labels has 2 entries for 3 steps"
         assert not out.exists()
@@ -80,12 +80,12 @@ def test_misaligned_steps_and_labels_are_refused_before_writing(tmp_path, capsys
 
 def test_step_tag_inside_a_step_is_refused_for_math_shepherd(tmp_path, capsys):
     job = write_labels(tmp_path / "job", [labels_row("p", "s", "Q", ["a ки b"], [1.0], [True])])
-    assert main(["export", str(job), "--format", "math-shepherd", "--out", str(tmp_path / "ms.jsonl")]) == 2
+    assert main(["export", str(job), "--format", "math-shepherd", "--output", str(tmp_path / "ms.jsonl")]) == 2
     assert "ки" in capsys.readouterr().err
 
 
 def test_bad_output_name_exits_2(job, tmp_path, capsys):
-    assert main(["export", str(job), "--format", "trl", "--out", str(tmp_path / "out.csv")]) == 2
+    assert main(["export", str(job), "--format", "trl", "--output", str(tmp_path / "out.csv")]) == 2
     assert ".jsonl or .parquet" in capsys.readouterr().err
 
 
@@ -96,7 +96,7 @@ def test_trl_prm_trainer_trains_two_steps_on_our_export(job, tmp_path, tiny_mode
     from trl.experimental.prm import PRMConfig, PRMTrainer
 
     out = tmp_path / "trl.jsonl"
-    assert main(["export", str(job), "--format", "trl", "--out", str(out)]) == 0
+    assert main(["export", str(job), "--format", "trl", "--output", str(out)]) == 0
     dataset = datasets.load_dataset("json", data_files=str(out), split="train")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForTokenClassification.from_pretrained(tiny_model_dir, num_labels=2)

@@ -1,13 +1,36 @@
-"""Route vLLM's logs to stderr at a chosen level (vLLM logs to stdout by default; stdout is for results).
+"""What the engine and the libraries under it may print: only errors, unless the user asks for more.
 
-Must run before vLLM is imported; the engine's own process inherits the setting via the environment.
+- `route_vllm_logs`: vLLM's logs go to stderr at a chosen level (vLLM logs to stdout by default;
+  stdout is for results). Must run before vLLM is imported; the engine's own processes inherit
+  the setting via the environment.
+- `quiet_libraries`: no hub retry warnings, no Python warnings (FutureWarning and the like) and no
+  torch C++ warnings, here and in the processes started from here. `labeler` runs its commands
+  inside it unless --verbose.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Loggers of the libraries under us that warn about what the user cannot act on (hub retries,
+# connection pools, lock files) before our own one-line error says what went wrong.
+LIBRARY_LOGGERS = ("huggingface_hub", "datasets", "transformers", "urllib3", "filelock", "fsspec", "httpx", "httpcore")
+
+# The libraries' own switches, read when they are imported (also by processes started from here).
+QUIET_ENVIRONMENT = {
+    "TORCH_CPP_LOG_LEVEL": "ERROR",  # torch's C++ warnings, e.g. about NUMA on the engine's start
+    "HF_HUB_VERBOSITY": "error",
+    "DATASETS_VERBOSITY": "error",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "PYTHONWARNINGS": "ignore",  # Python warnings in the engine's processes
+}
 
 
 def route_vllm_logs(level: str = "ERROR") -> None:
@@ -23,3 +46,45 @@ def route_vllm_logs(level: str = "ERROR") -> None:
         json.dump(config, file)
     os.environ["VLLM_CONFIGURE_LOGGING"] = "1"
     os.environ["VLLM_LOGGING_CONFIG_PATH"] = path
+    # vLLM applies that file only when an engine starts; what it logs while being imported (e.g.
+    # "Triton is installed, but doesn't include CPU backend") goes through the same rules already.
+    _configure_logger("vllm", level)
+
+
+@contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Only errors from the libraries while it lasts: their loggers, Python's warnings filter and
+    (where the user has not set them) the environment switches the libraries and their
+    subprocesses read. All is restored on leaving, for callers that go on (tests, notebooks)."""
+    added = {name: value for name, value in QUIET_ENVIRONMENT.items() if name not in os.environ}
+    levels = {name: logging.getLogger(name).level for name in LIBRARY_LOGGERS}
+    os.environ.update(added)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever sys.stderr is when a record comes (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def _configure_logger(name: str, level: str) -> None:
+    logger = logging.getLogger(name)
+    logger.setLevel(level)
+    if not any(isinstance(handler, _StderrHandler) for handler in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("[vllm] %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    logger.propagate = False

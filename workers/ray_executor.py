@@ -18,12 +18,12 @@ import logging
 import os
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from labeler.labeling.config import LabelConfig
+# ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
+from labeler.labeling.config import ClusterSettings, LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.store.progress import ProgressReporter
@@ -34,23 +34,6 @@ from labeler.labeling.unit import UnitResult
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
 WORKER_NAME_PREFIX = "prm-labeler-worker"
-
-
-@dataclass(frozen=True)
-class ClusterSettings:
-    workers: int
-    address: str | None = None  # "auto", "ray://host:10001"; None: RAY_ADDRESS, else a local Ray instance
-    gpus_per_worker: float | None = None  # None: the engine's tensor parallel size where the cluster has GPUs, else 0
-    max_unit_retries: int = 2
-    engine_log_level: str = "ERROR"
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("--workers must be >= 1")
-        if self.max_unit_retries < 0:
-            raise ValueError("--max-unit-retries must be >= 0")
-        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
-            raise ValueError("--gpus-per-worker must be >= 0")
 
 
 class NoWorkerError(RuntimeError):

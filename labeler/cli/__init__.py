@@ -1,4 +1,9 @@
-"""The `labeler` command: one thin module per subcommand. Logs go to stderr, results to stdout."""
+"""The `labeler` command: one thin module per subcommand. Logs go to stderr, results to stdout.
+
+What every subcommand shares happens in `main`: the libraries print only errors unless --verbose,
+our errors are one line `labeler COMMAND: error: MESSAGE` (exit code 2), Ctrl-C ends with one line
+and exit code 130, and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,13 @@ import sys
 
 from labeler import __version__
 from labeler.cli import check, eval, export, label, report, score, status, train
+from labeler.cli.common import EXIT_INTERRUPTED, EXIT_OK, LabelerParser
 
 SUBCOMMANDS = (label, status, check, train, score, eval, export, report)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labeler", description="Math-Shepherd-style step labels for Process Reward Models.")
+    parser = LabelerParser(prog="labeler", description="Math-Shepherd-style step labels for Process Reward Models.")
     parser.add_argument("--version", action="version", version=f"prm-labeler {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS:
@@ -23,12 +29,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
-    args = build_parser().parse_args(argv)
+    prog = "labeler"
+    try:
+        logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+        args = build_parser().parse_args(argv)
+        prog = f"labeler {args.command}"
+        code = _run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): what it read is all it wanted
+        _discard_stdout()
+        return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    from workers.engine_logging import quiet_libraries, route_vllm_logs
+
+    verbose = getattr(args, "verbose", False)
     if "VLLM_LOGGING_CONFIG_PATH" not in os.environ:
-        from workers.engine_logging import route_vllm_logs
+        route_vllm_logs("INFO" if verbose else "ERROR")
+    if verbose:
+        return args.handler(args)
+    with quiet_libraries():
+        return args.handler(args)
 
-        route_vllm_logs("INFO" if getattr(args, "verbose", False) else "ERROR")
-    return args.handler(args)
 
-
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it again at exit does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout (a test's capture)
+        sys.stdout = open(os.devnull, "w")

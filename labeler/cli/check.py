@@ -5,8 +5,7 @@
                                              (and "id" when the input line has one), in input order
 
 `--pairs -` reads standard input. Lines carry `gold` and `pred` (pred may be a whole solution).
-Exit codes: 0 done; 1 some input lines were malformed (they get an "unparseable" line with an
-"error" field); 2 bad usage or an unreadable file. Messages go to stderr, results to stdout.
+Messages go to stderr, results to stdout.
 """
 
 from __future__ import annotations
@@ -18,29 +17,33 @@ import sys
 from typing import Iterator, TextIO
 
 from labeler.checking.checker import AnswerChecker, CheckResult, Verdict
+from labeler.cli.common import add_command, usage_error
+
+COMMAND = "check"
 
 # Pairs are checked in chunks so that large files stream and memory stays flat.
 CHUNK = 4096
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "check",
+    parser = add_command(
+        subparsers,
+        COMMAND,
         help="check predicted answers against reference answers",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage_errors="bad usage or an unreadable file",
+        failure='some input lines were malformed (each gets an "unparseable" line with an "error" field), or an unexpected failure',
     )
     parser.add_argument("--gold", help="reference answer")
     parser.add_argument("--pred", help="predicted answer or whole solution text")
     parser.add_argument("--pairs", metavar="FILE.jsonl", help="JSON lines with 'gold' and 'pred' ('-' for stdin)")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per symbolic check (default 5)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per symbolic check (default: 5.0)")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes for --pairs (default: all cores)")
     parser.set_defaults(handler=run)
 
 
 def _usage_error(message: str) -> int:
-    print(f"labeler check: {message}", file=sys.stderr)
-    return 2
+    return usage_error(COMMAND, message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 for lineno, _, _, row_id, err in chunk:
                     if err is not None:
                         malformed += 1
-                        print(f"labeler check: {pairs}:{lineno}: {err}", file=sys.stderr)
+                        print(f"labeler {COMMAND}: error: {pairs}:{lineno}: {err}", file=sys.stderr)
                         out = {"verdict": Verdict.UNPARSEABLE.value, "extracted": None, "error": err}
                     else:
                         out = _as_json(next(results))

@@ -1,31 +1,92 @@
-"""What the PRM subcommands (train, score, eval, export, report) share: one-line errors with exit
-code 2, progress logs on stderr, quiet transformers."""
+"""What the subcommands share: how a subcommand is declared (its --help epilog with the exit codes),
+the flags that are not settings of a job (RunOptions), the input-format flags, one-line errors
+with exit code 2, progress logs on stderr, quiet transformers."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
+from dataclasses import dataclass
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+from labeler.labeling.config import INPUT_OUTPUT, ROLLOUTS, setting
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+FORMAT_FIELDS = ("preset", "split_rule", "max_row_chars", "columns")  # LabelConfig fields: how input rows are read
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Flags that are not settings of a job or a training run: what is printed, whether to start over.
+    Each command takes the ones it needs (`add_flags(parser, RunOptions, only=...)`)."""
+
+    overwrite: bool = setting(False, help="delete a previous job in --output and start over", group=INPUT_OUTPUT)
+    checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
+    json: bool = setting(False, help="print the result as JSON, for machines")
+    quiet: bool = setting(False, help="no progress lines on stderr")
+    verbose: bool = setting(
+        False,
+        help="show the libraries' own logs and warnings on stderr (vLLM's INFO log, hub retries, Python warnings); by default only errors",
+    )
+
+
+class LabelerParser(argparse.ArgumentParser):
+    """argparse, plus hidden deprecated spellings of flags: a subcommand's parser may set
+    `deprecated_aliases = {"--out": "--output"}`; the old spelling still works, with a warning."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        aliases = getattr(self, "deprecated_aliases", None)
+        if aliases and args is not None:
+            args = list(args)
+            for index, arg in enumerate(args):
+                if arg == "--":
+                    break
+                old, equals, value = arg.partition("=")
+                if old in aliases:
+                    print(f"{self.prog}: warning: {old} is deprecated; use {aliases[old]}", file=sys.stderr)
+                    args[index] = aliases[old] + equals + value
+        return super().parse_known_args(args, namespace)
+
+
+def exit_codes(usage: str, failure: str = "unexpected failure", success: str = "success") -> str:
+    """The --help epilog of a subcommand: its exit codes."""
+    rows = [("0", success), ("1", failure), ("2", usage), ("130", "interrupted (Ctrl-C)")]
+    return "exit codes:\n" + "\n".join(f"  {code:<5}{meaning}" for code, meaning in rows)
+
+
+def add_command(subparsers, name: str, *, help: str, description: str, usage_errors: str, **codes: str):
+    """A subcommand's parser: its description as written, its exit codes (`exit_codes`) as the epilog."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=exit_codes(usage_errors, **codes),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_output_flag(parser, *, required: bool, metavar: str, help: str) -> None:
+    """--output, with the old spelling --out of export and report kept as a hidden deprecated alias."""
+    parser.add_argument("--output", required=required, default=None, metavar=metavar, help=help)
+    parser.deprecated_aliases = {"--out": "--output"}
 
 
 def add_format_arguments(group) -> None:
-    """--preset, --split, --max-row-chars and the --FIELD-column flags: how input rows are read."""
-    from labeler.inputs.presets import COLUMN_FIELDS, PRESET_NAMES
-    from labeler.inputs.splitting import SPLIT_RULES
+    """--preset, --split, --max-row-chars and the --FIELD-column flags: how input rows are read
+    (made from the LabelConfig fields that declare them)."""
+    from labeler.cli.flags import add_flags
+    from labeler.labeling.config import LabelConfig
 
-    group.add_argument("--preset", default=None, help=f"input format, one of {', '.join(PRESET_NAMES)}; auto-detected when unambiguous")
-    group.add_argument("--split", dest="split_rule", choices=SPLIT_RULES, default="auto", help="how solution text is cut into steps")
-    group.add_argument("--max-row-chars", type=int, default=50_000, help="rows longer than this are rejected")
-    for field in COLUMN_FIELDS:
-        group.add_argument(f"--{field}-column", default=None, help=f"column holding the {field} (explicit mapping for other formats)")
+    add_flags(group, LabelConfig, only=FORMAT_FIELDS, into=group)
 
 
 def column_flags(args) -> dict[str, str]:
     """The --FIELD-column flags that were given, as {field: column}."""
-    from labeler.inputs.presets import COLUMN_FIELDS
+    from labeler.cli.flags import flag_values
+    from labeler.labeling.config import LabelConfig
 
-    return {field: getattr(args, f"{field}_column") for field in COLUMN_FIELDS if getattr(args, f"{field}_column")}
+    return flag_values(args, LabelConfig, only=("columns",))["columns"]
 
 
 def usage_error(command: str, message: str) -> int:
@@ -33,14 +94,21 @@ def usage_error(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes (an in-process caller may swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def log_to_stderr(quiet: bool = False) -> None:
     """Progress of the `labeler.*` loggers on stderr (only warnings with --quiet)."""
     logger = logging.getLogger("labeler")
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    if not any(getattr(handler, "_labeler_progress", False) for handler in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(handler, _StderrHandler) for handler in logger.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
-        handler._labeler_progress = True
         logger.addHandler(handler)
     logger.propagate = False
 

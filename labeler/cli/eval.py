@@ -12,8 +12,6 @@ first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 A step is predicted wrong when its hard label is False (--labels), when its soft label is below
 --threshold (--labels with --threshold), or when its score is below --threshold (--scores,
 default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
-
-Exit codes: 0 done; 1 unexpected failure; 2 bad usage or unreadable files.
 """
 
 from __future__ import annotations
@@ -21,7 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from labeler.cli.common import EXIT_OK, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.flags import add_flags
 
 COMMAND = "eval"
 
@@ -30,11 +29,12 @@ def register(subparsers) -> None:
     from labeler.evaluation.metrics import NEUTRAL_MODES
     from labeler.evaluation.references import REFERENCE_FORMATS
 
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         COMMAND,
         help="compare labels or PRM scores with human step labels",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage_errors="bad usage or unreadable files",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
@@ -46,7 +46,12 @@ def register(subparsers) -> None:
         metavar="FILE",
         help="human labels (ProcessBench or PRM800K rows); repeat for several subsets",
     )
-    parser.add_argument("--reference-format", choices=REFERENCE_FORMATS, default="auto", help="default: detected from the first row")
+    parser.add_argument(
+        "--reference-format",
+        choices=REFERENCE_FORMATS,
+        default="auto",
+        help="format of the reference files (default: auto, detected from the first row)",
+    )
     parser.add_argument(
         "--threshold",
         type=float,
@@ -55,7 +60,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_flags(parser, RunOptions, only=("json",))
     parser.set_defaults(handler=run_eval)
 
 

@@ -1,16 +1,14 @@
 """`labeler export`: write labels shards in the format another PRM trainer reads.
 
-    labeler export OUT --format trl --out prm-train.jsonl
-    labeler export OUT --format math-shepherd --out math-shepherd.parquet --threshold 0.5
-    labeler export OUT --format jsonl --out labels.jsonl
+    labeler export OUT --format trl --output prm-train.jsonl
+    labeler export OUT --format math-shepherd --output math-shepherd.parquet --threshold 0.5
+    labeler export OUT --format jsonl --output labels.jsonl
 
 trl: {prompt, completions, labels} rows for TRL's PRMTrainer (boolean labels: it would truncate
 floats). math-shepherd: {input, label} with `ки` step tags and +/- labels. jsonl: the label
 columns as they are. Boolean labels are the hard labels, or soft >= --threshold. Steps and labels
 of every row are checked to line up before anything is written; the output's extension
 (.jsonl or .parquet) picks the file type.
-
-Exit codes: 0 done; 1 unexpected failure; 2 bad usage, unreadable or misaligned labels.
 """
 
 from __future__ import annotations
@@ -19,7 +17,8 @@ import argparse
 import json
 from dataclasses import asdict
 
-from labeler.cli.common import EXIT_OK, log_to_stderr, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, add_output_flag, log_to_stderr, usage_error
+from labeler.cli.flags import add_flags
 
 COMMAND = "export"
 
@@ -27,17 +26,18 @@ COMMAND = "export"
 def register(subparsers) -> None:
     from labeler.prm.export import EXPORT_FORMATS
 
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         COMMAND,
         help="export labels for TRL, Math-Shepherd-format trainers or as plain jsonl",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage_errors="bad usage, unreadable or misaligned labels",
     )
     parser.add_argument("labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
     parser.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
-    parser.add_argument("--out", required=True, metavar="PATH", help="output file, .jsonl or .parquet")
+    add_output_flag(parser, required=True, metavar="PATH", help="output file, .jsonl or .parquet")
     parser.add_argument("--threshold", type=float, default=None, help="boolean label = soft label >= this (default: the hard labels)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_flags(parser, RunOptions, only=("json",))
     parser.set_defaults(handler=run_export)
 
 
@@ -48,7 +48,7 @@ def run_export(args: argparse.Namespace) -> int:
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
     try:
-        summary = export_labels(args.labels, args.format, args.out, args.threshold)
+        summary = export_labels(args.labels, args.format, args.output, args.threshold)
     except ValueError as error:  # ExportError, LabelsError
         return usage_error(COMMAND, str(error).splitlines()[0])
     if args.json:

@@ -8,8 +8,6 @@ per solution: problem_id, solution_id, row_index, step_scores (probability that 
 still on track after each step; null for steps past the PRM's length limit), steps_scored,
 score_min, score_product, score_last, and `selected`: the best of N solutions of its problem by
 --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
-
-Exit codes: 0 done; 1 unexpected failure; 2 bad usage, or an unreadable input or PRM.
 """
 
 from __future__ import annotations
@@ -20,18 +18,33 @@ import logging
 import os
 import sys
 
-from labeler.cli.common import EXIT_OK, add_format_arguments, column_flags, log_to_stderr, quiet_transformers, usage_error
-from labeler.prm.config import DEVICES, PRECISIONS
+from labeler.cli.common import (
+    EXIT_OK,
+    RunOptions,
+    add_command,
+    add_format_arguments,
+    column_flags,
+    log_to_stderr,
+    quiet_transformers,
+    usage_error,
+)
+from labeler.cli.flags import add_flags, flag_values
+from labeler.prm.config import TrainConfig
 
 COMMAND = "score"
 log = logging.getLogger("labeler.score")
+RUN_OPTIONS = ("json", "quiet", "verbose")
 
 
 def register(subparsers) -> None:
     from labeler.prm.solution_scores import AGGREGATES
 
-    parser = subparsers.add_parser(
-        COMMAND, help="score solutions with a trained PRM", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = add_command(
+        subparsers,
+        COMMAND,
+        help="score solutions with a trained PRM",
+        description=__doc__,
+        usage_errors="bad usage, or an unreadable input or PRM",
     )
     parser.add_argument(
         "--prm", required=True, metavar="DIR", help="a trained PRM: a checkpoint folder (RUN/best, RUN/last) or a run folder (its best/)"
@@ -41,19 +54,16 @@ def register(subparsers) -> None:
         "--input", required=True, help="jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], or labels shards (a job's output directory)"
     )
     add_format_arguments(data)
-    data.add_argument("--limit", type=int, default=None, help="score only the first K rows")
+    data.add_argument("--limit", type=int, default=None, metavar="K", help="score only the first K rows (default: all rows)")
     out = parser.add_argument_group("output")
     out.add_argument("--output", default=None, metavar="FILE.jsonl", help="where the score lines go (default: stdout)")
     out.add_argument(
         "--select-by", choices=AGGREGATES, default="min", help="solution score that picks the best of N per problem (default: min)"
     )
-    out.add_argument("--json", action="store_true", help="print the summary as JSON (on stdout when --output is given)")
-    out.add_argument("--quiet", action="store_true", help="no progress on stderr")
     run = parser.add_argument_group("run")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
-    run.add_argument("--device", choices=DEVICES, default="auto", help="default: cuda when available, else cpu")
-    run.add_argument("--precision", choices=PRECISIONS, default="auto", help="default: bf16-mixed on a GPU with bfloat16, else fp32")
-    run.add_argument("--trust-remote-code", action="store_true", help="let the model repository run its own code")
+    add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, RunOptions, only=RUN_OPTIONS)
     parser.set_defaults(handler=run_score)
 
 
@@ -65,8 +75,10 @@ def run_score(args: argparse.Namespace) -> int:
     from labeler.prm.scoring import score_solutions
     from labeler.evaluation.solutions import read_solutions
 
-    log_to_stderr(args.quiet)
-    quiet_transformers()
+    run_options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
+    log_to_stderr(run_options.quiet)
+    if not run_options.verbose:
+        quiet_transformers()
     if args.batch_size < 1:
         return usage_error(COMMAND, "--batch-size must be at least 1")
     if args.limit is not None and args.limit < 0:
@@ -101,7 +113,7 @@ def run_score(args: argparse.Namespace) -> int:
         "output": args.output or "-",
     }
     summary_stream = sys.stdout if args.output else sys.stderr
-    text = json.dumps(summary, indent=1) if args.json else "\n".join(f"{key:<21}: {value}" for key, value in summary.items())
+    text = json.dumps(summary, indent=1) if run_options.json else "\n".join(f"{key:<21}: {value}" for key, value in summary.items())
     print(text, file=summary_stream)
     return EXIT_OK
 

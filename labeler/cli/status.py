@@ -5,15 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 
-from labeler.cli.common import EXIT_OK, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.flags import add_flags
+
+COMMAND = "status"
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "status", help="show the progress of a labeling job", description="Units done/total, rows, tokens and rate of the job in DIR."
+    p = add_command(
+        subparsers,
+        COMMAND,
+        help="show the progress of a labeling job",
+        description="Units done/total, rows, tokens, rate and ETA of the job in DIR, running or finished.\n"
+        "Reads only its manifest and commit records, so it works while the job runs.",
+        usage_errors="bad usage, or no readable job in DIR",
     )
-    p.add_argument("directory", metavar="DIR")
-    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("directory", metavar="DIR", help="the job's output directory (--output of `labeler label`), or its URL")
+    add_flags(p, RunOptions, only=("json",))
     p.set_defaults(handler=run)
 
 
@@ -23,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         status = job_status(args.directory)
     except (FileNotFoundError, ValueError) as error:
-        return usage_error("status", str(error))
+        return usage_error(COMMAND, str(error))
     print(json.dumps(status, indent=1) if args.json else format_status(status))
     return EXIT_OK
 

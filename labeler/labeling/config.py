@@ -1,50 +1,178 @@
-"""The settings of a labeling job, and which of them change its output (and so its config hash)."""
+"""The settings of a labeling job, and which of them change its output (and so its config hash).
+
+Each setting is declared once, as a dataclass field made by `setting(...)`: its default, its help
+text, its choices and how its command-line flag is spelt live in the field's metadata, and the
+CLI generates its flags from them (labeler/cli/flags.py). `StrategySettings` (what a strategy
+reads) is a view of some LabelConfig fields (`settings_view`), not a second declaration.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 
-from labeler.labeling.generation import SamplingSettings
 from labeler.ids import stable_id
+from labeler.inputs.presets import COLUMN_FIELDS, PRESET_NAMES
+from labeler.inputs.splitting import SPLIT_RULES
+from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
+STRATEGIES = ("exhaustive", "first-error", "adaptive")
+AFTER_FIRST_ERROR = ("negative", "unlabelled")
+
+
+def setting(
+    default=MISSING,
+    *,
+    help: str,
+    default_factory=MISSING,
+    choices: tuple | None = None,
+    flag: str | None = None,
+    metavar: str | None = None,
+    group: str | None = None,
+    cli: bool = True,
+    cli_default=MISSING,
+    default_text: str | None = None,
+    keys: tuple[str, ...] | None = None,
+    may_change_on_resume: bool = False,
+):
+    """A settings field with what its command-line flag needs, all in one place.
+
+    help: what it means (plain text, no argparse %-escapes); choices: the allowed values;
+    flag: the flag's spelling when it is not `--name-with-dashes` (`--no-name` for a bool that
+    defaults to True); group: the --help section; cli=False: no flag; cli_default: the flag's
+    default when the field has none (or another one), e.g. None for "--model not given";
+    default_text: how the default reads in --help (needed when it is None or empty); keys: for a
+    dict field, one flag per key, spelt by `flag` with {key} in it; may_change_on_resume: a rerun
+    of the same job or run may give another value (engine settings, the output location).
+    """
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "flag": flag,
+        "metavar": metavar,
+        "group": group,
+        "cli": cli,
+        "cli_default": cli_default,
+        "default_text": default_text,
+        "keys": keys,
+        "may_change_on_resume": may_change_on_resume,
+    }
+    return field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def names_with(cls, key: str) -> tuple[str, ...]:
+    """The names of the fields of `cls` whose metadata sets `key`, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(key))
+
+
+def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
+    """A frozen, keyword-only dataclass of some fields of `source` (their types, defaults and help
+    declared there, not here) plus `derived` fields; `View.of(config)` reads them all from a
+    `source` instance (derived ones from its attribute of the same name)."""
+    by_name = {f.name: f for f in dataclasses.fields(source)}
+    specs = [(n, kind, field(default=MISSING)) for n, kind in derived.items()]
+    specs += [(n, by_name[n].type, field(default=by_name[n].default, metadata=by_name[n].metadata)) for n in names]
+
+    def of(cls, config):
+        return cls(**{n: getattr(config, n) for n in (*derived, *names)})
+
+    view = dataclasses.make_dataclass(name, specs, frozen=True, kw_only=True, namespace={"of": classmethod(of)})
+    view.__doc__ = f"A view of {source.__name__}: {', '.join(names)}, and {', '.join(derived)} derived from it."
+    return view
+
+
+INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"
+CLUSTER = "Ray cluster (without --workers the job runs in this process)"
 
 
 @dataclass(frozen=True)
 class LabelConfig:
-    input: str
-    output: str
-    model: str
-    preset: str | None = None
-    limit: int | None = None
-    split_rule: str = "auto"
-    max_row_chars: int = 50_000
-    columns: dict[str, str] = field(default_factory=dict)  # explicit column flags: problem, answer, ...
-    rollouts: int = 8
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
-    shard_size: int = 64
-    solutions_per_problem: int = 4
-    solution_max_new_tokens: int = 512
-    final_step: str = "check"
-    stop_after_answer: bool = True
-    stop: tuple[str, ...] = ()  # extra stop strings beside the defaults
-    strategy: str = "exhaustive"
-    after_first_error: str = "negative"
-    round_size: int = 2
-    ci_width: float = 0.5
-    write_rollouts: bool = True
-    trust_remote_code: bool = False
+    input: str = setting(
+        help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]",
+        group=INPUT_OUTPUT,
+        cli_default=None,
+        default_text="the shipped sample problems",
+    )
+    output: str = setting(
+        help="output directory (labels/, rollouts/, rejected/, manifest.json)", group=INPUT_OUTPUT, may_change_on_resume=True
+    )
+    model: str = setting(
+        help="completer model: hub id or local folder", group=ROLLOUTS, cli_default=None, default_text="the embedded SmolLM2-135M-Instruct"
+    )
+    preset: str | None = setting(
+        None, help=f"input format, one of {', '.join(PRESET_NAMES)}", group=INPUT_OUTPUT, default_text="auto-detected when unambiguous"
+    )
+    limit: int | None = setting(None, help="take only the first K rows", metavar="K", group=INPUT_OUTPUT, default_text="all rows")
+    split_rule: str = setting("auto", flag="--split", choices=SPLIT_RULES, help="how solution text is cut into steps", group=INPUT_OUTPUT)
+    max_row_chars: int = setting(50_000, help="rows longer than this are rejected", group=INPUT_OUTPUT)
+    columns: dict[str, str] = setting(
+        default_factory=dict,
+        keys=COLUMN_FIELDS,
+        flag="--{key}-column",
+        metavar="COLUMN",
+        help="column holding the {key}, for a format no preset knows or to override the preset",
+        group=INPUT_OUTPUT,
+        default_text="the preset's column",
+    )
+    rollouts: int = setting(8, help="completions sampled per step prefix (N)", group=ROLLOUTS)
+    temperature: float = setting(0.7, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
+    top_p: float = setting(
+        1.0, help="nucleus sampling: sample from the smallest set of tokens whose probability reaches this", group=ROLLOUTS
+    )
+    max_new_tokens: int = setting(256, help="token budget of each completion", group=ROLLOUTS)
+    seed: int = setting(0, help="base seed; per-request seeds derive from it and the ids", group=ROLLOUTS)
+    shard_size: int = setting(64, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
+    solutions_per_problem: int = setting(4, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
+    solution_max_new_tokens: int = setting(512, help="token budget of each sampled solution", group=ROLLOUTS)
+    final_step: str = setting(
+        "check",
+        choices=FINAL_STEP_MODES,
+        help="label the last step by checking its stated answer (one rollout) or by rollouts",
+        group=ROLLOUTS,
+    )
+    stop_after_answer: bool = setting(
+        True,
+        help='let completions run on after the line that states "The answer is: ..." (by default they end with it)',
+        group=ROLLOUTS,
+    )
+    stop: tuple[str, ...] = setting(
+        (), help="extra stop string (repeatable)", metavar="TEXT", group=ROLLOUTS, default_text="only text that opens a new turn or problem"
+    )
+    strategy: str = setting(
+        "exhaustive",
+        choices=STRATEGIES,
+        help="exhaustive: N rollouts from every prefix; first-error: binary search for the first error (hard labels); "
+        "adaptive: rollouts in rounds until each prefix's label is settled",
+        group=ROLLOUTS,
+    )
+    after_first_error: str = setting(
+        "negative", choices=AFTER_FIRST_ERROR, help="first-error: label of the unsampled steps after the first error", group=ROLLOUTS
+    )
+    round_size: int = setting(2, help="adaptive: rollouts per prefix per round", group=ROLLOUTS)
+    ci_width: float = setting(0.5, help="adaptive: stop a prefix once its 95% Wilson interval is narrower", group=ROLLOUTS)
+    write_rollouts: bool = setting(True, flag="--no-rollouts", help="do not write the rollouts/ table", group=INPUT_OUTPUT)
+    trust_remote_code: bool = setting(False, help="allow model/dataset repositories to run their own code", group=ENGINE)
     # Engine settings: they change speed and memory, not (for a given model and seed) the labels.
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-
-    ENGINE_ONLY = ("output", "dtype", "max_model_len", "tensor_parallel_size", "gpu_memory_utilization")
+    dtype: str = setting(
+        "auto",
+        help="weight dtype passed to vLLM; auto: vLLM's choice from the checkpoint on a GPU, "
+        "on a CPU bfloat16 where it is native, else float32",
+        group=ENGINE,
+        may_change_on_resume=True,
+    )
+    max_model_len: int | None = setting(
+        None,
+        help="context length of the engine (prompt and completion)",
+        group=ENGINE,
+        default_text="the model's own",
+        may_change_on_resume=True,
+    )
+    tensor_parallel_size: int = setting(1, help="GPUs per engine", group=ENGINE, may_change_on_resume=True)
+    gpu_memory_utilization: float = setting(
+        0.9, help="share of each GPU's memory vLLM may take for weights and KV cache", group=ENGINE, may_change_on_resume=True
+    )
 
     def __post_init__(self) -> None:
         if self.rollouts < 1:
@@ -59,8 +187,6 @@ class LabelConfig:
             raise ValueError("--top-p must be in (0, 1] and --temperature >= 0")
         if self.final_step not in FINAL_STEP_MODES:
             raise ValueError(f"--final-step must be one of {', '.join(FINAL_STEP_MODES)}")
-        from labeler.labeling.strategies import AFTER_FIRST_ERROR, STRATEGIES
-
         if self.strategy not in STRATEGIES:
             raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}")
         if self.after_first_error not in AFTER_FIRST_ERROR:
@@ -77,6 +203,13 @@ class LabelConfig:
     @property
     def solution_sampling(self) -> SamplingSettings:
         return self._sampling(self.solution_max_new_tokens)
+
+    @property
+    def strategy_settings(self):
+        """What the strategy reads of this config (labeler/labeling/strategies: StrategySettings)."""
+        from labeler.labeling.strategies import StrategySettings
+
+        return StrategySettings.of(self)
 
     def _sampling(self, budget: int) -> SamplingSettings:
         from labeler.labeling.prompts import ANSWER_MARKER, DEFAULT_STOP
@@ -98,3 +231,40 @@ class LabelConfig:
 
     def config_hash(self) -> str:
         return stable_id(json.dumps(self.output_settings(), sort_keys=True))
+
+
+# The output location and the engine settings: a resumed job may change them.
+LabelConfig.ENGINE_ONLY = names_with(LabelConfig, "may_change_on_resume")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How a labeling job runs on Ray (workers/ray_executor.py). Declared here, beside the job's
+    settings, so that the CLI builds its flags without importing ray."""
+
+    workers: int = setting(
+        help="Ray workers, one vLLM engine each", group=CLUSTER, cli_default=None, default_text="none, the job runs in this process"
+    )
+    address: str | None = setting(
+        None,
+        flag="--ray-address",
+        help="cluster to join: auto, ray://HOST:10001",
+        group=CLUSTER,
+        default_text="RAY_ADDRESS, else a new local Ray",
+    )
+    gpus_per_worker: int | None = setting(
+        None,
+        help="GPUs each worker reserves = its engine's tensor parallel size",
+        group=CLUSTER,
+        default_text="--tensor-parallel-size where the cluster has GPUs, else 0",
+    )
+    max_unit_retries: int = setting(2, help="retries of a unit whose worker failed, then its rows go to rejected/", group=CLUSTER)
+    engine_log_level: str = setting("ERROR", cli=False, help="vLLM's log level in the workers (INFO with --verbose)")
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("--workers must be >= 1")
+        if self.max_unit_retries < 0:
+            raise ValueError("--max-unit-retries must be >= 0")
+        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
+            raise ValueError("--gpus-per-worker must be >= 0")

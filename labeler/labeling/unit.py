@@ -43,15 +43,7 @@ class UnitResult:
 
 
 def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
-    return strategies.StrategySettings(
-        rollouts=config.rollouts,
-        sampling=config.sampling,
-        seed=config.seed,
-        final_step=config.final_step,
-        after_first_error=config.after_first_error,
-        round_size=config.round_size,
-        ci_width=config.ci_width,
-    )
+    return config.strategy_settings
 
 
 def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, checker: Checker | None = None) -> GeneratedUnit:

@@ -4,39 +4,68 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from labeler.labeling.config import names_with, setting
+
 TARGETS = ("soft", "hard")
 SELECT_BEST = ("val_loss", "val_auc")
 PRECISIONS = ("auto", "fp32", "bf16-mixed", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 
+DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
+DEVICE_HELP = "where the model runs: auto is cuda when available, else cpu"
+PRECISION_HELP = "auto is bf16-mixed on a GPU with bfloat16, else fp32; bf16 halves weight memory"
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    labels: str  # a labeling job's output directory, a folder of labels shards, or one shard
-    output: str
-    model: str  # hub id or local folder of a causal LM
-    model_name: str | None = None  # what the checkpoints record as the base model; default: model
-    target: str = "soft"
-    epochs: int = 3
-    batch_size: int = 8
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 1e-5
-    weight_decay: float = 0.0
-    warmup_ratio: float = 0.05
-    max_grad_norm: float = 1.0
-    max_length: int = 2048
-    validation_fraction: float = 0.1
-    select_best: str = "val_loss"
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "auto"
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
-    save_steps: int | None = None  # also save `last` every N optimizer steps within an epoch
-    max_steps: int | None = None  # stop (resumable) after N optimizer steps in all
-
-    # Settings a resumed run may change: they do not alter what the finished model is.
-    RESUMABLE = frozenset({"output", "epochs", "device", "save_steps", "max_steps", "labels"})
+    labels: str = setting(
+        help="a labeling job's output directory, a folder of labels shards, or one shard",
+        metavar="DIR",
+        group=DATA,
+        may_change_on_resume=True,
+    )
+    output: str = setting(
+        help="run folder: best/, last/, metrics.jsonl, train_config.json, split.json", metavar="DIR", group=DATA, may_change_on_resume=True
+    )
+    model: str = setting(
+        help="backbone: hub id or local folder of a causal LM",
+        group=MODEL,
+        cli_default=None,
+        default_text="the embedded SmolLM2-135M-Instruct",
+    )
+    model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
+    target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
+    epochs: int = setting(3, help="passes over the training set", group=OPTIMISATION, may_change_on_resume=True)
+    batch_size: int = setting(8, help="solutions per micro-batch", group=OPTIMISATION)
+    gradient_accumulation_steps: int = setting(1, help="micro-batches per optimizer step", group=OPTIMISATION)
+    learning_rate: float = setting(1e-5, help="peak learning rate of AdamW", group=OPTIMISATION)
+    weight_decay: float = setting(0.0, help="AdamW weight decay", group=OPTIMISATION)
+    warmup_ratio: float = setting(0.05, help="share of steps with linear warm-up, then linear decay", group=OPTIMISATION)
+    max_grad_norm: float = setting(1.0, help="gradient clipping", group=OPTIMISATION)
+    max_length: int = setting(2048, help="tokens per solution; steps past it get no target", group=DATA)
+    validation_fraction: float = setting(0.1, help="share of problems held out for validation", group=DATA)
+    select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
+    seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)
+    device: str = setting("auto", choices=DEVICES, help=DEVICE_HELP, group=RUN, may_change_on_resume=True)
+    precision: str = setting("auto", choices=PRECISIONS, help=PRECISION_HELP, group=RUN)
+    gradient_checkpointing: bool = setting(False, help="trade compute for memory on large backbones", group=MODEL)
+    trust_remote_code: bool = setting(False, help="let the model repository run its own code", group=MODEL)
+    save_steps: int | None = setting(
+        None,
+        help="also save last/ every N optimizer steps within an epoch",
+        metavar="N",
+        group=RUN,
+        default_text="at the end of each epoch only",
+        may_change_on_resume=True,
+    )
+    max_steps: int | None = setting(
+        None,
+        help="stop after N optimizer steps in all (resumable)",
+        metavar="N",
+        group=RUN,
+        default_text="no limit",
+        may_change_on_resume=True,
+    )
 
     def __post_init__(self):
         checks = [
@@ -67,3 +96,7 @@ class TrainConfig:
         """Settings that differ from a saved run's and would change the model a resume produces."""
         names = [f.name for f in fields(self) if f.name not in self.RESUMABLE]
         return sorted(name for name in names if saved.get(name) != getattr(self, name))
+
+
+# Settings a resumed run may change: they do not alter what the finished model is.
+TrainConfig.RESUMABLE = frozenset(names_with(TrainConfig, "may_change_on_resume"))

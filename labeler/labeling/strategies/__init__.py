@@ -17,23 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from labeler.labeling.config import AFTER_FIRST_ERROR, STRATEGIES, LabelConfig, settings_view
 from labeler.labeling.generation import Generator, SamplingSettings
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker
 
-STRATEGIES = ("exhaustive", "first-error", "adaptive")
-AFTER_FIRST_ERROR = ("negative", "unlabelled")
+__all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels", "start", "label", "sampled_prefixes"]
 
-
-@dataclass(frozen=True)
-class StrategySettings:
-    rollouts: int
-    sampling: SamplingSettings
-    seed: int
-    final_step: str = "check"  # "check": the last step's stated answer is checked, not sampled
-    after_first_error: str = "negative"  # first-error: label of unsampled steps after the first error
-    round_size: int = 2  # adaptive: rollouts per prefix per round
-    ci_width: float = 0.5  # adaptive: stop once the 95% Wilson interval is narrower than this
+# What a strategy reads: these LabelConfig fields (declared there, with their defaults and help) and
+# the sampling settings the config derives. `config.strategy_settings` is `StrategySettings.of(config)`.
+StrategySettings = settings_view(
+    "StrategySettings",
+    LabelConfig,
+    ("rollouts", "seed", "final_step", "after_first_error", "round_size", "ci_width"),
+    sampling=SamplingSettings,
+)
+StrategySettings.__module__ = __name__
 
 
 @dataclass
