@@ -122,7 +122,7 @@ class LabelConfig:
         1.0, help="nucleus sampling: sample from the smallest set of tokens whose probability reaches this", group=ROLLOUTS
     )
     max_new_tokens: int = setting(256, help="token budget of each completion", group=ROLLOUTS)
-    seed: int = setting(0, help="base seed; per-request seeds derive from it and the ids", group=ROLLOUTS)
+    seed: int = setting(0, help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)", group=ROLLOUTS)
     shard_size: int = setting(64, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
     solutions_per_problem: int = setting(4, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
     solution_max_new_tokens: int = setting(512, help="token budget of each sampled solution", group=ROLLOUTS)
