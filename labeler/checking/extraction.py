@@ -14,11 +14,16 @@ MAX_ANSWER_CHARS = 2_000
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _MAX_BOX_CANDIDATES = 32
+# A box whose group does not close within this many characters is over-long: it is the answer,
+# and an unreadable one (never a reason to look for a number elsewhere).
+_BOX_LIMIT = 4 * MAX_ANSWER_CHARS + 2
+_UNCLOSED, _TOO_LONG = -1, -2
 
 
-def _match_brace(text: str, open_idx: int, limit: int = 4 * MAX_ANSWER_CHARS + 2) -> int:
-    """Index of the brace closing text[open_idx] == '{', or -1. Escaped braces are skipped; a group
-    longer than `limit` is no answer and is not scanned to its end."""
+def _match_brace(text: str, open_idx: int, limit: int = _BOX_LIMIT) -> int:
+    """Index of the brace closing text[open_idx] == '{'; _UNCLOSED when the text ends first (a
+    truncated completion), _TOO_LONG when the group runs past `limit` (it is not scanned to its
+    end). Escaped braces are skipped."""
     depth = 0
     i = open_idx
     n = min(len(text), open_idx + limit)
@@ -34,11 +39,12 @@ def _match_brace(text: str, open_idx: int, limit: int = 4 * MAX_ANSWER_CHARS + 2
             if depth == 0:
                 return i
         i += 1
-    return -1
+    return _TOO_LONG if n < len(text) else _UNCLOSED
 
 
-def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
-    """Complete \\boxed{...}/\\fbox{...} groups, last first: (start, end, content)."""
+def _boxed_spans(text: str) -> list[tuple[int, int, str | None]]:
+    """Complete \\boxed{...}/\\fbox{...} groups, last first: (start, end, content). An over-long
+    group has content None and ends where its scan stopped; boxes starting inside it are dropped."""
     positions: list[int] = []
     for cmd in _BOX_COMMANDS:
         start = len(text)
@@ -61,29 +67,37 @@ def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
             end = _match_brace(text, j)
             if end >= 0:
                 spans.append((idx, end + 1, text[j + 1 : end]))
+            elif end == _TOO_LONG:
+                spans.append((idx, j + _BOX_LIMIT, None))
         elif j > idx + cmd_len and j < len(text):  # "\boxed 5": one token
             m = re.compile(r"[^\s$.,;]+").match(text, j)
             if m:
                 spans.append((idx, m.end(), m.group(0)))
+    for start, end, _ in [s for s in spans if s[2] is None]:
+        spans = [s for s in spans if not start < s[0] < end]
     spans.sort(key=lambda s: s[0], reverse=True)
     return spans
 
 
-def _last_boxed(text: str) -> tuple[int, str] | None:
-    """Start position and content of the last complete box; adjacent boxes ("\\boxed{2} and
-    \\boxed{3}") are joined with commas."""
+def _last_boxed(text: str) -> tuple[int, str | None, int] | None:
+    """Start position, content and end of the last complete box; adjacent boxes ("\\boxed{2} and
+    \\boxed{3}") are joined with commas. Content None: the last box is over-long."""
     spans = _boxed_spans(text)
     if not spans:
         return None
+    if spans[0][2] is None:
+        return spans[0][0], None, spans[0][1]
     group = [spans[0]]
     for prev in spans[1:]:
+        if prev[2] is None:
+            break
         gap = text[prev[1] : group[-1][0]]
         if len(gap) <= 40 and re.fullmatch(r"[\s$,;]*(?:\\\)|\\\]|\\\(|\\\[)?[\s$,;]*(?:and|or|,)?[\s$,;]*(?:\\\(|\\\[)?[\s$]*", gap):
             group.append(prev)
         else:
             break
     group.reverse()
-    return group[0][0], ", ".join(g[2].strip() for g in group)
+    return group[0][0], ", ".join(g[2].strip() for g in group), group[-1][1]
 
 
 # "Final Answer: ...", "the answer is ...", "Answer: ..." at the start of a line or sentence; not
@@ -350,6 +364,10 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
         return None
     boxed = _last_boxed(text)
     phrase = _last_phrase(text)
+    if boxed is not None and boxed[1] is None:
+        if phrase is None or phrase[0] < boxed[2]:
+            return None  # the answer is an over-long box (a phrase inside it is part of it)
+        boxed = None  # a phrase after it is the answer
     chosen: str | None = None
     if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
         chosen = boxed[1]
