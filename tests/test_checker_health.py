@@ -1,13 +1,175 @@
-"""Answer checker health: an over-long box is unparseable."""
+"""Answer checker health: a checker that cannot check raises instead of labelling.
+
+Workers refuse to serve without their no-eval guard, the worker pool proves itself on known pairs,
+and an over-long box is unparseable.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
-from labeler.checking import AnswerChecker, Verdict, extract_answer
+import labeler.checking
+import labeler.checking.pool as pool_module
+from labeler.checking import AnswerChecker, CheckerUnavailable, Verdict, extract_answer
 from labeler.checking.extraction import MAX_ANSWER_CHARS
 
-U = Verdict.UNPARSEABLE
+C, I, U, T = Verdict.CORRECT, Verdict.INCORRECT, Verdict.UNPARSEABLE, Verdict.TIMEOUT
+
+SYMBOLIC = ("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # needs the worker pool (no fast-path decision)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. A worker without its no-eval guard refuses to serve
+# ---------------------------------------------------------------------------------------------
+
+
+def _guard_that_fails() -> None:
+    raise ImportError("simulated: sympy's parser cannot be patched")
+
+
+def _guard_that_does_nothing() -> None:
+    """Returns as if installed, but installs nothing: the worker must notice on its own."""
+
+
+def _guard_that_fails_once(marker: str) -> None:
+    """Fails in the first worker that calls it (it leaves `marker` behind), installs the real
+    guard in every later one."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        from labeler.checking.symbolic import _install_no_eval_guard
+
+        _install_no_eval_guard()
+        return
+    os.close(fd)
+    raise ImportError("simulated: the first worker cannot install its guard")
+
+
+@pytest.mark.parametrize("guard", [_guard_that_fails, _guard_that_does_nothing])
+def test_a_worker_without_its_guard_refuses_to_serve(monkeypatch, guard):
+    """How the failure reaches the worker: the pool passes the guard installer to each worker
+    process as an argument, looked up in labeler.checking.pool when the worker starts. Process
+    arguments are pickled at every start and a module-level function pickles by reference (module
+    and name), so the forkserver child imports this test module and calls the substitute.
+
+    An environment variable would not do: forkserver children inherit the environment of the fork
+    server, started once per test session (possibly by an earlier test), not the caller's current
+    one; and a monkeypatch in this process does not reach the child's fresh imports.
+    """
+    monkeypatch.setattr(pool_module, "_install_no_eval_guard", guard)
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        with pytest.raises(CheckerUnavailable, match="guard"):
+            c.check(*SYMBOLIC)
+        # fast-path verdicts need no worker and stay available
+        assert c.check("The answer is 18.", "18").verdict is C
+
+
+def test_a_worker_that_fails_its_guard_gets_no_work(monkeypatch, tmp_path):
+    from functools import partial
+
+    monkeypatch.setattr(pool_module, "_install_no_eval_guard", partial(_guard_that_fails_once, str(tmp_path / "failed-once")))
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        assert c.check(*SYMBOLIC).verdict is C
+        assert c._pool.refusals == 1
+        assert c._pool.crashes == 0  # the refusing worker was never handed a task
+    assert (tmp_path / "failed-once").exists()
+
+
+def test_checker_unavailable_is_exported():
+    assert "CheckerUnavailable" in labeler.checking.__all__
+    assert issubclass(CheckerUnavailable, RuntimeError)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The pool proves itself; a broken pool raises, a slow input is still a timeout
+# ---------------------------------------------------------------------------------------------
+
+
+def _die_at_start(conn, *args) -> None:  # a worker process target that exits at once
+    os._exit(3)
+
+
+def test_workers_that_die_at_start_make_the_checker_unavailable(monkeypatch):
+    monkeypatch.setattr(pool_module, "_worker_main", _die_at_start)
+    with AnswerChecker(timeout_s=2.0, workers=2) as c:
+        with pytest.raises(CheckerUnavailable):
+            c.check_many([SYMBOLIC, ("\\boxed{\\sqrt{18}}", "3\\sqrt{2}")])
+
+
+def test_a_pool_that_cannot_spawn_makes_the_checker_unavailable(monkeypatch):
+    def cannot_fork(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(pool_module, "_Worker", cannot_fork)
+    with AnswerChecker(timeout_s=2.0, workers=1) as c:
+        with pytest.raises(CheckerUnavailable, match="start"):
+            c.check(*SYMBOLIC)
+
+
+def test_workers_that_die_on_every_task_make_the_checker_unavailable(monkeypatch):
+    original = pool_module._Worker.give
+
+    def give_and_die(self, task_id, task):
+        original(self, task_id, task)
+        self.proc.kill()
+
+    monkeypatch.setattr(pool_module._Worker, "give", give_and_die)
+    with AnswerChecker(timeout_s=2.0, workers=1) as c:
+        with pytest.raises(CheckerUnavailable, match="self-test"):
+            c.check(*SYMBOLIC)
+
+
+def test_workers_that_start_dying_later_are_caught_by_a_new_self_test(monkeypatch):
+    with AnswerChecker(timeout_s=2.0, workers=1) as c:
+        assert c.check(*SYMBOLIC).verdict is C
+        original = pool_module._Worker.give
+
+        def give_and_die(self, task_id, task):
+            original(self, task_id, task)
+            self.proc.kill()
+
+        monkeypatch.setattr(pool_module._Worker, "give", give_and_die)
+        pairs = [(f"\\boxed{{\\sqrt{{{k * k * 2}}}}}", f"{k}\\sqrt{{2}}") for k in range(3, 9)]
+        with pytest.raises(CheckerUnavailable):
+            c.check_many(pairs)
+
+
+def test_the_pool_proves_itself_once_at_start():
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        assert c.check(*SYMBOLIC).verdict is C
+        assert c.check("\\boxed{\\sqrt{18}}", "3\\sqrt{2}").verdict is C
+        assert c._pool.self_tests == 1
+
+
+def test_the_self_test_is_cheap():
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        c.check(*SYMBOLIC)  # the worker is up
+        t0 = time.perf_counter()
+        c._pool.prove()
+        assert time.perf_counter() - t0 < 0.5
+        assert c._pool.self_tests == 2
+
+
+TOWERS = [(f"\\boxed{{{b}^{{{b}^{{{b}^{{100}}}}}}}}", "5") for b in (2, 3, 5, 6, 7)]
+
+
+def test_slow_inputs_in_a_row_stay_timeouts_after_a_passing_self_test():
+    """Five slow inputs in a row look like a broken pool until the self-test says otherwise."""
+    with AnswerChecker(timeout_s=0.5, workers=1) as c:
+        results = c.check_many(TOWERS + [SYMBOLIC])
+        assert [r.verdict for r in results] == [T] * len(TOWERS) + [C]
+        assert c._pool.self_tests >= 2  # once at start, again after the streak of timeouts
+
+
+def test_genuine_timeouts_with_kills_stay_timeouts():
+    with AnswerChecker(timeout_s=1.0, workers=1, soft_timeout=False) as c:
+        assert [r.verdict for r in c.check_many(TOWERS[:3])] == [T] * 3
+        assert c._pool.kills == 3
+        assert c.check(*SYMBOLIC).verdict is C
+        assert c._pool.self_tests == 2  # the streak of kills made the pool prove itself again
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,6 @@
 
 from labeler.checking.checker import AnswerChecker
 from labeler.checking.extraction import extract_answer
-from labeler.checking.verdicts import CheckResult, Verdict
+from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Verdict
 
-__all__ = ["AnswerChecker", "CheckResult", "Verdict", "extract_answer"]
+__all__ = ["AnswerChecker", "CheckerUnavailable", "CheckResult", "Verdict", "extract_answer"]

@@ -10,7 +10,9 @@ The front end, ``AnswerChecker``. Three layers, cheapest first:
    and sympy, under a hard deadline per call, with nothing ever ``eval``-ed. Its verdicts are
    cached here; timeouts are not.
 
-A checker error or timeout is a verdict, never an exception.
+A slow input is a ``timeout`` verdict. A checker that cannot check (its worker pool cannot start,
+refuses to serve or fails its self-test) raises ``CheckerUnavailable`` instead of answering:
+its verdicts would be wrong labels.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Sequence
 from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer
 from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _is_plain_number_reference, _Norm, _normalise
 from labeler.checking.pool import _Pool
-from labeler.checking.verdicts import CheckResult, Verdict
+from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +38,8 @@ def _default_workers() -> int:
 
 
 class AnswerChecker:
-    """Compares completions with reference answers. Thread-safe; check calls never raise.
+    """Compares completions with reference answers. Thread-safe; check calls raise only
+    ``CheckerUnavailable``, when the symbolic worker pool cannot check.
 
     ``timeout_s``: hard limit of one symbolic comparison (the worker is killed past it).
     ``workers``: worker processes for symbolic work (default: all cores), started on first need.
@@ -104,14 +107,7 @@ class AnswerChecker:
                 symbolic.setdefault(key, []).append((i, extracted))
         if symbolic:
             keys = list(symbolic)
-            try:
-                with self._lock:
-                    if self._pool is None:
-                        self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes, self.soft_timeout)
-                    verdicts = self._pool.run([(list(k[0]), list(k[1])) for k in keys])
-            except Exception:
-                logger.exception("answer checker: worker pool failed")
-                verdicts = [Verdict.TIMEOUT] * len(keys)
+            verdicts = self._run_symbolic([(list(k[0]), list(k[1])) for k in keys])
             for key, verdict in zip(keys, verdicts):
                 if verdict is not Verdict.TIMEOUT:
                     if len(self._cache) >= self.CACHE_SIZE:
@@ -141,6 +137,22 @@ class AnswerChecker:
             pass
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _run_symbolic(self, tasks: list[tuple[list[str], list[str]]]) -> list[Verdict]:
+        with self._lock:
+            try:
+                if self._pool is None:
+                    self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes, self.soft_timeout)
+                return self._pool.run(tasks)
+            except BaseException as exc:
+                # A pool that failed mid-batch is in an unknown state: the next call starts a fresh
+                # one, which must prove itself again.
+                if self._pool is not None:
+                    self._pool.close()
+                    self._pool = None
+                if isinstance(exc, Exception) and not isinstance(exc, CheckerUnavailable):
+                    raise CheckerUnavailable(f"answer checker: the worker pool failed: {exc!r}") from exc
+                raise
 
     def _fast(self, prediction: str, reference: str):
         """(result, None) when decided in-process, else (None, (extracted, pred_variants, ref_variants))."""

@@ -56,15 +56,24 @@ def _install_no_eval_guard() -> None:
     def refuse(*_a, **_k):
         raise UnsafeParseError("parse_expr is disabled in checker workers")
 
-    try:
-        import latex2sympy2_extended.latex2sympy2 as l2s
-        import math_verify.parser as mvp
+    import latex2sympy2_extended.latex2sympy2 as l2s
+    import math_verify.parser as mvp
 
-        mvp.parse_expr = refuse
-        mvp.parse_expr_cached = refuse
-        l2s.parse_expr = refuse
-    except Exception:  # pragma: no cover - import problems surface as unparseable verdicts
-        pass
+    mvp.parse_expr = refuse
+    mvp.parse_expr_cached = refuse
+    l2s.parse_expr = refuse
+
+
+def _check_no_eval_guard() -> None:
+    """Raise unless sympy's string parser refuses an expression in this process (the guard is in
+    place, whoever claimed to install it)."""
+    from sympy.parsing.sympy_parser import parse_expr
+
+    try:
+        parse_expr("1+1")
+    except UnsafeParseError:
+        return
+    raise RuntimeError("the no-eval guard is not in place: sympy's parse_expr evaluated '1+1'")
 
 
 def _symbolic_parse(latex: str):

@@ -17,3 +17,8 @@ class Verdict(str, enum.Enum):
 class CheckResult:
     verdict: Verdict
     extracted: str | None  # the extracted final answer of the prediction
+
+
+class CheckerUnavailable(RuntimeError):
+    """The checker cannot check (its worker pool cannot start, refuses to serve or fails its
+    self-test). Raised instead of answering: a verdict from a broken checker would be a wrong label."""
