@@ -274,14 +274,21 @@ def test_fast_path_throughput():
 
 
 # ---------------------------------------------------------------------------------------------
-# Safety: never raises, pathological inputs, timeouts, no evaluation of text
+# Safety: malformed and odd inputs, pathological inputs, timeouts, no evaluation of text
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pair", [(None, "5"), ("5", None), (5, "5"), (b"5", "5"), ("5",), ("5", "5", "5"), ("\x00", "\x00\x01")])
-def test_never_raises_on_bad_input(checker, pair):
+@pytest.mark.parametrize("pair", [("\x00", "\x00\x01"), ("", ""), ("5", ""), ("}{", "{"), ("\\", "\\boxed{"), ("\\boxed{", "\\")])
+def test_never_raises_on_odd_strings(checker, pair):
     (res,) = checker.check_many([pair])
     assert res.verdict in (U, I, C)
+
+
+@pytest.mark.parametrize("pair", [(None, "5"), ("5", None), (5, "5"), (b"5", "5"), ("5",), ("5", "5", "5")])
+def test_a_malformed_pair_raises_instead_of_getting_a_verdict(checker, pair):
+    # a verdict would be a label for an input nobody meant; the error names the pair's position
+    with pytest.raises((TypeError, ValueError), match="pair 0"):
+        checker.check_many([pair])
 
 
 PATHOLOGICAL = {

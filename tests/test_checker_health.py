@@ -1,13 +1,17 @@
 """Answer checker health: a checker that cannot check raises instead of labelling.
 
-Workers refuse to serve without their no-eval guard, the worker pool proves itself on known pairs,
-and an over-long box is unparseable.
+Configuration is validated, workers refuse to serve without their no-eval guard, the worker pool
+proves itself on known pairs, an over-long box is unparseable, and `check_many` answers every pair
+or raises.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -19,6 +23,24 @@ from labeler.checking.extraction import MAX_ANSWER_CHARS
 C, I, U, T = Verdict.CORRECT, Verdict.INCORRECT, Verdict.UNPARSEABLE, Verdict.TIMEOUT
 
 SYMBOLIC = ("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # needs the worker pool (no fast-path decision)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. The timeout is a finite number of seconds > 0
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, -1, float("nan"), float("inf"), -float("inf"), "soon", None])
+def test_timeout_must_be_finite_and_positive(timeout):
+    with pytest.raises(ValueError, match="checker timeout must be a finite number of seconds > 0, got"):
+        AnswerChecker(timeout_s=timeout)
+
+
+def test_valid_timeouts_are_accepted():
+    for timeout in (0.01, 1, 5.0, "2.5"):
+        c = AnswerChecker(timeout_s=timeout)
+        assert math.isfinite(c.timeout_s) and c.timeout_s > 0
+        c.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,3 +229,125 @@ def test_a_box_within_the_limit_is_still_an_answer():
 
 def test_a_truncated_box_still_falls_back_to_the_previous_box():
     assert extract_answer("\\boxed{5} and then \\boxed{6") == "5"
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. check_many answers every pair or raises; the cache is thread-safe
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pairs", [None, 5, object()])
+def test_check_many_rejects_a_non_sequence(pairs):
+    with AnswerChecker(workers=1) as c:
+        with pytest.raises(TypeError, match="pairs"):
+            c.check_many(pairs)
+
+
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (("5",), ValueError),
+        (("5", "5", "5"), ValueError),
+        ("55", TypeError),
+        (5, TypeError),
+        (None, TypeError),
+        ((None, "5"), TypeError),
+        (("5", None), TypeError),
+        ((5, "5"), TypeError),
+        ((b"5", "5"), TypeError),
+    ],
+)
+def test_check_many_names_the_position_of_a_bad_pair(bad, exc):
+    with AnswerChecker(workers=1) as c:
+        with pytest.raises(exc, match="pair 2"):
+            c.check_many([("18", "18"), ("The answer is 3.", "3"), bad, ("4", "4")])
+
+
+def test_check_many_never_returns_a_shorter_list():
+    with AnswerChecker(workers=1) as c:
+        pairs = [("18", "18"), ("\\x00", "\\x00\\x01"), ("", "5"), ("5", ""), ("I don't know.", "5")]
+        assert len(c.check_many(pairs)) == len(pairs)
+        assert len(c.check_many(iter(pairs))) == len(pairs)
+        assert c.check_many([]) == []
+
+
+class _LockCheckingDict(dict):
+    """A cache that fails every read or write made without the checker's cache lock held."""
+
+    def __init__(self, lock):
+        super().__init__()
+        self.lock = lock
+        self.accesses = 0
+
+    def _check(self):
+        assert self.lock.locked(), "checker cache accessed without its lock"
+        self.accesses += 1
+
+    def get(self, *a):
+        self._check()
+        return super().get(*a)
+
+    def __getitem__(self, k):
+        self._check()
+        return super().__getitem__(k)
+
+    def __setitem__(self, k, v):
+        self._check()
+        super().__setitem__(k, v)
+
+    def __contains__(self, k):
+        self._check()
+        return super().__contains__(k)
+
+    def clear(self):
+        self._check()
+        super().clear()
+
+
+def test_the_cache_is_read_and_written_under_its_lock():
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        c._cache._entries = _LockCheckingDict(c._cache._lock)
+        assert c.check(*SYMBOLIC).verdict is C  # a miss, then a write
+        assert c.check(*SYMBOLIC).verdict is C  # a hit
+        assert c._cache._entries.accesses >= 3
+
+
+HAMMER = [
+    ("\\boxed{\\sqrt{8}}", "2\\sqrt{2}"),
+    ("\\boxed{\\sqrt{8}}", "3\\sqrt{2}"),
+    ("\\boxed{x^2+2x+1}", "(x+1)^2"),
+    ("\\boxed{(1,2)}", "(1,2]"),
+    ("\\boxed{\\frac{1}{\\sqrt{2}}}", "\\frac{\\sqrt2}{2}"),
+    ("\\boxed{\\{3,2,1\\}}", "\\{1,2,3\\}"),
+    ("The answer is 18.", "18"),
+    ("#### 1,000", "1000"),
+    ("\\boxed{B}", "(C)"),
+    ("I don't know.", "5"),
+] + [(f"\\boxed{{\\sqrt{{{2 * k * k}}}}}", f"{k}\\sqrt{{2}}") for k in range(2, 12)]
+
+
+def test_threads_hammering_the_checker_get_the_single_threaded_verdicts():
+    with AnswerChecker(timeout_s=5.0, workers=2) as reference:
+        expected = [(r.verdict, r.extracted) for r in reference.check_many(HAMMER)]
+    assert expected[0][0] is C and expected[1][0] is I
+
+    with AnswerChecker(timeout_s=5.0, workers=2) as c:
+        c._cache.max_size = 4  # evictions all the time, while other threads read
+        barrier = threading.Barrier(6)
+
+        def hammer(seed: int) -> list:
+            barrier.wait()
+            got = []
+            for round_ in range(6):
+                order = [(i * 7 + seed + round_) % len(HAMMER) for i in range(len(HAMMER))]
+                if (seed + round_) % 2:
+                    results = c.check_many([HAMMER[i] for i in order])
+                else:
+                    results = [c.check(*HAMMER[i]) for i in order]
+                got.append({i: (r.verdict, r.extracted) for i, r in zip(order, results)})
+            return got
+
+        with ThreadPoolExecutor(6) as ex:
+            rounds = [r for f in [ex.submit(hammer, s) for s in range(6)] for r in f.result(timeout=300)]
+    for by_index in rounds:
+        assert [by_index[i] for i in range(len(HAMMER))] == expected

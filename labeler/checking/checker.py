@@ -18,9 +18,10 @@ its verdicts would be wrong labels.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-from typing import Sequence
+from typing import Hashable, Sequence
 
 from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer
 from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _is_plain_number_reference, _Norm, _normalise
@@ -38,10 +39,14 @@ def _default_workers() -> int:
 
 
 class AnswerChecker:
-    """Compares completions with reference answers. Thread-safe; check calls raise only
-    ``CheckerUnavailable``, when the symbolic worker pool cannot check.
+    """Compares completions with reference answers. Thread-safe.
 
-    ``timeout_s``: hard limit of one symbolic comparison (the worker is killed past it).
+    ``check_many`` returns one verdict per pair, in order, or raises: ``TypeError``/``ValueError``
+    naming the first pair that is not a (str, str) pair, ``CheckerUnavailable`` when the symbolic
+    worker pool cannot check.
+
+    ``timeout_s``: hard limit of one symbolic comparison (the worker is killed past it); a finite
+    number of seconds > 0.
     ``workers``: worker processes for symbolic work (default: all cores), started on first need.
     ``last_number``: "auto" uses the last-number fallback only when the reference is a plain
     number (word problems); True/False force it.
@@ -65,15 +70,15 @@ class AnswerChecker:
         memory_limit_mb: int | None = 4096,
         soft_timeout: bool = True,
     ):
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = _positive_seconds(timeout_s)
         self.workers = workers if workers is not None else _default_workers()
         self.last_number = last_number
         self.memory_limit_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
         self.soft_timeout = soft_timeout
         self._pool: _Pool | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the pool: one batch at a time
         # symbolic verdicts by (pred variants, ref variants); timeouts are not cached
-        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Verdict] = {}
+        self._cache = _VerdictCache(self.CACHE_SIZE)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -81,18 +86,13 @@ class AnswerChecker:
         return self.check_many([(prediction, reference)])[0]
 
     def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[CheckResult]:
-        try:
-            pairs = list(pairs)
-        except Exception:
-            logger.warning("answer checker: check_many needs a sequence of (prediction, reference) pairs")
-            return []
+        pairs = _validated(pairs)
         results: list[CheckResult | None] = [None] * len(pairs)
         symbolic: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[int, str | None]]] = {}
         for i, pair in enumerate(pairs):
             try:
-                prediction, reference = pair
-                res, task = self._fast(prediction, reference)
-            except Exception:  # never raise: an unexpected input is unparseable
+                res, task = self._fast(*pair)
+            except Exception:  # an input the in-process layers cannot handle is unparseable
                 logger.debug("answer checker: fast path failed", exc_info=True)
                 res, task = CheckResult(Verdict.UNPARSEABLE, None), None
             if res is not None:
@@ -110,9 +110,7 @@ class AnswerChecker:
             verdicts = self._run_symbolic([(list(k[0]), list(k[1])) for k in keys])
             for key, verdict in zip(keys, verdicts):
                 if verdict is not Verdict.TIMEOUT:
-                    if len(self._cache) >= self.CACHE_SIZE:
-                        self._cache.clear()
-                    self._cache[key] = verdict
+                    self._cache.put(key, verdict)
                 for i, extracted in symbolic[key]:
                     results[i] = CheckResult(verdict, extracted)
         return [r if r is not None else CheckResult(Verdict.UNPARSEABLE, None) for r in results]
@@ -156,8 +154,6 @@ class AnswerChecker:
 
     def _fast(self, prediction: str, reference: str):
         """(result, None) when decided in-process, else (None, (extracted, pred_variants, ref_variants))."""
-        if not isinstance(prediction, str) or not isinstance(reference, str):
-            return CheckResult(Verdict.UNPARSEABLE, None), None
         ref = _extract_reference(reference)
         if ref is None:
             return CheckResult(Verdict.UNPARSEABLE, None), None
@@ -198,3 +194,50 @@ def _symbolic_variants(n: _Norm, other: _Norm) -> list[str]:
     if n.percent and not other.percent:
         out = out + [f"\\frac{{{v}}}{{100}}" for v in out]
     return out
+
+
+def _positive_seconds(value) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"checker timeout must be a finite number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def _validated(pairs) -> list[tuple[str, str]]:
+    """The pairs as a list, or TypeError/ValueError naming the first bad one: a verdict for a
+    malformed pair would be a label for an input nobody meant."""
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
+        raise TypeError(f"answer checker: check_many needs a sequence of (prediction, reference) pairs, got {type(pairs).__name__}")
+    pairs = list(pairs)
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)):
+            raise TypeError(f"answer checker: pair {i} is a {type(pair).__name__}, not a (prediction, reference) pair")
+        if len(pair) != 2:
+            raise ValueError(f"answer checker: pair {i} has {len(pair)} items, not 2 (prediction, reference)")
+        for name, value in zip(("prediction", "reference"), pair):
+            if not isinstance(value, str):
+                raise TypeError(f"answer checker: pair {i}: the {name} must be a str, got {type(value).__name__}")
+    return pairs
+
+
+class _VerdictCache:
+    """Bounded map of symbolic verdicts, every read and write under its own lock (not the pool's:
+    a cache hit must not wait for another thread's batch of symbolic checks)."""
+
+    def __init__(self, max_size: int):
+        self.max_size = max_size
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, Verdict] = {}
+
+    def get(self, key: Hashable) -> Verdict | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: Hashable, verdict: Verdict) -> None:
+        with self._lock:
+            if len(self._entries) >= self.max_size:
+                self._entries.clear()
+            self._entries[key] = verdict
