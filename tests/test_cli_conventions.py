@@ -216,3 +216,22 @@ def test_importing_vllm_prints_nothing_without_verbose():
     result = cli(code=code, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stderr == "" and result.stdout == ""
+
+
+def test_a_checker_that_cannot_check_stops_the_command_with_one_line_and_exit_1(monkeypatch, capsys, tmp_path):
+    from labeler.checking import CheckerUnavailable
+
+    def broken(args):
+        raise CheckerUnavailable("its workers fail to start (3 in a row)")
+
+    monkeypatch.setattr(labeler.cli.label, "run_label", broken)
+    assert main(["label", "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("labeler label: error: the answer checker cannot check: its workers fail to start") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_checker_timeouts_that_are_not_finite_and_positive_are_refused(timeout, capsys, tmp_path):
+    assert main(["label", "--output", str(tmp_path / "out"), "--checker-timeout", timeout]) == 2
+    assert capsys.readouterr().err.startswith("labeler label: error: --checker-timeout: checker timeout must be a finite number")
+    assert main(["check", "--gold", "1", "--pred", "1", "--timeout", timeout]) == 2

@@ -14,7 +14,8 @@ import sys
 
 from labeler import __version__
 from labeler.cli import check, eval, export, label, report, score, status, train
-from labeler.cli.common import EXIT_INTERRUPTED, EXIT_OK, LabelerParser
+from labeler.checking import CheckerUnavailable
+from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, LabelerParser
 
 SUBCOMMANDS = (label, status, check, train, score, eval, export, report)
 
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
+    except CheckerUnavailable as error:  # never a label from a checker that cannot check: stop, say why
+        print(f"{prog}: error: the answer checker cannot check: {error}; nothing was labelled from it, rerun to resume", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Iterator, TextIO
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error("use either --pairs or --gold/--pred, not both")
     if pairs is None and (gold is None or pred is None):
         return _usage_error("give --gold and --pred, or --pairs FILE.jsonl")
-    if timeout is None or not timeout > 0:
+    if timeout is None or not (math.isfinite(timeout) and timeout > 0):
         return _usage_error("--timeout must be a positive number of seconds")
     if workers is not None and workers < 1:
         return _usage_error("--workers must be at least 1")

@@ -56,7 +56,11 @@ def run_label(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error))
 
     make_generator = partial(start_engine, args.model, config)
-    with AnswerChecker(timeout_s=options.checker_timeout) as checker:
+    try:
+        checker = AnswerChecker(timeout_s=options.checker_timeout)
+    except ValueError as error:
+        return usage_error(COMMAND, f"--checker-timeout: {error}")
+    with checker:
         try:
             if args.workers is None:
                 executor = LocalExecutor(make_generator, checker, model_name=model_name)
