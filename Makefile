@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/labeler label --output demo-output --overwrite --rollouts 8 --temperature 0.3 --max-new-tokens 96 --shard-size 4
+	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4
 
 test: setup
 	$(PY) -m pytest -q -ra
