@@ -6,7 +6,6 @@ libraries stay quiet unless --verbose."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -201,21 +200,6 @@ def test_libraries_are_quiet_inside_a_command_unless_verbose(monkeypatch):
     assert "TORCH_CPP_LOG_LEVEL" not in os.environ  # restored for an in-process caller
     assert main(["train", "--labels", "L", "--output", "O", "--verbose"]) == 0
     assert seen["torch"] is None and seen["hub"] < logging.ERROR
-
-
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
-def test_importing_vllm_prints_nothing_without_verbose():
-    """What `labeler label` does before its engine starts (no engine is created here)."""
-    code = (
-        "from workers.engine_logging import quiet_libraries, route_vllm_logs\n"
-        "route_vllm_logs('ERROR')\n"
-        "with quiet_libraries():\n"
-        "    from vllm import LLM, SamplingParams\n"
-    )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("VLLM_LOGGING")}
-    result = cli(code=code, env=env)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == "" and result.stdout == ""
 
 
 def test_a_checker_that_cannot_check_stops_the_command_with_one_line_and_exit_1(monkeypatch, capsys, tmp_path):

@@ -192,24 +192,18 @@ def test_train_help_lists_its_flags():
         assert flag in result.stdout
 
 
-def test_train_bad_input_is_one_line_and_exit_2(tiny_model_dir, tmp_path):
-    missing = run_cli(
-        "train", "--labels", str(tmp_path / "nope"), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--quiet"
-    )
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
+def test_train_bad_input_is_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys):
+    def train_cli(*args: str) -> tuple[int, str]:
+        code = main(["train", *args])
+        return code, capsys.readouterr().err
+
+    code, err = train_cli("--labels", str(tmp_path / "nope"), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--quiet")
+    assert code == 2 and err.count("\n") == 1 and "no such file" in err
     labels = small_labels(tmp_path)
-    bad_epochs = run_cli(
-        "train", "--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "0"
-    )
-    assert bad_epochs.returncode == 2 and bad_epochs.stderr.strip() == "labeler train: error: --epochs must be at least 1"
-    no_model = run_cli(
-        "train", "--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tmp_path / "no-model"), "--quiet"
-    )
-    assert (
-        no_model.returncode == 2
-        and no_model.stderr.startswith("labeler train: error: cannot load model")
-        and no_model.stderr.count("\n") == 1
-    )
+    code, err = train_cli("--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "0")
+    assert code == 2 and err.strip() == "labeler train: error: --epochs must be at least 1"
+    code, err = train_cli("--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tmp_path / "no-model"), "--quiet")
+    assert code == 2 and err.startswith("labeler train: error: cannot load model") and err.count("\n") == 1
 
 
 def test_train_command_writes_metrics_and_prints_a_summary(tiny_model_dir, tmp_path, capsys):

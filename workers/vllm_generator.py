@@ -86,6 +86,7 @@ class VLLMGenerator:
             trust_remote_code=trust_remote_code,
             enable_prefix_caching=True,
             seed=seed,
+            use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),  # the weight-loading bar only with --verbose
             **kwargs,
         )
         self.tokenizer = self.llm.get_tokenizer()
