@@ -33,11 +33,14 @@ QUIET_ENVIRONMENT = {
 }
 
 
+VLLM_FORMAT = "[vllm] %(levelname)s %(message)s"
+
+
 def route_vllm_logs(level: str = "ERROR") -> None:
     config = {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": "[vllm] %(levelname)s %(message)s"}},
+        "formatters": {"plain": {"format": VLLM_FORMAT}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain", "level": level}},
         "loggers": {"vllm": {"handlers": ["stderr"], "level": level, "propagate": False}},
     }
@@ -48,7 +51,7 @@ def route_vllm_logs(level: str = "ERROR") -> None:
     os.environ["VLLM_LOGGING_CONFIG_PATH"] = path
     # vLLM applies that file only when an engine starts; what it logs while being imported (e.g.
     # "Triton is installed, but doesn't include CPU backend") goes through the same rules already.
-    _configure_logger("vllm", level)
+    log_to_stderr("vllm", level, logging.Formatter(VLLM_FORMAT))
 
 
 @contextmanager
@@ -72,7 +75,7 @@ def quiet_libraries() -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
-class _StderrHandler(logging.StreamHandler):
+class StderrHandler(logging.StreamHandler):
     """A handler that writes to whatever sys.stderr is when a record comes (tests swap it)."""
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -80,11 +83,13 @@ class _StderrHandler(logging.StreamHandler):
         super().emit(record)
 
 
-def _configure_logger(name: str, level: str) -> None:
+def log_to_stderr(name: str, level: str | int, formatter: logging.Formatter) -> None:
+    """The logger `name` at `level`, on stderr through one StderrHandler (added once), not propagated."""
     logger = logging.getLogger(name)
     logger.setLevel(level)
-    if not any(isinstance(handler, _StderrHandler) for handler in logger.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("[vllm] %(levelname)s %(message)s"))
+    if not any(isinstance(handler, StderrHandler) for handler in logger.handlers):
+        handler = StderrHandler()
+        handler.setFormatter(formatter)
         logger.addHandler(handler)
     logger.propagate = False
+

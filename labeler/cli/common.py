@@ -94,23 +94,12 @@ def usage_error(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever sys.stderr is when a record comes (an in-process caller may swap it)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr
-        super().emit(record)
-
-
 def log_to_stderr(quiet: bool = False) -> None:
     """Progress of the `labeler.*` loggers on stderr (only warnings with --quiet)."""
-    logger = logging.getLogger("labeler")
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    if not any(isinstance(handler, _StderrHandler) for handler in logger.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
-        logger.addHandler(handler)
-    logger.propagate = False
+    from workers import engine_logging
+
+    formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    engine_logging.log_to_stderr("labeler", logging.WARNING if quiet else logging.INFO, formatter)
 
 
 def quiet_transformers() -> None:
