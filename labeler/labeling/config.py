@@ -67,6 +67,15 @@ def names_with(cls, key: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(key))
 
 
+def check_choices(config) -> None:
+    """ValueError for the first field of `config` whose value is not among its declared choices."""
+    for f in dataclasses.fields(config):
+        choices = f.metadata.get("choices")
+        if choices and getattr(config, f.name) not in choices:
+            flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+            raise ValueError(f"{flag} must be one of {', '.join(choices)}")
+
+
 def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
     """A frozen, keyword-only dataclass of some fields of `source` (their types, defaults and help
     declared there, not here) plus `derived` fields; `View.of(config)` reads them all from a
@@ -175,6 +184,7 @@ class LabelConfig:
     )
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if self.rollouts < 1:
             raise ValueError("--rollouts must be >= 1")
         if self.shard_size < 1:
@@ -185,12 +195,6 @@ class LabelConfig:
             raise ValueError("token budgets must be >= 1")
         if not 0 < self.top_p <= 1 or self.temperature < 0:
             raise ValueError("--top-p must be in (0, 1] and --temperature >= 0")
-        if self.final_step not in FINAL_STEP_MODES:
-            raise ValueError(f"--final-step must be one of {', '.join(FINAL_STEP_MODES)}")
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}")
-        if self.after_first_error not in AFTER_FIRST_ERROR:
-            raise ValueError(f"--after-first-error must be one of {', '.join(AFTER_FIRST_ERROR)}")
         if self.round_size < 1 or not 0 < self.ci_width <= 1:
             raise ValueError("--round-size must be >= 1 and --ci-width in (0, 1]")
         if self.limit is not None and self.limit < 1:

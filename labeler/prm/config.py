@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from labeler.labeling.config import names_with, setting
+from labeler.labeling.config import check_choices, names_with, setting
 
 TARGETS = ("soft", "hard")
 SELECT_BEST = ("val_loss", "val_auc")
@@ -68,8 +68,8 @@ class TrainConfig:
     )
 
     def __post_init__(self):
+        check_choices(self)
         checks = [
-            (self.target in TARGETS, f"--target must be one of {', '.join(TARGETS)}"),
             (self.epochs >= 1, "--epochs must be at least 1"),
             (self.batch_size >= 1, "--batch-size must be at least 1"),
             (self.gradient_accumulation_steps >= 1, "--gradient-accumulation-steps must be at least 1"),
@@ -79,9 +79,6 @@ class TrainConfig:
             (self.max_grad_norm > 0, "--max-grad-norm must be positive"),
             (self.max_length >= 8, "--max-length must be at least 8 tokens"),
             (0 <= self.validation_fraction < 1, "--validation-fraction must be in [0, 1)"),
-            (self.select_best in SELECT_BEST, f"--select-best must be one of {', '.join(SELECT_BEST)}"),
-            (self.device in DEVICES, f"--device must be one of {', '.join(DEVICES)}"),
-            (self.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}"),
             (self.save_steps is None or self.save_steps >= 1, "--save-steps must be at least 1"),
             (self.max_steps is None or self.max_steps >= 1, "--max-steps must be at least 1"),
         ]
