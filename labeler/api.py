@@ -89,11 +89,9 @@ class Labeler:
         return tables.labels
 
     def label_tables(self, rows: Iterable[dict]) -> LabelTables:
-        from workers.local_executor import LocalExecutor
-
         plan = plan_rows(rows_from_records(rows, self.config.limit), self.config)
         progress = ProgressReporter(len(plan.units), 0, plan.solutions, enabled=self.progress)
-        executor = LocalExecutor(self._engine, self.checker, model_name=self.config.model)
+        executor = self._executor()
         found: dict[str, list[pa.Table]] = {LABELS_DIR: [], ROLLOUTS_DIR: [], REJECTED_DIR: [rejected_table(plan.rejected, stage="input")]}
         for result in executor.run(plan.units, self.config, self.config.config_hash(), progress) if plan.units else ():
             for directory, table in result.tables.items():
@@ -107,14 +105,18 @@ class Labeler:
     # -- on disk -------------------------------------------------------------
     def run_job(self, input: str, output: str, *, overwrite: bool = False) -> JobSummary:
         """`labeler label --input INPUT --output OUTPUT` with this object's settings: resumable, exactly once."""
-        from workers.local_executor import LocalExecutor
         from workers.model_source import describe_model
 
         config = dataclasses.replace(self.config, input=input, output=output)
-        executor = LocalExecutor(self._engine, self.checker, model_name=config.model)
-        return run_job(config, executor=executor, model_info=describe_model(self.model), overwrite=overwrite, progress_enabled=self.progress)
+        return run_job(config, executor=self._executor(), model_info=describe_model(self.model), overwrite=overwrite, progress_enabled=self.progress)
 
     # -- lifetime ------------------------------------------------------------
+    def _executor(self):
+        """This process, this object's engine (started at first use) and checker."""
+        from workers.local_executor import LocalExecutor
+
+        return LocalExecutor(self._engine, self.checker, model_name=self.config.model)
+
     def _engine(self) -> Generator:
         if self._generator is None:
             from workers.vllm_generator import start_engine
