@@ -70,7 +70,7 @@ class AnswerChecker:
         memory_limit_mb: int | None = 4096,
         soft_timeout: bool = True,
     ):
-        self.timeout_s = _positive_seconds(timeout_s)
+        self.timeout_s = positive_seconds(timeout_s)
         self.workers = workers if workers is not None else _default_workers()
         self.last_number = last_number
         self.memory_limit_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
@@ -196,7 +196,7 @@ def _symbolic_variants(n: _Norm, other: _Norm) -> list[str]:
     return out
 
 
-def _positive_seconds(value) -> float:
+def positive_seconds(value) -> float:
     try:
         seconds = float(value)
     except (TypeError, ValueError):

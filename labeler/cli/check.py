@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from typing import Iterator, TextIO
 
-from labeler.checking.checker import AnswerChecker, CheckResult, Verdict
+from labeler.checking.checker import AnswerChecker, CheckResult, Verdict, positive_seconds
 from labeler.cli.common import add_command, usage_error
 
 COMMAND = "check"
@@ -57,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error("use either --pairs or --gold/--pred, not both")
     if pairs is None and (gold is None or pred is None):
         return _usage_error("give --gold and --pred, or --pairs FILE.jsonl")
-    if timeout is None or not (math.isfinite(timeout) and timeout > 0):
-        return _usage_error("--timeout must be a positive number of seconds")
+    try:
+        timeout = positive_seconds(timeout)
+    except ValueError as error:
+        return _usage_error(f"--timeout: {error}")
     if workers is not None and workers < 1:
         return _usage_error("--workers must be at least 1")
 
