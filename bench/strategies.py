@@ -3,8 +3,11 @@
 Defaults: the embedded model (SmolLM2-135M-Instruct) on the first 40 rows with 8 or more steps of
 ../shared/data/processbench/math.jsonl. For each strategy the whole labelling job runs on one
 shared engine (prefix cache reset between runs), then the labels are compared with exhaustive's:
-hard-label agreement (over steps both label), first_error agreement, ProcessBench F1 of
-first_error against the human labels, and token savings by solution length.
+hard-label agreement (over steps both label), first_error agreement, the mean absolute error of
+the soft labels it writes (over steps where both write one) and the share of exhaustive's soft
+labels it writes, the same error for correct/drawn from its counts on every sampled step (what a
+naive estimator would write: adaptive's stopping rule biases it), ProcessBench F1 of first_error
+against the human labels, and token savings by solution length.
 
     .venv/bin/python bench/strategies.py [--model M] [--input FILE] [--rows 40] [--min-steps 8]
 """
@@ -55,6 +58,24 @@ def processbench_f1(predicted: dict[str, int], human: dict[str, int]) -> float:
     return 2 * acc_error * acc_correct / (acc_error + acc_correct) if acc_error + acc_correct else 0.0
 
 
+def soft_label_errors(rows: list[dict], reference: list[dict]) -> tuple[str, str, str]:
+    """Mean |soft - exhaustive's soft| over steps where both write one; the share of exhaustive's
+    soft labels written; and the mean error of n_correct / n_rollouts on every step with rollouts."""
+    written, naive, reference_soft = [], [], 0
+    for row, ref in zip(rows, reference):
+        for i, ref_soft in enumerate(ref["soft_labels"]):
+            if ref_soft is None:
+                continue
+            reference_soft += 1
+            if row["soft_labels"][i] is not None:
+                written.append(abs(row["soft_labels"][i] - ref_soft))
+            if row["n_rollouts"][i] > 0:
+                naive.append(abs(row["n_correct"][i] / row["n_rollouts"][i] - ref_soft))
+    mean = lambda values: f"{sum(values) / len(values):.3f}" if values else "-"
+    cover = f"{len(written) / reference_soft:.0%}" if reference_soft else "-"
+    return mean(written), cover, mean(naive)
+
+
 def bucket(steps: int) -> str:
     low, high = next(b for b in LENGTH_BUCKETS if b[0] <= steps <= b[1])
     return f"{low}+" if high >= 10_000 else f"{low}-{high}"
@@ -70,7 +91,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--dtype", default="auto")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--max-model-len", type=int, default=4096)
     args = parser.parse_args()
@@ -109,12 +130,15 @@ def main() -> None:
 
     reference = labels.get("exhaustive")
     print()
-    header = f"{'strategy':12} {'rollouts':>8} {'tokens':>8} {'x fewer':>7} {'wall s':>7} {'hard agr':>8} {'1st-err agr':>11} {'PB F1':>6}"
+    header = (
+        f"{'strategy':12} {'rollouts':>8} {'tokens':>8} {'x fewer':>7} {'wall s':>7} {'hard agr':>8} {'1st-err agr':>11} "
+        f"{'soft MAE':>8} {'soft cov':>8} {'c/n MAE':>7} {'PB F1':>6}"
+    )
     print(header)
     for strategy, result in results.items():
         rows_by_id = labels[strategy]
         first_errors = {pid: row["first_error"] for pid, row in rows_by_id.items()}
-        hard_agree = first_agree = "-"
+        hard_agree = first_agree = soft_error = soft_cover = naive_error = "-"
         fewer = "-"
         if reference:
             common = [pid for pid in rows_by_id if pid in reference]  # a row one strategy rejected (too long) is left out
@@ -127,8 +151,12 @@ def main() -> None:
             hard_agree = f"{sum(a == b for a, b in pairs) / len(pairs):.1%}"
             first_agree = f"{sum(first_errors[pid] == reference[pid]['first_error'] for pid in common) / len(common):.1%}"
             fewer = f"{results['exhaustive']['tokens'] / max(result['tokens'], 1):.2f}"
+            soft_error, soft_cover, naive_error = soft_label_errors([rows_by_id[pid] for pid in common], [reference[pid] for pid in common])
         f1 = processbench_f1(first_errors, human)
-        print(f"{strategy:12} {result['rollouts']:>8} {result['tokens']:>8} {fewer:>7} {result['seconds']:>7.1f} {hard_agree:>8} {first_agree:>11} {f1:>6.3f}")
+        print(
+            f"{strategy:12} {result['rollouts']:>8} {result['tokens']:>8} {fewer:>7} {result['seconds']:>7.1f} {hard_agree:>8} "
+            f"{first_agree:>11} {soft_error:>8} {soft_cover:>8} {naive_error:>7} {f1:>6.3f}"
+        )
 
     if reference:
         print("\ntokens by solution length (steps): exhaustive / strategy")
