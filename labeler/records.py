@@ -19,6 +19,9 @@ class SourceRow:
     reference_answer: str
     steps: tuple[str, ...] | None
     source: str  # preset name, e.g. "gsm8k"
+    # False when the input says its solution stops before the final answer (a PRM800K trajectory
+    # that ends at an error or gives up): its last step is then labelled by rollouts, not by a check.
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class Solution:
     steps: tuple[str, ...]
     source: str
     row_index: int
+    complete: bool = True  # False: it stops before its final answer (see SourceRow.complete; a sampled solution cut by its budget)
+    # A solution the job sampled (problem-only rows): its tokens, and whether its budget cut it.
+    sampling_tokens: int = 0
+    sampling_truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,13 +66,25 @@ class StepCounts:
     """What is known of one step: its prefix's rollout outcomes, or a label inferred from others."""
 
     n_correct: int = 0
-    n_rollouts: int = 0
+    n_rollouts: int = 0  # rollouts the label counts (under --truncated excluded, the finished ones)
+    n_truncated: int = 0  # rollouts cut by the token budget (outside n_rollouts unless --truncated incorrect)
     tokens: int = 0  # tokens generated for this prefix (shared prefixes: charged once)
     # "rollouts": sampled from the prefix; "final_answer": the step states the answer, checked as
-    # one rollout; "inferred": not sampled, label deduced from other steps; "unlabelled".
+    # one rollout; "early_stop": sampled, but stopped before N rollouts (hard label only);
+    # "inferred": not sampled, label deduced from other steps; "unlabelled" (with its reason).
     measured_by: str = "rollouts"
     inferred_hard: bool | None = None
+    unlabelled_reason: str | None = None
+    truncated_counted: bool = False  # --truncated incorrect: cut rollouts are checked and inside n_rollouts
 
     @property
     def measured(self) -> bool:
-        return self.measured_by in ("rollouts", "final_answer")
+        return self.measured_by in MEASURED_BY
+
+    @property
+    def n_sampled(self) -> int:
+        """Rollouts drawn from this prefix so far, counted or not."""
+        return self.n_rollouts + (0 if self.truncated_counted else self.n_truncated)
+
+
+MEASURED_BY = ("rollouts", "final_answer", "early_stop")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.1"  # 1.1: label_method gains "inferred"/"unlabelled"; their soft (and unlabelled hard) items are null
+# 1.1: label_method gains "inferred"/"unlabelled"; their soft (and unlabelled hard) items are null.
+# 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
+#      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
+#      carry their own tokens and whether their budget cut them; rollouts record their token budget.
+SCHEMA_VERSION = "1.2"
 
 
 class SchemaError(ValueError):
@@ -27,14 +31,24 @@ LABELS_SCHEMA = _versioned(
         pa.field("soft_labels", pa.list_(pa.float64()), nullable=False),
         pa.field("hard_labels", pa.list_(pa.bool_()), nullable=False),
         pa.field("n_correct", pa.list_(pa.int32()), nullable=False),
+        # Rollouts the label counts: soft = n_correct / n_rollouts. Under --truncated excluded (the
+        # default) rollouts cut by their token budget are not among them but in n_truncated; under
+        # --truncated incorrect they are among them too (checked as they stand).
         pa.field("n_rollouts", pa.list_(pa.int32()), nullable=False),
+        pa.field("n_truncated", pa.list_(pa.int32()), nullable=False),
         # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
-        # the answer and was checked directly (counted as one rollout); "inferred": not sampled,
-        # hard label deduced from other steps (first-error search), soft label null;
-        # "unlabelled": not sampled and no label (soft and hard null). n_rollouts is 0 for both.
+        # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
+        # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
+        # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
+        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps).
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
+        pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
+        # Tokens generated for this solution: its rollouts, plus solution_tokens when the job sampled
+        # the solution itself (problem-only rows; 0 otherwise). solution_truncated: its budget cut it.
         pa.field("generated_tokens", pa.int64(), nullable=False),
+        pa.field("solution_tokens", pa.int64(), nullable=False),
+        pa.field("solution_truncated", pa.bool_(), nullable=False),
         # provenance
         pa.field("row_index", pa.int64(), nullable=False),
         pa.field("unit_id", pa.string(), nullable=False),
@@ -61,6 +75,8 @@ ROLLOUTS_SCHEMA = _versioned(
         pa.field("verdict", pa.string(), nullable=False),
         pa.field("tokens", pa.int32(), nullable=False),
         pa.field("finish_reason", pa.string(), nullable=False),
+        # tokens the completion was allowed: --max-new-tokens, or less near the context limit (null: a final-answer check)
+        pa.field("token_budget", pa.int32(), nullable=True),
     ],
     "rollouts",
 )
@@ -78,6 +94,6 @@ REJECTED_SCHEMA = _versioned(
     "rejected",
 )
 
-VERDICTS = ("correct", "incorrect", "unparseable", "timeout")
-LABEL_METHODS = ("rollouts", "final_answer", "inferred", "unlabelled")
-MEASURED_METHODS = ("rollouts", "final_answer")
+VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled")
+MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")

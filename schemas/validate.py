@@ -26,9 +26,8 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
-    rows = table.select(
-        ["solution_id", "steps", "soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method", "first_error"]
-    ).to_pylist()
+    per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
+    rows = table.select(["solution_id", "steps", *per_step, "first_error"]).to_pylist()
     seen: set[str] = set()
     for row in rows:
         where = f"labels row solution_id={row['solution_id']}"
@@ -38,22 +37,26 @@ def validate_labels(table: pa.Table) -> None:
         k = len(row["steps"])
         if k == 0:
             raise SchemaError(f"{where}: no steps")
-        for column in ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method"):
+        for column in per_step:
             if len(row[column]) != k:
                 raise SchemaError(f"{where}: {column} has {len(row[column])} entries for {k} steps")
-        for i, (soft, hard, correct, total, method) in enumerate(
-            zip(row["soft_labels"], row["hard_labels"], row["n_correct"], row["n_rollouts"], row["label_method"])
-        ):
+        for i, (soft, hard, correct, total, cut, method, reason) in enumerate(zip(*(row[column] for column in per_step))):
             if method not in LABEL_METHODS:
                 raise SchemaError(f"{where} step {i}: unknown label_method {method!r}")
+            if cut < 0:
+                raise SchemaError(f"{where} step {i}: n_truncated={cut}")
+            if (reason is None) == (method == "unlabelled"):
+                raise SchemaError(f"{where} step {i}: {'an unlabelled step needs' if reason is None else 'only an unlabelled step has'} a reason")
             if method in MEASURED_METHODS:
                 if total < 1 or not 0 <= correct <= total:
                     raise SchemaError(f"{where} step {i}: n_correct={correct} n_rollouts={total}")
-                if soft is None or hard is None or abs(soft - correct / total) > 1e-9 or hard != (correct > 0):
+                expected_soft = None if method == "early_stop" else correct / total
+                soft_agrees = soft is None if expected_soft is None else (soft is not None and abs(soft - expected_soft) <= 1e-9)
+                if not soft_agrees or hard is None or hard != (correct > 0):
                     raise SchemaError(f"{where} step {i}: labels disagree with counts")
             else:
                 if total != 0 or correct != 0 or soft is not None:
-                    raise SchemaError(f"{where} step {i}: a step labelled {method} has no rollouts and no soft label")
+                    raise SchemaError(f"{where} step {i}: a step labelled {method} has no counted rollouts and no soft label")
                 if (hard is None) != (method == "unlabelled"):
                     raise SchemaError(f"{where} step {i}: an {method} step {'has no' if hard is None else 'has a'} hard label")
         expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)

@@ -14,6 +14,8 @@ from typing import Sequence
 from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
 
 WRONG_MARKER = "WRONG"
+CUT_MARKER = "RAMBLE"  # a prefix with this text leads every completion to run out of its token budget
+LONG_MARKER = "HUGE"  # a prefix with this text does not fit the model's context
 
 
 class ScriptedGenerator:
@@ -37,18 +39,26 @@ class ScriptedGenerator:
         results = []
         for request in requests:
             if self.fail_when and request.assistant_prefix.startswith(self.fail_when):
-                results.append(GenerationResult((), error="prompt too long"))
+                results.append(GenerationResult((), error="engine error"))
+                continue
+            if LONG_MARKER in request.assistant_prefix:
+                results.append(GenerationResult((), error="prompt has 2000 tokens, the model's context is 1024", context_exceeded=True))
                 continue
             answer = self._answer(request)
             completions = []
             for r in range(request.n):
+                finish = "stop"
                 if not request.assistant_prefix and self.sampled_solution is not None:
                     text = self.sampled_solution.format(answer=answer)
+                    finish = "length" if CUT_MARKER in text else "stop"
+                elif CUT_MARKER in request.assistant_prefix and ((request.seed + r) % 2 == 0 or CUT_MARKER + "!" in request.assistant_prefix):
+                    # rollouts of even seed are cut (all of them after "RAMBLE!"), mid-sentence, before any answer
+                    text, finish = "Let me think about this for a long", "length"
                 elif WRONG_MARKER in request.assistant_prefix or (self.miss_every and (request.seed + r) % self.miss_every == 0):
                     text = f"So it is {_wrong(answer)}.\n\nThe answer is: {_wrong(answer)}"
                 else:
                     text = f"Continuing.\n\nThe answer is: {answer}"
-                completions.append(Completion(text, tokens=len(text.split()), finish_reason="stop"))
+                completions.append(Completion(text, tokens=len(text.split()), finish_reason=finish, budget=sampling.max_new_tokens))
             results.append(GenerationResult(tuple(completions)))
         return results
 

@@ -76,6 +76,7 @@ def test_readme_example_runs_on_the_tiny_model(tiny_model_dir, tiny_engine, caps
     labels = namespace["labels"]
     assert labels.num_rows == 2 and labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
     for row in labels.to_pylist():
-        assert len(row["soft_labels"]) == len(row["steps"]) and row["n_rollouts"][:-1] == [4] * (len(row["steps"]) - 1)
+        sampled = [n + cut for n, cut in zip(row["n_rollouts"], row["n_truncated"])]
+        assert len(row["soft_labels"]) == len(row["steps"]) and sampled[:-1] == [4] * (len(row["steps"]) - 1)
         assert row["model"] == str(tiny_model_dir) and row["config_hash"]
     assert "first_error" in capsys.readouterr().out

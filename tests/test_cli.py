@@ -69,7 +69,7 @@ def test_status_reports_a_finished_job(tmp_path, capsys):
     from workers.local_executor import LocalExecutor
     from tests.fakes import ScriptedGenerator
 
-    data = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i), "steps": ["a.", "b."]} for i in range(5)])
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i), "steps": ["a.", f"The answer is {2 * i}."]} for i in range(5)])
     config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=2)
     answers = {f"What is {i}+{i}?": str(2 * i) for i in range(5)}
     with AnswerChecker() as checker:

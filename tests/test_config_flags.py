@@ -100,14 +100,15 @@ def test_label_validation_messages_name_the_flags():
         LabelConfig(input="i", output="o", model="m", strategy="greedy")
 
 
-# A job started before the settings were generated from one declaration must resume after it.
+# The hash changes only with a setting that changes labels (last: --truncated and --max-timeout-share, schema 1.2); moving
+# or re-declaring settings must not change it, or every started job would refuse to resume.
 def test_config_hash_is_pinned():
-    assert LabelConfig(input="problems.jsonl", output="out", model="m").config_hash() == "ce25bb6074c1a6f7"
+    assert LabelConfig(input="problems.jsonl", output="out", model="m").config_hash() == "3ab957d9dc7c32e1"
     changed = LabelConfig(
         input="hf:openai/gsm8k:main@train", output="o", model="Qwen/Qwen2.5-Math-7B-Instruct", preset="gsm8k", columns={"answer": "ans"},
         stop=("x",), strategy="adaptive", stop_after_answer=False, write_rollouts=False, limit=5, temperature=0.5,
     )  # fmt: skip
-    assert changed.config_hash() == "d692283218dc0694"
+    assert changed.config_hash() == "d4488fe5a0be15b6"
 
 
 def test_output_settings_and_engine_settings_are_pinned():
@@ -116,7 +117,7 @@ def test_output_settings_and_engine_settings_are_pinned():
     assert list(config.output_settings()) == [
         "input", "model", "preset", "limit", "split_rule", "max_row_chars", "columns", "rollouts", "temperature", "top_p",
         "max_new_tokens", "seed", "shard_size", "solutions_per_problem", "solution_max_new_tokens", "final_step",
-        "stop_after_answer", "stop", "strategy", "after_first_error", "round_size", "ci_width", "write_rollouts", "trust_remote_code",
+        "truncated", "max_timeout_share", "stop_after_answer", "stop", "strategy", "after_first_error", "round_size", "ci_width", "write_rollouts", "trust_remote_code",
     ]  # fmt: skip
 
 

@@ -40,9 +40,9 @@ def test_problem_only_rows_weigh_as_many_solutions_as_are_sampled():
 
 def test_sampled_solution_ids_differ_per_sample_and_are_stable():
     planned = assign_row_keys([row(0, steps=None)])[0]
-    a, b = planned.sampled_solution(0, ["x"]), planned.sampled_solution(1, ["x"])
+    a, b = planned.sampled_solution(0, ["x"], 5, False), planned.sampled_solution(1, ["x"], 5, False)
     assert a.solution_id != b.solution_id
-    assert a.solution_id == assign_row_keys([row(0, steps=None)])[0].sampled_solution(0, ["y"]).solution_id
+    assert a.solution_id == assign_row_keys([row(0, steps=None)])[0].sampled_solution(0, ["y"], 5, True).solution_id
 
 
 def test_plan_is_deterministic_and_changes_with_input():

@@ -65,19 +65,23 @@ def test_label_job_on_the_real_engine(tiny_engine, tmp_path):
     config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="tiny-llama", rollouts=3, max_new_tokens=16, shard_size=4)
     with AnswerChecker(timeout_s=5) as checker:
         summary = run_job(config, executor=LocalExecutor(lambda: tiny_engine, checker), model_info={"name": "tiny"}, progress_enabled=False)
-    assert summary.solutions == 5 and summary.steps == 10
-    labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
-    assert sorted(r["problem_id"] for r in labels) == [f"r{i}" for i in range(1, 6)]
-    for row in labels:
-        assert row["n_rollouts"] == [3, 1]
-        assert row["n_correct"][1] == 1  # the stated final answer is right
-        assert row["label_method"] == ["rollouts", "final_answer"]
+    assert summary.solutions == 6 and summary.steps == 12 and summary.rejected_rows == 0
+    labels = {r["problem_id"]: r for r in pq.read_table(tmp_path / "out" / "labels").to_pylist()}
+    huge = labels.pop("huge")  # its first prefix does not fit the context: that step alone is unlabelled
+    assert huge["label_method"] == ["unlabelled", "final_answer"] and "context" in huge["unlabelled_reason"][0]
+    assert sorted(labels) == [f"r{i}" for i in range(1, 6)]
     rollouts = pq.read_table(tmp_path / "out" / "rollouts").to_pylist()
+    for row in labels.values():
+        assert row["n_rollouts"][0] + row["n_truncated"][0] == 3 and row["n_rollouts"][1] == 1
+        assert row["n_correct"][1] == 1  # the stated final answer is right
+        assert row["label_method"][1] == "final_answer"
+        assert row["label_method"][0] == ("rollouts" if row["n_rollouts"][0] else "unlabelled")
     sampled = [r for r in rollouts if r["finish_reason"] != "final_answer_check"]
-    assert len(sampled) == 15 and all(r["tokens"] >= 1 for r in sampled)
-    assert sum(r["generated_tokens"] for r in labels) == sum(r["tokens"] for r in rollouts)
-    rejected = pq.read_table(tmp_path / "out" / "rejected").to_pylist()
-    assert [(r["problem_id"], r["stage"]) for r in rejected] == [("huge", "generation")]
+    assert len(sampled) == 15 and all(r["tokens"] >= 1 and r["token_budget"] == 16 for r in sampled)
+    # a completion cut by its budget is "truncated", never a wrong answer
+    assert all((r["verdict"] == "truncated") == (r["finish_reason"] == "length") for r in sampled)
+    assert any(r["verdict"] == "truncated" for r in sampled)
+    assert sum(r["generated_tokens"] for r in labels.values()) + huge["generated_tokens"] == sum(r["tokens"] for r in rollouts)
 
 
 def test_rollout_r_of_a_request_is_the_request_with_seed_plus_r(tiny_engine):

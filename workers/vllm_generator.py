@@ -119,15 +119,18 @@ class VLLMGenerator:
         from vllm.inputs import TokensPrompt
 
         results: list[GenerationResult | None] = [None] * len(requests)
-        prompts, params, positions, prompt_ids = [], [], [], []
+        prompts, params, positions, prompt_ids, budgets = [], [], [], [], []
         stop = list(sampling.stop) + ([sampling.answer_marker] if sampling.answer_marker else [])
         for position, (request, ids) in enumerate(zip(requests, self._token_ids([self.render(r) for r in requests]))):
             room = self.max_model_len - len(ids)
             if room < 1:
-                results[position] = GenerationResult((), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}")
+                results[position] = GenerationResult(
+                    (), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}", context_exceeded=True
+                )
                 continue
             prompts.append(TokensPrompt(prompt_token_ids=ids))
-            params.append(self._params(sampling, n=request.n, seed=request.seed, max_tokens=min(sampling.max_new_tokens, room), stop=stop))
+            budgets.append(min(sampling.max_new_tokens, room))  # shrunk near the context limit: recorded per completion
+            params.append(self._params(sampling, n=request.n, seed=request.seed, max_tokens=budgets[-1], stop=stop))
             positions.append(position)
             prompt_ids.append(ids)
         if not prompts:
@@ -139,8 +142,8 @@ class VLLMGenerator:
         ]
         if sampling.answer_marker:
             self._finish_answer_lines(drafts, prompt_ids, [requests[p].seed for p in positions], sampling)
-        for position, choices in zip(positions, drafts):
-            results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason) for d in choices))
+        for position, budget, choices in zip(positions, budgets, drafts):
+            results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices))
         return results  # type: ignore[return-value]
 
     def _finish_answer_lines(self, drafts: list[list[_Draft]], prompt_ids: list[list[int]], seeds: list[int], sampling: SamplingSettings):

@@ -140,7 +140,15 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
         reference_answer=answer,
         steps=None if steps is None else tuple(steps),
         source=preset,
+        complete=_ends_with_answer(preset, row),
     )
+
+
+def _ends_with_answer(preset: str, row: dict) -> bool:
+    """PRM800K says how a trajectory ended: only "solution" reached a final answer."""
+    if preset != "prm800k":
+        return True
+    return row["label"].get("finish_reason", "solution") == "solution"
 
 
 def last_boxed(text: str) -> str | None:

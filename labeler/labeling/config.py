@@ -20,6 +20,7 @@ from labeler.labeling.generation import SamplingSettings
 FINAL_STEP_MODES = ("check", "rollouts")
 STRATEGIES = ("exhaustive", "first-error", "adaptive")
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
+TRUNCATED_POLICIES = ("excluded", "incorrect")
 
 
 def setting(
@@ -141,6 +142,19 @@ class LabelConfig:
         help="label the last step by checking its stated answer (one rollout) or by rollouts",
         group=ROLLOUTS,
     )
+    truncated: str = setting(
+        "excluded",
+        choices=TRUNCATED_POLICIES,
+        help="a rollout cut by its token budget: excluded (verdict truncated, soft = correct / finished rollouts; "
+        "a step with every rollout cut is unlabelled) or incorrect (checked as it stands, as Math-Shepherd did)",
+        group=ROLLOUTS,
+    )
+    max_timeout_share: float = setting(
+        0.05,
+        help="reject a work unit (with the reason) whose answer checks still time out after a retry on more than "
+        "this share of its checks (and at least 8): a sick checker must not write negative labels",
+        group=ROLLOUTS,
+    )
     stop_after_answer: bool = setting(
         True,
         help='let completions run on after the line that states "The answer is: ..." (by default they end with it)',
@@ -195,6 +209,8 @@ class LabelConfig:
             raise ValueError("token budgets must be >= 1")
         if not 0 < self.top_p <= 1 or self.temperature < 0:
             raise ValueError("--top-p must be in (0, 1] and --temperature >= 0")
+        if not 0 <= self.max_timeout_share <= 1:
+            raise ValueError("--max-timeout-share must be in [0, 1]")
         if self.round_size < 1 or not 0 < self.ci_width <= 1:
             raise ValueError("--round-size must be >= 1 and --ci-width in (0, 1]")
         if self.limit is not None and self.limit < 1:

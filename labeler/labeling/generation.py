@@ -37,13 +37,19 @@ class GenerationRequest:
 class Completion:
     text: str
     tokens: int
-    finish_reason: str  # "stop", "length", ...
+    finish_reason: str  # "stop", "length" (cut by its token budget), ...
+    budget: int | None = None  # tokens it was allowed: max_new_tokens, or less near the context limit
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
 
 
 @dataclass(frozen=True)
 class GenerationResult:
     completions: tuple[Completion, ...]
-    error: str | None = None  # set when this request could not run (e.g. prompt longer than the context)
+    error: str | None = None  # set when this request could not run
+    context_exceeded: bool = False  # the error is a prompt that leaves no room in the model's context
 
 
 class Generator(Protocol):

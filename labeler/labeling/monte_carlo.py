@@ -8,8 +8,9 @@ from labeler.records import StepCounts
 
 
 def soft_label(counts: StepCounts) -> float | None:
-    """Fraction of rollouts that reached the answer; None for a step that was not sampled."""
-    if not counts.measured:
+    """Fraction of counted rollouts that reached the answer; None for a step that was not sampled
+    or that stopped before its N rollouts (early_stop: only its hard label is an honest estimate)."""
+    if not counts.measured or counts.measured_by == "early_stop":
         return None
     if counts.n_rollouts < 1:
         raise ValueError("a measured step needs at least one rollout")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from labeler.ids import stable_id
@@ -26,9 +26,10 @@ class PlannedRow:
         assert self.source.steps is not None
         return _solution(self.source, self.row_key, self.source.steps)
 
-    def sampled_solution(self, sample_index: int, steps: Sequence[str]) -> Solution:
-        """The sample_index-th solution sampled for a problem-only row."""
-        return _solution(self.source, stable_id(self.row_key, "sample", str(sample_index)), tuple(steps))
+    def sampled_solution(self, sample_index: int, steps: Sequence[str], tokens: int, truncated: bool) -> Solution:
+        """The sample_index-th solution sampled for a problem-only row (`tokens` it cost; cut by its budget?)."""
+        solution = _solution(self.source, stable_id(self.row_key, "sample", str(sample_index)), tuple(steps))
+        return replace(solution, complete=not truncated, sampling_tokens=tokens, sampling_truncated=truncated)
 
 
 def _solution(source: SourceRow, solution_id: str, steps: Sequence[str]) -> Solution:
@@ -40,6 +41,7 @@ def _solution(source: SourceRow, solution_id: str, steps: Sequence[str]) -> Solu
         steps=tuple(steps),
         source=source.source,
         row_index=source.row_index,
+        complete=source.complete,
     )
 
 

@@ -22,6 +22,7 @@ from labeler.ids import derived_seed
 from labeler.records import Solution, StepCounts
 
 FINAL_ANSWER_FINISH = "final_answer_check"
+TRUNCATED = "truncated"  # the verdict of a completion cut by its token budget and left out of the label
 
 
 class Checker(Protocol):
@@ -49,6 +50,7 @@ class RolloutRecord:
     verdict: str
     tokens: int
     finish_reason: str
+    token_budget: int | None = None
 
 
 @dataclass
@@ -58,7 +60,8 @@ class LabelledSolution:
 
     @property
     def generated_tokens(self) -> int:
-        return sum(step.tokens for step in self.steps)
+        """Tokens of its rollouts plus, for a sampled solution, the tokens of sampling it."""
+        return sum(step.tokens for step in self.steps) + self.solution.sampling_tokens
 
 
 @dataclass
@@ -66,6 +69,7 @@ class BatchOutcome:
     labelled: list[LabelledSolution] = field(default_factory=list)
     rollouts: list[RolloutRecord] = field(default_factory=list)
     failed: list[tuple[Solution, str]] = field(default_factory=list)  # solutions the engine could not run
+    failed_tokens: int = 0  # tokens generated for the failed solutions (they have no labels row to carry them)
     probes: int = 0  # prefix probes asked for
     requests: int = 0  # requests sent after merging identical prefixes
 
@@ -117,30 +121,46 @@ class PrefixSampler:
 
 
 class StepLedger:
-    """Counts, rollout records and failures of a batch of solutions, filled round by round."""
+    """Counts, rollout records and failures of a batch of solutions, filled round by round.
 
-    def __init__(self, solutions: Sequence[Solution]):
+    `truncated` is the policy for completions cut by their token budget: "excluded" (the default)
+    records them with verdict `truncated` and leaves them out of the label, whose soft value is then
+    correct / finished rollouts; "incorrect" checks them as they stand, as Math-Shepherd did (a cut
+    completion rarely states the answer, so it almost always counts as wrong).
+    """
+
+    def __init__(self, solutions: Sequence[Solution], truncated: str = "excluded"):
         self.solutions = solutions
-        self.counts = [[StepCounts(measured_by="unlabelled") for _ in solution.steps] for solution in solutions]
+        self.truncated = truncated
+        self.counts = [
+            [StepCounts(measured_by="unlabelled", truncated_counted=truncated == "incorrect") for _ in solution.steps]
+            for solution in solutions
+        ]
         self.records: list[RolloutRecord] = []
         self.failed: dict[int, str] = {}
         self.probes = 0
         self.requests = 0
 
+    def _excluded(self, completion: Completion) -> bool:
+        return completion.truncated and self.truncated == "excluded"
+
     def record(self, sent: SentRound, checker: Checker, final_checks: Sequence[int] = ()) -> list[int | None]:
         """Check a round (each distinct completion once) plus the final steps of `final_checks`.
 
-        Returns, per probe, its number of correct rollouts (None when its request failed).
+        Returns, per probe, its number of correct rollouts; None when the probe gave no counted
+        rollout (its request failed, its prefix does not fit the context, or every rollout was cut).
         """
         owner_of_request: dict[int, Probe] = {}
         for probe, request_index in zip(sent.probes, sent.request_of_probe):
             owner_of_request.setdefault(request_index, probe)
         pairs: list[tuple[str, str]] = []
-        first_pair_of_request: list[int] = []
+        pair_of_completion: dict[tuple[int, int], int] = {}  # (request, offset) -> its pair; cut completions have none
         for request_index, result in enumerate(sent.results):
-            first_pair_of_request.append(len(pairs))
             reference = self.solutions[owner_of_request[request_index].solution].reference_answer
-            pairs.extend((completion.text, reference) for completion in result.completions)
+            for offset, completion in enumerate(result.completions):
+                if not self._excluded(completion):
+                    pair_of_completion[request_index, offset] = len(pairs)
+                    pairs.append((completion.text, reference))
         final_start = len(pairs)
         pairs.extend((self.solutions[s].steps[-1], self.solutions[s].reference_answer) for s in final_checks)
         verdicts = checker.check_many(pairs)
@@ -149,22 +169,30 @@ class StepLedger:
         correct_per_probe: list[int | None] = []
         for probe, request_index in zip(sent.probes, sent.request_of_probe):
             request, result = sent.requests[request_index], sent.results[request_index]
+            if result.context_exceeded:
+                self._unlabelled(probe.solution, probe.step, f"the prefix does not fit the model's context: {result.error}")
+                correct_per_probe.append(None)
+                continue
             if result.error is not None:
                 self.failed.setdefault(probe.solution, f"step {probe.step}: {result.error}")
                 correct_per_probe.append(None)
                 continue
             step = self._measured(probe.solution, probe.step, "rollouts")
-            correct = 0
+            correct = counted = 0
             for offset, completion in enumerate(result.completions):
-                verdict = verdicts[first_pair_of_request[request_index] + offset]
-                correct += verdict.verdict == "correct"
+                pair = pair_of_completion.get((request_index, offset))
+                verdict = None if pair is None else verdicts[pair]
                 self._keep(probe.solution, probe.step, probe.first_rollout + offset, request.seed + offset, completion, verdict)
-            step.n_rollouts += len(result.completions)
+                step.n_truncated += completion.truncated
+                if verdict is not None:
+                    counted += 1
+                    correct += verdict.verdict == "correct"
+            step.n_rollouts += counted
             step.n_correct += correct
             if request_index not in charged:
                 charged.add(request_index)
                 step.tokens += sum(completion.tokens for completion in result.completions)
-            correct_per_probe.append(correct)
+            correct_per_probe.append(correct if counted else None)
         for position, s in enumerate(final_checks):
             verdict = verdicts[final_start + position]
             last = len(self.solutions[s].steps) - 1
@@ -176,31 +204,53 @@ class StepLedger:
         self.requests += len(sent.requests)
         return correct_per_probe
 
-    def infer(self, s: int, i: int, hard: bool | None) -> None:
-        """Give an unmeasured step a label inferred from others (None: leave it unlabelled)."""
+    def closed(self, s: int, i: int) -> bool:
+        """A prefix that cannot be sampled further (it does not fit the context)."""
+        return self.counts[s][i].measured_by == "unlabelled" and self.counts[s][i].unlabelled_reason is not None
+
+    def infer(self, s: int, i: int, hard: bool | None, reason: str | None = None) -> None:
+        """Give an unmeasured step a label inferred from others (None: leave it unlabelled, for `reason`)."""
         step = self.counts[s][i]
-        if step.measured_by in ("unlabelled", "inferred"):
+        if step.measured_by in ("unlabelled", "inferred") and step.unlabelled_reason is None:
             step.measured_by = "unlabelled" if hard is None else "inferred"
             step.inferred_hard = hard
+            step.unlabelled_reason = reason if hard is None else None
 
     def outcome(self) -> BatchOutcome:
         outcome = BatchOutcome(probes=self.probes, requests=self.requests)
         for s, solution in enumerate(self.solutions):
+            for step in self.counts[s]:
+                if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut
+                    self._unlabel(step, f"all {step.n_truncated} rollouts were cut by the token budget (--max-new-tokens)")
+                elif step.measured_by == "unlabelled" and step.unlabelled_reason is None:
+                    step.unlabelled_reason = "not sampled"
             if s in self.failed:
                 outcome.failed.append((solution, self.failed[s]))
+                outcome.failed_tokens += LabelledSolution(solution, self.counts[s]).generated_tokens
             else:
                 outcome.labelled.append(LabelledSolution(solution, self.counts[s]))
         failed_ids = {solution.solution_id for solution, _ in outcome.failed}
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
 
+    def _unlabelled(self, s: int, i: int, reason: str) -> None:
+        self._unlabel(self.counts[s][i], reason)
+
+    @staticmethod
+    def _unlabel(step: StepCounts, reason: str) -> None:
+        step.measured_by = "unlabelled"
+        step.inferred_hard = None
+        step.unlabelled_reason = reason
+
     def _measured(self, s: int, i: int, method: str) -> StepCounts:
         step = self.counts[s][i]
         step.measured_by = method
         step.inferred_hard = None
+        step.unlabelled_reason = None
         return step
 
     def _keep(self, s: int, i: int, rollout: int, seed: int, completion: Completion, verdict) -> None:
+        """Record a completion; `verdict` None: cut by its budget and left out of the label."""
         self.records.append(
             RolloutRecord(
                 solution_id=self.solutions[s].solution_id,
@@ -208,9 +258,10 @@ class StepLedger:
                 rollout_index=rollout,
                 seed=seed,
                 text=completion.text,
-                extracted_answer=verdict.extracted,
-                verdict=verdict.verdict.value,
+                extracted_answer=None if verdict is None else verdict.extracted,
+                verdict=TRUNCATED if verdict is None else verdict.verdict.value,
                 tokens=completion.tokens,
                 finish_reason=completion.finish_reason,
+                token_budget=completion.budget,
             )
         )

@@ -23,7 +23,8 @@ def sample_solutions(
 ) -> tuple[list[Solution], list[RejectedRow], int]:
     """One batched call for all rows; a sample that splits into no steps is rejected, not dropped.
 
-    Returns the solutions, the rejected rows and the tokens generated."""
+    Returns the solutions, the rejected rows and the tokens spent on samples that were rejected
+    (a kept solution carries its own tokens)."""
     requests = [
         GenerationRequest(
             user_message=prompts.user_message(row.source.problem),
@@ -36,19 +37,19 @@ def sample_solutions(
     results = generator.generate(requests, sampling) if requests else []
     solutions: list[Solution] = []
     rejected: list[RejectedRow] = []
-    tokens = 0
+    rejected_tokens = 0
     for row, result in zip(rows, results):
         if result.error is not None:
             rejected.append(_rejected(row, "problem", f"solution sampling failed: {result.error}"))
             continue
         for j, completion in enumerate(result.completions):
-            tokens += completion.tokens
             steps = split_steps(completion.text, split_rule)
             if not steps:
+                rejected_tokens += completion.tokens
                 rejected.append(_rejected(row, "steps", f"sampled solution {j} has no steps", completion.text))
                 continue
-            solutions.append(row.sampled_solution(j, steps))
-    return solutions, rejected, tokens
+            solutions.append(row.sampled_solution(j, steps, completion.tokens, completion.finish_reason == "length"))
+    return solutions, rejected, rejected_tokens
 
 
 def _rejected(row: PlannedRow, field: str, reason: str, raw: str = "") -> RejectedRow:

@@ -38,9 +38,13 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "hard_labels": hard,
                 "n_correct": [step.n_correct for step in item.steps],
                 "n_rollouts": [step.n_rollouts for step in item.steps],
+                "n_truncated": [step.n_truncated for step in item.steps],
                 "label_method": [step.measured_by for step in item.steps],
+                "unlabelled_reason": [step.unlabelled_reason for step in item.steps],
                 "first_error": first_error(hard),
                 "generated_tokens": item.generated_tokens,
+                "solution_tokens": solution.sampling_tokens,
+                "solution_truncated": solution.sampling_truncated,
                 "row_index": solution.row_index,
                 "unit_id": provenance.unit_id,
                 "source": solution.source,
@@ -67,6 +71,7 @@ def rollouts_table(records: Sequence[RolloutRecord], problem_ids: dict[str, str]
             "verdict": record.verdict,
             "tokens": record.tokens,
             "finish_reason": record.finish_reason,
+            "token_budget": record.token_budget,
         }
         for record in records
     ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from labeler.labeling.checker_watch import TimeoutWatch
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling import strategies
@@ -28,8 +29,9 @@ class GeneratedUnit:
     unit: WorkUnit
     pending: strategies.PendingLabels
     rejected: list[RejectedRow]
-    sampling_tokens: int
+    rejected_tokens: int  # spent on sampled solutions that were rejected
     started: float
+    watch: TimeoutWatch
 
 
 @dataclass
@@ -51,7 +53,7 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
     started = time.monotonic()
     given = [row.given_solution() for row in unit.rows if not row.needs_solutions]
     problem_only = [row for row in unit.rows if row.needs_solutions]
-    sampled, rejected, sampling_tokens = sample_solutions(
+    sampled, rejected, rejected_tokens = sample_solutions(
         problem_only,
         generator,
         per_problem=config.solutions_per_problem,
@@ -59,13 +61,21 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
         seed=config.seed,
         split_rule=config.split_rule,
     )
-    pending = strategies.start(config.strategy, given + sampled, generator, checker, strategy_settings(config))
-    return GeneratedUnit(unit, pending, rejected, sampling_tokens, started)
+    watch = TimeoutWatch()
+    watched = None if checker is None else watch.wrap(checker)
+    pending = strategies.start(config.strategy, given + sampled, generator, watched, strategy_settings(config))
+    return GeneratedUnit(unit, pending, rejected, rejected_tokens, started, watch)
 
 
 def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str) -> UnitResult:
     unit, rejected = generated.unit, list(generated.rejected)
-    outcome = generated.pending.finish(checker)
+    outcome = generated.pending.finish(generated.watch.wrap(checker))
+    rejected_tokens = generated.rejected_tokens + outcome.failed_tokens
+    unhealthy = generated.watch.verdict(config.max_timeout_share)
+    if unhealthy is not None:  # no labels from a checker that could not check
+        outcome.failed += [(item.solution, unhealthy) for item in outcome.labelled]
+        rejected_tokens += sum(item.generated_tokens for item in outcome.labelled)
+        outcome.labelled, outcome.rollouts = [], []
     for solution, reason in outcome.failed:
         steps_json = json.dumps(list(solution.steps))[:2000]
         rejected.append(
@@ -82,10 +92,15 @@ def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker,
         "solutions": len(outcome.labelled),
         "steps": sum(len(item.steps) for item in outcome.labelled),
         "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
-        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + generated.sampling_tokens,
+        "truncated_rollouts": sum(step.n_truncated for item in outcome.labelled for step in item.steps),
+        # every token generated: the labels rows' generated_tokens plus rejected_tokens
+        "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + rejected_tokens,
+        "rejected_tokens": rejected_tokens,
         "rejected": len(rejected),
         "prefix_probes": outcome.probes,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
+        "checker_timeouts": generated.watch.timeouts,
+        "checker_retries": generated.watch.retried,
         "seconds": round(time.monotonic() - generated.started, 3),
     }
     return UnitResult(unit.unit_id, unit.shard_name, tables, stats)

@@ -65,7 +65,10 @@ def refresh_totals(document: dict) -> None:
         "solutions": int(total("solutions")),
         "steps": int(total("steps")),
         "rollouts": int(total("rollouts")),
+        "truncated_rollouts": int(total("truncated_rollouts")),
+        # every token generated: the labels' generated_tokens plus rejected_tokens (spent on rejected solutions)
         "generated_tokens": int(total("generated_tokens")),
+        "rejected_tokens": int(total("rejected_tokens")),
         "rejected_in_units": int(total("rejected")),
         "generation_seconds": round(total("seconds"), 3),
         # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged

@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from labeler.labeling.config import AFTER_FIRST_ERROR, STRATEGIES, LabelConfig, settings_view
+from labeler.checking import extract_answer
 from labeler.labeling.generation import Generator, SamplingSettings
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker
 
-__all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels", "start", "label", "sampled_prefixes"]
+__all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels", "start", "label", "sampled_prefixes", "checked_final_steps"]
 
 # What a strategy reads: these LabelConfig fields (declared there, with their defaults and help) and
 # the sampling settings the config derives. `config.strategy_settings` is `StrategySettings.of(config)`.
 StrategySettings = settings_view(
     "StrategySettings",
     LabelConfig,
-    ("rollouts", "seed", "final_step", "after_first_error", "round_size", "ci_width"),
+    ("rollouts", "seed", "final_step", "truncated", "after_first_error", "round_size", "ci_width"),
     sampling=SamplingSettings,
 )
 StrategySettings.__module__ = __name__
@@ -40,9 +41,22 @@ class PendingLabels:
     finish: Callable[[Checker], BatchOutcome]
 
 
+def checks_final_step(solution: Solution, final_step: str) -> bool:
+    """With --final-step check, a last step that states an answer is labelled by checking it. One
+    that cannot succeed is rolled out instead: a solution known to stop before its answer (a PRM800K
+    trajectory that ends at an error, a sampled solution cut by its budget) or a last step with no
+    answer the checker can find."""
+    return final_step == "check" and solution.complete and extract_answer(solution.steps[-1]) is not None
+
+
+def checked_final_steps(solutions: Sequence[Solution], final_step: str) -> list[int]:
+    """Positions of the solutions whose last step is labelled by checking it."""
+    return [s for s, solution in enumerate(solutions) if checks_final_step(solution, final_step)]
+
+
 def sampled_prefixes(solution: Solution, final_step: str) -> int:
     """How many prefixes may be sampled: all but the last when the last step's answer is checked."""
-    return len(solution.steps) - (1 if final_step == "check" else 0)
+    return len(solution.steps) - (1 if checks_final_step(solution, final_step) else 0)
 
 
 def start(

@@ -7,7 +7,7 @@ from typing import Sequence
 from labeler.labeling.generation import Generator
 from labeler.records import Solution
 from labeler.labeling.rollouts import PrefixSampler, Probe, StepLedger
-from labeler.labeling.strategies import PendingLabels, StrategySettings, sampled_prefixes
+from labeler.labeling.strategies import PendingLabels, StrategySettings, checked_final_steps, sampled_prefixes
 
 
 def start(solutions: Sequence[Solution], generator: Generator, settings: StrategySettings) -> PendingLabels:
@@ -19,8 +19,8 @@ def start(solutions: Sequence[Solution], generator: Generator, settings: Strateg
     sent = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed).send(probes)
 
     def finish(checker):
-        ledger = StepLedger(solutions)
-        final_checks = range(len(solutions)) if settings.final_step == "check" else ()
+        ledger = StepLedger(solutions, settings.truncated)
+        final_checks = checked_final_steps(solutions, settings.final_step)
         ledger.record(sent, checker, final_checks=final_checks)
         return ledger.outcome()
 

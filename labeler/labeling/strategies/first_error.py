@@ -24,7 +24,7 @@ from typing import Sequence
 from labeler.labeling.generation import Generator
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
-from labeler.labeling.strategies import StrategySettings, sampled_prefixes
+from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
 
 
 @dataclass
@@ -35,8 +35,11 @@ class _Search:
     low: int = 0  # every prefix before it is known positive
     high: int | None = None  # a prefix known negative (None: none found yet)
     gallop: int = 0  # next galloping probe, while high is None
+    stopped_at: int | None = None  # a probe that gave no verdict (prefix beyond the context, every rollout cut)
 
     def next_probe(self) -> int | None:
+        if self.stopped_at is not None:
+            return None
         if self.high is None:
             if self.gallop < self.size:
                 return self.gallop
@@ -58,10 +61,10 @@ class _Search:
 
 
 def search(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
-    ledger = StepLedger(solutions)
+    ledger = StepLedger(solutions, settings.truncated)
     sampler = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed)
     searches = [_Search(size=sampled_prefixes(solution, settings.final_step)) for solution in solutions]
-    final_checks = range(len(solutions)) if settings.final_step == "check" else ()
+    final_checks = checked_final_steps(solutions, settings.final_step)
     while True:
         probes = []
         for s, state in enumerate(searches):
@@ -71,15 +74,25 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         if not probes and not final_checks:
             break
         for probe, correct in zip(probes, ledger.record(sampler.send(probes), checker, final_checks=final_checks)):
-            if correct is not None:  # None: the engine could not run it, the solution is rejected
+            if correct is not None:
                 searches[probe.solution].observe(probe.step, correct > 0)
+            elif probe.solution not in ledger.failed:  # (a failed solution is rejected whole)
+                searches[probe.solution].stopped_at = probe.step
         final_checks = ()
 
     after = False if settings.after_first_error == "negative" else None
+    after_reason = "after the first error (--after-first-error unlabelled)"
     for s, (solution, state) in enumerate(zip(solutions, searches)):
         first_error = state.first_negative
         if first_error is None:  # every sampled prefix positive; a checked last step keeps its own label
             first_error = len(solution.steps)
         for i in range(len(solution.steps)):
-            ledger.infer(s, i, True if i < first_error else (False if i == first_error else after))
+            if i < state.low:
+                ledger.infer(s, i, True)
+            elif state.stopped_at is not None and i < first_error:
+                ledger.infer(s, i, None, f"the search stopped at step {state.stopped_at}, whose prefix gave no verdict")
+            elif i < first_error:
+                ledger.infer(s, i, True)
+            else:
+                ledger.infer(s, i, False if i == first_error else after, after_reason)
     return ledger.outcome()

@@ -1,0 +1,52 @@
+"""Timeouts of the answer checker, watched per work unit.
+
+A timeout counts as a wrong answer (a completion whose answer takes the symbolic layer past its
+deadline is almost always garbage). Many of them mean something else: an overloaded machine or a
+sick checker, whose verdicts would write negative labels that are not. So a timed-out pair is
+checked once more at once, and a unit whose timeouts still pass `--max-timeout-share` of its
+checks (and number at least MIN_TIMEOUTS) is rejected with the reason rather than labelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+MIN_TIMEOUTS = 8  # a handful of timeouts in a small unit is pathological answers, not a sick checker
+
+
+@dataclass
+class TimeoutWatch:
+    checked: int = 0
+    timeouts: int = 0
+    retried: int = 0
+
+    def wrap(self, checker):
+        """`checker` with each timed-out pair retried once, counted here."""
+        return _Watched(checker, self)
+
+    def verdict(self, max_share: float) -> str | None:
+        """Why the unit must be rejected, or None when its timeouts are within bounds."""
+        if self.timeouts >= MIN_TIMEOUTS and self.timeouts > max_share * self.checked:
+            return (
+                f"the answer checker timed out on {self.timeouts} of {self.checked} answers, even after a retry "
+                f"(over --max-timeout-share {max_share}): the machine is overloaded or the checker is unhealthy"
+            )
+        return None
+
+
+class _Watched:
+    def __init__(self, checker, watch: TimeoutWatch):
+        self.checker = checker
+        self.watch = watch
+
+    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list:
+        verdicts = list(self.checker.check_many(pairs))
+        timed_out = [i for i, result in enumerate(verdicts) if result.verdict.value == "timeout"]
+        if timed_out:
+            self.watch.retried += len(timed_out)
+            for i, result in zip(timed_out, self.checker.check_many([pairs[i] for i in timed_out])):
+                verdicts[i] = result
+        self.watch.checked += len(pairs)
+        self.watch.timeouts += sum(result.verdict.value == "timeout" for result in verdicts)
+        return verdicts
