@@ -140,6 +140,7 @@ class WorkerPool:
         except RayError as error:
             self.last_start_error = _short(error)
             self.progress.log(f"a worker failed to start: {self.last_start_error}")
+            ray.kill(worker, no_restart=True)  # an actor whose __init__ failed keeps its name until killed
             return False
         self.in_flight[worker] = 0
         self.progress.log(f"worker ready on {where} ({len(self.in_flight)} ready)")
