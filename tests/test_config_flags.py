@@ -49,6 +49,7 @@ def test_label_flags_keep_their_spellings():
         "--steps-column", "--id-column", "--max-row-chars", "--trust-remote-code", "--ray-address", "--workers", "--gpus-per-worker",
         "--max-unit-retries", "--overwrite", "--json", "--quiet", "--verbose", "--checker-timeout", "--input", "--output", "--model",
         "--temperature", "--top-p", "--dtype", "--max-model-len", "--tensor-parallel-size", "--gpu-memory-utilization",
+        "--checker-processes",
     }  # fmt: skip
     assert spellings <= flags
 
@@ -80,8 +81,11 @@ def test_label_flags_map_onto_their_fields():
 
 
 def test_cluster_flags_build_the_cluster_settings():
-    args = parse_label("--output", "o", "--workers", "2", "--ray-address", "auto", "--gpus-per-worker", "1", "--max-unit-retries", "0")
-    expected = ClusterSettings(workers=2, address="auto", gpus_per_worker=1, max_unit_retries=0)
+    args = parse_label(
+        "--output", "o", "--workers", "2", "--ray-address", "auto", "--gpus-per-worker", "1", "--max-unit-retries", "0",
+        "--checker-processes", "4",
+    )  # fmt: skip
+    expected = ClusterSettings(workers=2, address="auto", gpus_per_worker=1, max_unit_retries=0, checker_processes=4)
     assert ClusterSettings(**flag_values(args, ClusterSettings)) == expected
     assert flag_values(parse_label("--output", "o"), ClusterSettings)["workers"] is None  # no --workers: this process
 

@@ -1,5 +1,6 @@
 """The Ray executor on a local Ray instance with test-double generators (no engine): retries,
-units that keep failing, and labels equal to the single-process run's."""
+units that keep failing, labels equal to the single-process run's, and the checker processes the
+workers on one machine start."""
 
 import os
 from functools import partial
@@ -42,6 +43,14 @@ class AlwaysFailsGenerator(ScriptedGenerator):
         if any(r.user_message.startswith(DOOMED) for r in requests):
             raise RuntimeError("engine exploded on this unit")
         return super().generate(requests, sampling)
+
+
+class RecordingChecker(AnswerChecker):
+    """An answer checker that leaves the size of its pool in `directory`, one file per worker process."""
+
+    def __init__(self, directory: str, **kwargs):
+        super().__init__(**kwargs)
+        Path(directory, str(os.getpid())).write_text(str(self.workers))
 
 
 class BrokenEngine:
@@ -110,10 +119,26 @@ def test_workers_that_cannot_start_stop_the_job(dataset, tmp_path):
         label(dataset, tmp_path / "out", on_ray(BrokenEngine))
 
 
+@pytest.mark.parametrize(("workers", "budget", "each"), [(3, None, 1), (2, 5, 2)])
+def test_the_checker_processes_of_the_workers_on_a_machine_stay_within_its_budget(dataset, tmp_path, capfd, workers, budget, each):
+    # The local Ray node has 2 CPUs: the default budget, and room for two workers only.
+    sizes = tmp_path / "checkers"
+    sizes.mkdir()
+    settings = ClusterSettings(workers=workers, checker_processes=budget)
+    executor = RayExecutor(settings, partial(ScriptedGenerator, PROBLEMS), partial(RecordingChecker, str(sizes), timeout_s=5))
+    assert label(dataset, tmp_path / "out", executor).units_run_now == 6
+    pools = [int(path.read_text()) for path in sizes.iterdir()]
+    assert pools and all(pool == each for pool in pools)
+    assert sum(pools) <= (budget or 2)
+    assert f"{each} checker process" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--ray-address", "auto"], "need --workers"),
+        (["--checker-processes", "2"], "need --workers"),
+        (["--workers", "2", "--checker-processes", "0"], "--checker-processes must be >= 1"),
         (["--workers", "0"], "--workers must be >= 1"),
         (["--workers", "2", "--max-unit-retries", "-1"], "retries"),
     ],

@@ -31,6 +31,7 @@ from labeler.records import RejectedRow
 from labeler.store.shard_store import REJECTED_DIR
 from labeler.labeling.tables import rejected_table
 from labeler.labeling.unit import UnitResult
+from workers.checker_share import CheckerShare
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
 WORKER_NAME_PREFIX = "prm-labeler-worker"
@@ -41,15 +42,18 @@ class NoWorkerError(RuntimeError):
 
 
 class RayExecutor:
-    def __init__(self, settings: ClusterSettings, generator_factory: Callable[[], Generator], checker_factory: Callable[[], object]):
+    def __init__(self, settings: ClusterSettings, generator_factory: Callable[[], Generator], checker_factory: Callable[..., object]):
+        """checker_factory(workers=N) builds a worker's answer checker with a pool of N processes."""
         self.settings = settings
         self.generator_factory = generator_factory
         self.checker_factory = checker_factory
 
     def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
         started_ray = connect(self.settings.address)
-        worker_args = (self.generator_factory, self.checker_factory, config, config_hash, self.settings.engine_log_level)
-        pool = WorkerPool(self._worker_options(config), worker_args, progress)
+        options = self._worker_options(config)
+        share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
+        worker_args = (self.generator_factory, self.checker_factory, share, config, config_hash, self.settings.engine_log_level)
+        pool = WorkerPool(options, worker_args, progress)
         try:
             progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
             for _ in range(self.settings.workers):
@@ -140,6 +144,7 @@ class WorkerPool:
         except RayError as error:
             self.last_start_error = _short(error)
             self.progress.log(f"a worker failed to start: {self.last_start_error}")
+            ray.kill(worker, no_restart=True)  # an actor whose __init__ failed keeps its name until killed
             return False
         self.in_flight[worker] = 0
         self.progress.log(f"worker ready on {where} ({len(self.in_flight)} ready)")

@@ -1,4 +1,5 @@
-"""A labeling worker: the Ray actor that owns one vLLM engine and one answer checker.
+"""A labeling worker: the Ray actor that owns one vLLM engine and one answer checker, whose pool
+has the worker's share of its machine's checker processes (workers/checker_share.py).
 
 It labels whole units (generate, then check, count and build the tables) and returns the
 UnitResult; only the driver writes output. The driver keeps two units in flight per worker and
@@ -17,6 +18,7 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
+from workers.checker_share import CheckerShare
 from workers.engine_logging import route_vllm_logs
 
 UNITS_IN_FLIGHT = 2  # one generating, one being checked
@@ -26,7 +28,8 @@ class LabelingWorker:
     def __init__(
         self,
         generator_factory: Callable[[], Generator],
-        checker_factory: Callable[[], object],
+        checker_factory: Callable[..., object],
+        checker_share: CheckerShare,
         config: LabelConfig,
         config_hash: str,
         engine_log_level: str = "ERROR",
@@ -40,12 +43,14 @@ class LabelingWorker:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         self.config, self.config_hash = config, config_hash
         self.generator = generator_factory()
-        self.checker = checker_factory()
+        self.checker_processes = checker_share.here()
+        self.checker = checker_factory(workers=self.checker_processes)
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 
     def where(self) -> str:
         """Where this worker runs (also tells the driver it has loaded its engine)."""
-        return f"{socket.gethostname()} pid {os.getpid()}"
+        processes = f"{self.checker_processes} checker process" + ("es" if self.checker_processes > 1 else "")
+        return f"{socket.gethostname()} pid {os.getpid()}, {processes}"
 
     def label(self, unit: WorkUnit) -> UnitResult:
         with self.engine_lock:

@@ -46,8 +46,8 @@ def run_label(args: argparse.Namespace) -> int:
 
     options = RunOptions(**flag_values(args, RunOptions))
     model_name = args.model or EMBEDDED_MODEL
-    if args.workers is None and (args.address or args.gpus_per_worker is not None):
-        return usage_error(COMMAND, "--ray-address and --gpus-per-worker need --workers")
+    if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
+        return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
     if args.gpus_per_worker:
         args.tensor_parallel_size = args.gpus_per_worker  # one engine spans its worker's GPUs
     try:

@@ -279,6 +279,13 @@ class ClusterSettings:
         default_text="--tensor-parallel-size where the cluster has GPUs, else 0",
     )
     max_unit_retries: int = setting(2, help="retries of a unit whose worker failed, then its rows go to rejected/", group=CLUSTER)
+    # How fast the answers are checked, not what the labels are: outside the config hash like all of these.
+    checker_processes: int | None = setting(
+        None,
+        help="answer-checker processes per machine, shared by the workers there (at least one each)",
+        group=CLUSTER,
+        default_text="the machine's CPU count in Ray",
+    )
     engine_log_level: str = setting("ERROR", cli=False, help="vLLM's log level in the workers (INFO with --verbose)")
 
     def __post_init__(self) -> None:
@@ -288,3 +295,5 @@ class ClusterSettings:
             raise ValueError("--max-unit-retries must be >= 0")
         if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
             raise ValueError("--gpus-per-worker must be >= 0")
+        if self.checker_processes is not None and self.checker_processes < 1:
+            raise ValueError("--checker-processes must be >= 1")
