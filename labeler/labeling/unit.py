@@ -91,7 +91,7 @@ def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker,
     stats = {
         "solutions": len(outcome.labelled),
         "steps": sum(len(item.steps) for item in outcome.labelled),
-        "rollouts": sum(step.n_rollouts for item in outcome.labelled for step in item.steps),
+        "rollouts": sum(step.n_sampled for item in outcome.labelled for step in item.steps),  # cut ones too
         "truncated_rollouts": sum(step.n_truncated for item in outcome.labelled for step in item.steps),
         # every token generated: the labels rows' generated_tokens plus rejected_tokens
         "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + rejected_tokens,
