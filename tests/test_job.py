@@ -128,6 +128,16 @@ def test_same_directory_with_other_settings_is_refused(dataset, tmp_path, checke
     assert read_labels(out)[0]["n_rollouts"] == [2, 2, 1]
 
 
+def test_config_mismatch_lists_only_the_settings_that_changed(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    # the manifest holds stop as [] and the config as (): equal values, not a change
+    with pytest.raises(ConfigMismatchError, match=r"\(changed: rollouts: 4 -> 2\)"):
+        run(config(dataset, out, rollouts=2), checker)
+    with pytest.raises(ConfigMismatchError, match=r"\(changed: stop: \[\] -> \[\"x\"\]\)"):
+        run(config(dataset, out, stop=("x",)), checker)
+
+
 def test_engine_settings_do_not_block_resume(dataset, tmp_path, checker):
     out = tmp_path / "out"
     run(config(dataset, out), checker)

@@ -20,6 +20,7 @@ from schemas.tables import SCHEMA_VERSION
 MANIFEST_NAME = "manifest.json"
 COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
+NOT_RECORDED = "(not recorded)"
 
 
 class ConfigMismatchError(RuntimeError):
@@ -151,10 +152,9 @@ def compact(output: str | Path | OutputLocation, document: dict) -> None:
 def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: str | Path) -> None:
     """Refuse to mix two jobs in one directory."""
     if existing["config_hash"] != config_hash:
-        old = existing["config"]
-        changed = sorted(key for key in set(old) | set(config) if key != "output" and old.get(key) != config.get(key))
+        changed = differences(existing["config"], config, skip=("output",))
         raise ConfigMismatchError(
-            f"{directory} holds a job with a different config (changed: {', '.join(changed) or 'unknown'}); "
+            f"{directory} holds a job with a different config (changed: {'; '.join(changed) or 'unknown'}); "
             "use the same settings to resume, another --output, or --overwrite to start over"
         )
     if existing["plan_hash"] != plan_hash:
@@ -162,3 +162,24 @@ def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: st
             f"{directory} holds a job planned from different input rows; "
             "use the same input to resume, another --output, or --overwrite to start over"
         )
+
+
+def differences(old: dict, new: dict, skip: tuple[str, ...] = ()) -> list[str]:
+    """`key: old -> new` for each key whose value differs, compared as JSON holds them (a tuple
+    equals the list it is saved as); nested dicts by their keys (`versions.torch: ...`)."""
+    old, new = json.loads(json.dumps(old)), json.loads(json.dumps(new))
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key, NOT_RECORDED), new.get(key, NOT_RECORDED)
+        if key in skip or before == after:
+            continue
+        present = [value for value in (before, after) if value != NOT_RECORDED]
+        if all(isinstance(value, dict) for value in present):
+            lines += [f"{key}.{line}" for line in differences(old.get(key, {}), new.get(key, {}))]
+        else:
+            lines.append(f"{key}: {_show(before)} -> {_show(after)}")
+    return lines
+
+
+def _show(value) -> str:
+    return value if value == NOT_RECORDED else json.dumps(value)
