@@ -155,6 +155,15 @@ def test_changed_input_is_refused(dataset, tmp_path, checker):
         run(config(changed, out), checker)
 
 
+def test_changed_input_file_is_refused_even_when_its_rows_plan_alike(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    with open(dataset, "a") as handle:
+        handle.write("{another bad line\n")  # one more rejected row: the same planned units, another input
+    with pytest.raises(ConfigMismatchError, match=f"different input: {dataset} has changed since the job started"):
+        run(config(dataset, out), checker)
+
+
 def test_problem_only_rows_get_sampled_solutions(tmp_path, checker):
     rows = [{"problem": problem, "answer": answer} for problem, answer in list(PROBLEMS.items())[:3]]
     dataset = write_jsonl(tmp_path / "problems.jsonl", rows)

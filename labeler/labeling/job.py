@@ -133,13 +133,14 @@ def run_job(
     store = ShardStore(config.output)
     plan = plan_job(config)
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
+    fingerprint = input_fingerprint(input_path(config.input))
 
     existing = store.load() if store.exists() else None
     if existing is not None and overwrite:
         store.wipe()
         existing = None
     if existing is not None:
-        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, config.output)
+        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
     else:
         manifest = new_manifest(
@@ -150,7 +151,7 @@ def run_job(
             model=model_info,
             input_info={
                 "spec": config.input,
-                "fingerprint": input_fingerprint(input_path(config.input)),
+                "fingerprint": fingerprint,
                 "preset": plan.preset,
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),

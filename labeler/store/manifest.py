@@ -149,13 +149,22 @@ def compact(output: str | Path | OutputLocation, document: dict) -> None:
             location.delete(f"{COMMITS_DIR}/{name}")
 
 
-def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: str | Path) -> None:
-    """Refuse to mix two jobs in one directory."""
+def check_same_job(
+    existing: dict, config: dict, config_hash: str, plan_hash: str, input_fingerprint: str, directory: str | Path
+) -> None:
+    """Refuse to mix two jobs in one directory: other settings, another version of the input file, other rows."""
     if existing["config_hash"] != config_hash:
         changed = differences(existing["config"], config, skip=("output",))
         raise ConfigMismatchError(
             f"{directory} holds a job with a different config (changed: {'; '.join(changed) or 'unknown'}); "
             "use the same settings to resume, another --output, or --overwrite to start over"
+        )
+    recorded = existing["input"].get("fingerprint")
+    if recorded is not None and recorded != input_fingerprint:
+        raise ConfigMismatchError(
+            f"{directory} holds a job on different input: {existing['input'].get('spec')} has changed since the job started "
+            f"(fingerprint {recorded}, now {input_fingerprint}); "
+            "use the same input to resume, another --output, or --overwrite to start over"
         )
     if existing["plan_hash"] != plan_hash:
         raise ConfigMismatchError(
