@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from labeler.labeling.config import LabelConfig
+from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
@@ -41,13 +42,14 @@ class LabelingWorker:
         self.config, self.config_hash = config, config_hash
         self.generator = generator_factory()
         self.checker = checker_factory()
+        self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 
-    def where(self) -> str:
-        """Where this worker runs (also tells the driver it has loaded its engine)."""
-        return f"{socket.gethostname()} pid {os.getpid()}"
+    def where(self) -> tuple[str, dict]:
+        """Where this worker runs and its engine record (also tells the driver it has loaded its engine)."""
+        return f"{socket.gethostname()} pid {os.getpid()}", self.engine
 
     def label(self, unit: WorkUnit) -> UnitResult:
         with self.engine_lock:
             generated = generate_unit(unit, self.config, self.generator, self.checker)
-        return finish_unit(generated, self.config, self.checker, self.config_hash)
+        return finish_unit(generated, self.config, self.checker, self.config_hash, self.engine)

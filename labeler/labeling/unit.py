@@ -40,6 +40,7 @@ class UnitResult:
     shard_name: str
     tables: dict[str, pa.Table]
     stats: dict
+    engine: dict | None = None  # the engine record of what labelled it (labeling/engine_record.py); None: no engine ran
 
 
 def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
@@ -63,7 +64,7 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
     return GeneratedUnit(unit, pending, rejected, sampling_tokens, started)
 
 
-def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str) -> UnitResult:
+def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str, engine: dict | None = None) -> UnitResult:
     unit, rejected = generated.unit, list(generated.rejected)
     outcome = generated.pending.finish(checker)
     for solution, reason in outcome.failed:
@@ -88,4 +89,4 @@ def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
         "seconds": round(time.monotonic() - generated.started, 3),
     }
-    return UnitResult(unit.unit_id, unit.shard_name, tables, stats)
+    return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)

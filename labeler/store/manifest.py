@@ -1,5 +1,10 @@
 """The job's record: manifest.json (config, planned units, totals) and one commit record per committed unit.
 
+What labelled the units besides the config (engine, model revision, checker, library versions:
+labeler/labeling/engine_record.py) is kept as engine records: `engine_records` maps an id to each
+record units were labelled with, `engine_record` is the id of the job's own (its first units'),
+and every committed unit names its record's id, so a job resumed on another engine can be told apart.
+
 A unit is committed when its record `commits/<unit_id>.json` exists and parses; the record is written
 after the unit's shards, so a crash in between leaves an uncommitted unit, never a half-committed one.
 Records are folded into manifest.json from time to time ("compaction": rewrite the manifest, then
@@ -13,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from labeler.ids import stable_id
 from labeler.store.location import OutputLocation
 from schemas.manifest import MANIFEST_VERSION, UNIT_COMMITTED, UNIT_PENDING, validate_manifest
 from schemas.tables import SCHEMA_VERSION
@@ -20,11 +26,16 @@ from schemas.tables import SCHEMA_VERSION
 MANIFEST_NAME = "manifest.json"
 COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
+OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
 NOT_RECORDED = "(not recorded)"
 
 
 class ConfigMismatchError(RuntimeError):
     """The output directory holds a job with other settings or other input."""
+
+
+class EngineChangeError(ConfigMismatchError):
+    """The output directory holds units labelled by another engine, checker or library versions."""
 
 
 def now_iso() -> str:
@@ -45,6 +56,8 @@ def new_manifest(
         "versions": versions,
         "model": model,
         "input": input_info,
+        "engine_record": None,  # set when the first engine starts (labeler/store/shard_store.py: use_engine)
+        "engine_records": {},
         "units": [{**unit, "state": UNIT_PENDING} for unit in units],
         "totals": {},
     }
@@ -111,7 +124,8 @@ def fold_commit_records(document: dict, records: list[dict]) -> None:
     for record in records:
         unit = units.get(record["unit_id"])
         if unit is not None:
-            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in RECORD_KEYS if key != "unit_id"})
+            keys = [key for key in (*RECORD_KEYS, *OPTIONAL_RECORD_KEYS) if key != "unit_id" and key in record]
+            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in keys})
     refresh_totals(document)
 
 
@@ -171,6 +185,22 @@ def check_same_job(
             f"{directory} holds a job planned from different input rows; "
             "use the same input to resume, another --output, or --overwrite to start over"
         )
+
+
+def check_same_engine(existing: dict, record: dict, directory: str | Path) -> None:
+    """EngineChangeError, one line per difference, when `record` is not the job's engine record."""
+    reference = existing.get("engine_records", {}).get(existing.get("engine_record"), {})
+    changed = differences(reference, record)
+    if changed:
+        raise EngineChangeError(
+            f"{directory} holds units labelled by another engine, model revision, checker or library versions, and resuming "
+            "would mix labels of both; resume with the same ones, or with --allow-engine-change (each unit records what "
+            "labelled it), or use another --output, or --overwrite to start over. Changed:\n  " + "\n  ".join(changed)
+        )
+
+
+def engine_record_id(record: dict) -> str:
+    return stable_id(json.dumps(record, sort_keys=True))
 
 
 def differences(old: dict, new: dict, skip: tuple[str, ...] = ()) -> list[str]:
