@@ -107,7 +107,8 @@ class VLLMGenerator:
         length change samples and which prompts fit, the revision which weights sampled them."""
         from workers.model_source import model_revision
 
-        return {"model": self.model_name, "model_revision": model_revision(self.model_path), "dtype": self.dtype, "max_model_len": self.max_model_len}
+        revision = model_revision(self.model_path)
+        return {"model": self.model_name, "model_revision": revision, "dtype": self.dtype, "max_model_len": self.max_model_len}
 
     # -- prompts -------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:

@@ -25,7 +25,7 @@ def engine_record(generator, checker) -> dict:
     recorded by its class name, which still tells a resumed job that something else labelled it.
     """
     describe = getattr(generator, "describe", None)
-    record = describe() if describe is not None else {"generator": type(generator).__qualname__}
+    record = dict(describe()) if describe is not None else {"generator": type(generator).__qualname__}
     describe = getattr(checker, "describe", None)
     record.update(describe() if describe is not None else {"checker": type(checker).__qualname__})
     record["versions"] = library_versions()

@@ -64,7 +64,9 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
     return GeneratedUnit(unit, pending, rejected, sampling_tokens, started)
 
 
-def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str, engine: dict | None = None) -> UnitResult:
+def finish_unit(
+    generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str, engine: dict | None = None
+) -> UnitResult:
     unit, rejected = generated.unit, list(generated.rejected)
     outcome = generated.pending.finish(checker)
     for solution, reason in outcome.failed:

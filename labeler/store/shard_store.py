@@ -126,7 +126,9 @@ class ShardStore:
         save_manifest(self.location, manifest)  # before any commit record names it
         return record_id
 
-    def commit_unit(self, unit_id: str, shard_name: str, tables: dict[str, pa.Table], stats: dict, engine_record: str | None = None) -> bool:
+    def commit_unit(
+        self, unit_id: str, shard_name: str, tables: dict[str, pa.Table], stats: dict, engine_record: str | None = None
+    ) -> bool:
         """Write the unit's shards (labels, and optionally rollouts and rejected), then commit it,
         naming the engine record it was labelled with (`use_engine`; None when no engine labelled it).
 
