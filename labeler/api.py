@@ -103,12 +103,21 @@ class Labeler:
         )
 
     # -- on disk -------------------------------------------------------------
-    def run_job(self, input: str, output: str, *, overwrite: bool = False) -> JobSummary:
-        """`labeler label --input INPUT --output OUTPUT` with this object's settings: resumable, exactly once."""
+    def run_job(self, input: str, output: str, *, overwrite: bool = False, allow_engine_change: bool = False) -> JobSummary:
+        """`labeler label --input INPUT --output OUTPUT` with this object's settings: resumable, exactly once.
+        allow_engine_change: resume although the engine, model revision, checker or library versions
+        differ from those of the committed units (`--allow-engine-change`)."""
         from workers.model_source import describe_model
 
         config = dataclasses.replace(self.config, input=input, output=output)
-        return run_job(config, executor=self._executor(), model_info=describe_model(self.model), overwrite=overwrite, progress_enabled=self.progress)
+        return run_job(
+            config,
+            executor=self._executor(),
+            model_info=describe_model(self.model),
+            overwrite=overwrite,
+            progress_enabled=self.progress,
+            allow_engine_change=allow_engine_change,
+        )
 
     # -- lifetime ------------------------------------------------------------
     def _executor(self):

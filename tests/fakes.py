@@ -20,6 +20,11 @@ LONG_MARKER = "HUGE"  # a prefix with this text does not fit the model's context
 
 class ScriptedGenerator:
     model_name = "scripted-test-double"
+    dtype, max_model_len = "float32", 2048  # what a real engine would have resolved; tests change them
+
+    def describe(self) -> dict:
+        """Like VLLMGenerator.describe: the engine as it resolved its settings."""
+        return {"model": self.model_name, "model_revision": "scripted", "dtype": self.dtype, "max_model_len": self.max_model_len}
 
     def __init__(self, answers: dict[str, str], fail_when: str | None = None, sampled_solution: str | None = None, miss_every: int | None = 3):
         self.answers = answers  # problem text -> reference answer

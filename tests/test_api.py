@@ -59,6 +59,22 @@ def test_no_rows_give_an_empty_table_with_the_schema():
     assert labels.num_rows == 0 and labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
 
 
+def test_run_job_refuses_another_engine_unless_allowed(tmp_path):
+    from labeler.store.manifest import EngineChangeError
+    from tests.fakes import Crash, CrashingGenerator
+
+    data, out = str(write_jsonl(tmp_path / "in.jsonl", rows())), str(tmp_path / "job")
+    with Labeler(model="scripted", generator=CrashingGenerator(PROBLEMS, crash_on_call=2), shard_size=2) as labeler:
+        with pytest.raises(Crash):
+            labeler.run_job(input=data, output=out)
+    other = ScriptedGenerator(PROBLEMS)
+    other.dtype = "bfloat16"
+    with Labeler(model="scripted", generator=other, shard_size=2) as labeler:
+        with pytest.raises(EngineChangeError, match='dtype: "float32" -> "bfloat16"'):
+            labeler.run_job(input=data, output=out)
+        assert labeler.run_job(input=data, output=out, allow_engine_change=True).units_run_now == 3
+
+
 def readme_example() -> str:
     text = README.read_text()
     section = text[text.index("## Python API") :]

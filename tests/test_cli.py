@@ -82,3 +82,26 @@ def test_status_reports_a_finished_job(tmp_path, capsys):
     assert main(["status", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
     assert "3/3 committed" in text and "5/5 input rows" in text
+
+
+def test_label_refuses_a_resume_on_another_checker_timeout_unless_allowed(tmp_path, monkeypatch, capsys):
+    import workers.vllm_generator
+    from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
+
+    answers = {f"What is {i}+{i}?": str(2 * i) for i in range(6)}
+    data = write_jsonl(tmp_path / "in.jsonl", [{"problem": p, "answer": a, "steps": ["a.", "b."]} for p, a in answers.items()])
+    out = tmp_path / "out"
+    args = ["label", "--input", str(data), "--output", str(out), "--model", "scripted", "--rollouts", "2", "--shard-size", "2", "--quiet"]
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: CrashingGenerator(answers, crash_on_call=3))
+    with pytest.raises(Crash):
+        main(args)
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: ScriptedGenerator(answers))
+    capsys.readouterr()
+    assert main([*args, "--checker-timeout", "2"]) == 2
+    error = capsys.readouterr().err.splitlines()
+    assert error[0].startswith("labeler label: error:") and "--allow-engine-change" in error[0]
+    assert error[1:] == ["  checker_timeout: 5.0 -> 2.0"]
+    assert main([*args, "--checker-timeout", "2", "--allow-engine-change"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    timeouts = [manifest["engine_records"][unit["engine_record"]]["checker_timeout"] for unit in manifest["units"]]
+    assert timeouts == [5.0, 5.0, 2.0]

@@ -10,7 +10,7 @@ from labeler.checking.checker import AnswerChecker
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import run_job
 from workers.local_executor import LocalExecutor
-from labeler.store.manifest import ConfigMismatchError
+from labeler.store.manifest import ConfigMismatchError, EngineChangeError
 from tests.conftest import write_jsonl
 from tests.fakes import WRONG_MARKER, Crash, CrashingGenerator, ScriptedGenerator
 
@@ -128,11 +128,24 @@ def test_same_directory_with_other_settings_is_refused(dataset, tmp_path, checke
     assert read_labels(out)[0]["n_rollouts"] == [2, 2, 1]
 
 
-def test_engine_settings_do_not_block_resume(dataset, tmp_path, checker):
+def test_config_mismatch_lists_only_the_settings_that_changed(dataset, tmp_path, checker):
     out = tmp_path / "out"
     run(config(dataset, out), checker)
+    # the manifest holds stop as [] and the config as (): equal values, not a change
+    with pytest.raises(ConfigMismatchError, match=r"\(changed: rollouts: 4 -> 2\)"):
+        run(config(dataset, out, rollouts=2), checker)
+    with pytest.raises(ConfigMismatchError, match=r"\(changed: stop: \[\] -> \[\"x\"\]\)"):
+        run(config(dataset, out, stop=("x",)), checker)
+
+
+def test_engine_settings_do_not_block_resume(dataset, tmp_path, checker):
+    """Requested engine settings may change as long as the engine resolves them alike (the test
+    double's engine is float32 with a 2048-token context whatever is asked)."""
+    out = tmp_path / "out"
+    with pytest.raises(Crash):
+        run(config(dataset, out), checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
     summary = run(config(dataset, out, dtype="float32", max_model_len=512), checker)
-    assert summary.units_run_now == 0
+    assert summary.units_run_now == 2
 
 
 def test_changed_input_is_refused(dataset, tmp_path, checker):
@@ -143,6 +156,104 @@ def test_changed_input_is_refused(dataset, tmp_path, checker):
     changed = write_jsonl(dataset, rows)
     with pytest.raises(ConfigMismatchError, match="different input"):
         run(config(changed, out), checker)
+
+
+def test_changed_input_file_is_refused_even_when_its_rows_plan_alike(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    with open(dataset, "a") as handle:
+        handle.write("{another bad line\n")  # one more rejected row: the same planned units, another input
+    with pytest.raises(ConfigMismatchError, match=f"different input: {dataset} has changed since the job started"):
+        run(config(dataset, out), checker)
+
+
+def manifest_of(output: Path) -> dict:
+    return json.loads((output / "manifest.json").read_text())
+
+
+def half_done(dataset: Path, out: Path, checker, **overrides) -> LabelConfig:
+    """A job killed after two of its four units committed."""
+    cfg = config(dataset, out, **overrides)
+    with pytest.raises(Crash):
+        run(cfg, checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
+    assert manifest_of(out)["totals"]["units_committed"] == 2
+    return cfg
+
+
+def engine(dtype="float32", max_model_len=2048, **kwargs) -> ScriptedGenerator:
+    generator = ScriptedGenerator(PROBLEMS, **kwargs)
+    generator.dtype, generator.max_model_len = dtype, max_model_len
+    return generator
+
+
+def test_manifest_and_every_unit_record_what_labelled_them(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(dataset, out), checker)
+    manifest = manifest_of(out)
+    record = manifest["engine_records"][manifest["engine_record"]]
+    assert record["model"] == "scripted-test-double" and record["model_revision"] == "scripted"
+    assert (record["dtype"], record["max_model_len"]) == ("float32", 2048)
+    assert (record["checker_version"], record["checker_timeout"]) == (1, 5.0)
+    assert {"prm-labeler", "torch", "transformers", "math-verify", "sympy"} <= set(record["versions"])
+    assert {unit["engine_record"] for unit in manifest["units"]} == {manifest["engine_record"]}
+
+
+def test_resume_on_an_engine_that_resolves_otherwise_is_refused_one_line_per_difference(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    generator = engine(dtype="bfloat16", max_model_len=1024)
+    with pytest.raises(EngineChangeError) as refused:
+        run(cfg, checker, generator)
+    assert str(refused.value).splitlines()[1:] == ['  dtype: "float32" -> "bfloat16"', "  max_model_len: 2048 -> 1024"]
+    assert generator.calls == []  # refused when the engine started, before it labelled anything
+    assert isinstance(refused.value, ConfigMismatchError)  # the CLI's exit code 2
+    assert manifest_of(out)["totals"]["units_committed"] == 2
+
+
+def test_resume_with_another_checker_timeout_is_refused(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    with AnswerChecker(timeout_s=2) as other, pytest.raises(EngineChangeError, match=r"\n  checker_timeout: 5.0 -> 2.0$"):
+        run(cfg, other)
+
+
+def test_allowed_engine_change_is_recorded_per_unit(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    first = manifest_of(out)["engine_record"]
+    summary = run(cfg, checker, engine(dtype="bfloat16"), allow_engine_change=True)
+    assert summary.units_run_now == 2
+    manifest = manifest_of(out)
+    assert manifest["engine_record"] == first  # the job's record stays that of its first units
+    records = manifest["engine_records"]
+    by_unit = [records[unit["engine_record"]]["dtype"] for unit in manifest["units"]]
+    assert by_unit == ["float32", "float32", "bfloat16", "bfloat16"]
+
+
+def test_a_new_engine_before_any_commit_becomes_the_jobs(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    with pytest.raises(Crash):
+        run(config(dataset, out), checker, CrashingGenerator(PROBLEMS, crash_on_call=1))
+    assert manifest_of(out)["engine_records"]  # recorded when the engine started
+    run(config(dataset, out), checker, engine(dtype="bfloat16"))
+    manifest = manifest_of(out)
+    assert [record["dtype"] for record in manifest["engine_records"].values()] == ["bfloat16"]
+
+
+def test_a_job_from_before_engine_records_resumes_only_when_allowed(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    manifest = manifest_of(out)
+    for key in ("engine_record", "engine_records"):
+        del manifest[key]
+    for unit in manifest["units"]:
+        unit.pop("engine_record", None)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    for record in (out / "commits").iterdir():
+        record.unlink()  # already folded into the manifest by the crash run's compaction
+    with pytest.raises(EngineChangeError, match=r'\n  dtype: \(not recorded\) -> "float32"\n'):
+        run(cfg, checker)
+    assert run(cfg, checker, allow_engine_change=True).units_run_now == 2
 
 
 def test_problem_only_rows_get_sampled_solutions(tmp_path, checker):

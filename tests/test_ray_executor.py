@@ -2,6 +2,7 @@
 units that keep failing, labels equal to the single-process run's, and the checker processes the
 workers on one machine start."""
 
+import json
 import os
 from functools import partial
 from pathlib import Path
@@ -15,7 +16,8 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import run_job
 from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
-from tests.fakes import ScriptedGenerator
+from labeler.store.manifest import EngineChangeError
+from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
 
 ray = pytest.importorskip("ray")
@@ -53,6 +55,15 @@ class RecordingChecker(AnswerChecker):
         Path(directory, str(os.getpid())).write_text(str(self.workers))
 
 
+class WorkerEngine(ScriptedGenerator):
+    """A bfloat16 engine that names the process it was built in."""
+
+    dtype = "bfloat16"
+
+    def describe(self) -> dict:
+        return {**super().describe(), "pid": os.getpid()}
+
+
 class BrokenEngine:
     def __init__(self):
         raise OSError("no such model: /nowhere")
@@ -81,9 +92,9 @@ def label(dataset: Path, out: Path, executor=None):
         return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
 
 
-def on_ray(generator_factory, max_unit_retries=2) -> RayExecutor:
+def on_ray(generator_factory, max_unit_retries=2, workers=2) -> RayExecutor:
     return RayExecutor(
-        ClusterSettings(workers=2, max_unit_retries=max_unit_retries), generator_factory, partial(AnswerChecker, timeout_s=5)
+        ClusterSettings(workers=workers, max_unit_retries=max_unit_retries), generator_factory, partial(AnswerChecker, timeout_s=5)
     )
 
 
@@ -112,6 +123,21 @@ def test_a_unit_that_keeps_failing_is_rejected_and_the_job_finishes(dataset, tmp
     assert summary.rejected_rows == 2 and summary.units_total == 6
     rerun = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS)))
     assert rerun.units_run_now == 0  # a rejected unit is committed: a rerun does not try it again
+
+
+def test_engine_records_come_from_the_workers_and_are_checked_before_they_label(dataset, tmp_path):
+    label(dataset, tmp_path / "ray", on_ray(partial(WorkerEngine, PROBLEMS), workers=1))
+    manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    record = manifest["engine_records"][manifest["engine_record"]]
+    assert record["pid"] != os.getpid() and record["dtype"] == "bfloat16"  # built in the worker, not the driver
+    assert {unit["engine_record"] for unit in manifest["units"]} == {manifest["engine_record"]}
+
+    out = tmp_path / "resumed"
+    with AnswerChecker(timeout_s=5) as checker, pytest.raises(Crash):
+        label(dataset, out, LocalExecutor(partial(CrashingGenerator, PROBLEMS, crash_on_call=3), checker))
+    with pytest.raises(EngineChangeError, match='dtype: "float32" -> "bfloat16"'):
+        label(dataset, out, on_ray(partial(WorkerEngine, PROBLEMS), workers=1))
+    assert json.loads((out / "manifest.json").read_text())["totals"]["units_committed"] == 2
 
 
 def test_workers_that_cannot_start_stop_the_job(dataset, tmp_path):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from labeler.labeling.config import LabelConfig
+from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.rollouts import Checker
@@ -24,10 +25,20 @@ class LocalExecutor:
         self.checker = checker
         self.model_name = model_name
 
-    def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
+    def run(
+        self,
+        units: Sequence[WorkUnit],
+        config: LabelConfig,
+        config_hash: str,
+        progress: ProgressReporter,
+        check_engine: Callable[[dict], object] | None = None,
+    ) -> Iterator[UnitResult]:
         """Yield each unit's result in unit order. A failure in either half stops the job; a rerun resumes."""
         progress.log(f"loading model {self.model_name or config.model}")
         generator = self.generator_factory()
+        engine = engine_record(generator, self.checker)
+        if check_engine is not None:
+            check_engine(engine)  # before any unit: a refused engine wastes no labeling
         progress.log("model ready")
         progress.start_clock()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
@@ -41,6 +52,6 @@ class LocalExecutor:
                     raise
                 if in_flight is not None:
                     yield in_flight.result()
-                in_flight = finisher.submit(finish_unit, generated, config, self.checker, config_hash)
+                in_flight = finisher.submit(finish_unit, generated, config, self.checker, config_hash, engine)
             if in_flight is not None:
                 yield in_flight.result()

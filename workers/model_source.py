@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,3 +38,28 @@ def resolve_model(model: str | None) -> ModelSource:
 
         return ModelSource(name=EMBEDDED_MODEL, path=str(ensure_embedded_model()))
     return ModelSource(name=model, path=model)
+
+
+def model_revision(path: str) -> str:
+    """Which weights `path` (what vLLM loaded) holds, cheaply, for a job's engine record.
+
+    A local folder: a hash of its JSON files (config, tokenizer, chat template, generation config)
+    and of the names and sizes of the others (the weights: hashing gigabytes on every start would
+    cost more than it tells). A hub id: the commit of the snapshot in the local hub cache, which is
+    what vLLM loaded; "hub:unknown" when the cache cannot tell (then a changed revision goes unseen).
+    """
+    folder = Path(path)
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for file in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
+            digest.update(f"{file.name}\x1f{file.stat().st_size}\x1f".encode())
+            if file.suffix == ".json":
+                digest.update(file.read_bytes())
+        return f"folder:{digest.hexdigest()[:16]}"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(path, "config.json")
+    except Exception:  # an id the hub library refuses, a cache it cannot read: not worth failing a job
+        cached = None
+    return f"hub:{Path(cached).parent.name}" if isinstance(cached, str) else "hub:unknown"

@@ -48,7 +48,14 @@ class RayExecutor:
         self.generator_factory = generator_factory
         self.checker_factory = checker_factory
 
-    def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
+    def run(
+        self,
+        units: Sequence[WorkUnit],
+        config: LabelConfig,
+        config_hash: str,
+        progress: ProgressReporter,
+        check_engine: Callable[[dict], object] | None = None,
+    ) -> Iterator[UnitResult]:
         started_ray = connect(self.settings.address)
         options = self._worker_options(config)
         share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
@@ -58,7 +65,7 @@ class RayExecutor:
             progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
             for _ in range(self.settings.workers):
                 pool.start_worker()
-            yield from self._label_all(units, pool, progress)
+            yield from self._label_all(units, pool, progress, check_engine or (lambda engine: None))
         finally:
             pool.shutdown()
             if started_ray:
@@ -71,7 +78,7 @@ class RayExecutor:
         # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
         return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
 
-    def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter) -> Iterator[UnitResult]:
+    def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter, check_engine) -> Iterator[UnitResult]:
         queue = deque(units)
         failures: Counter[str] = Counter()
         running: dict = {}  # ObjectRef of a label call -> (unit, worker)
@@ -85,9 +92,12 @@ class RayExecutor:
                 raise NoWorkerError(f"no worker could start; last error: {pool.last_start_error}")
             [ref], _ = ray.wait([*pool.starting, *running], num_returns=1)
             if ref in pool.starting:
-                if pool.worker_started(ref) and not clock_started:
-                    progress.start_clock()
-                    clock_started = True
+                engine = pool.worker_started(ref)
+                if engine is not None:
+                    check_engine(engine)  # every worker's, replacements too: each may run on another node
+                    if not clock_started:
+                        progress.start_clock()
+                        clock_started = True
                 continue
             unit, worker = running.pop(ref)
             pool.release(worker)
@@ -136,19 +146,20 @@ class WorkerPool:
         worker = self.worker_class.options(name=f"{WORKER_NAME_PREFIX}-{self.started}", **self.worker_options).remote(*self.worker_args)
         self.starting[worker.where.remote()] = worker
 
-    def worker_started(self, ref) -> bool:
-        """Settle a worker's start; False if it failed (it is not replaced: starting again would fail alike)."""
+    def worker_started(self, ref) -> dict | None:
+        """Settle a worker's start: its engine record, or None if it failed (it is not replaced:
+        starting again would fail alike)."""
         worker = self.starting.pop(ref)
         try:
-            where = ray.get(ref)
+            where, engine = ray.get(ref)
         except RayError as error:
             self.last_start_error = _short(error)
             self.progress.log(f"a worker failed to start: {self.last_start_error}")
             ray.kill(worker, no_restart=True)  # an actor whose __init__ failed keeps its name until killed
-            return False
+            return None
         self.in_flight[worker] = 0
         self.progress.log(f"worker ready on {where} ({len(self.in_flight)} ready)")
-        return True
+        return engine
 
     def free_slots(self) -> list:
         """A ready worker once per unit it can take now, round-robin so that units spread over workers first."""

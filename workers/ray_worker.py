@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from labeler.labeling.config import LabelConfig
+from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
@@ -45,14 +46,15 @@ class LabelingWorker:
         self.generator = generator_factory()
         self.checker_processes = checker_share.here()
         self.checker = checker_factory(workers=self.checker_processes)
+        self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 
-    def where(self) -> str:
-        """Where this worker runs (also tells the driver it has loaded its engine)."""
+    def where(self) -> tuple[str, dict]:
+        """Where this worker runs and its engine record (also tells the driver it has loaded its engine)."""
         processes = f"{self.checker_processes} checker process" + ("es" if self.checker_processes > 1 else "")
-        return f"{socket.gethostname()} pid {os.getpid()}, {processes}"
+        return f"{socket.gethostname()} pid {os.getpid()}, {processes}", self.engine
 
     def label(self, unit: WorkUnit) -> UnitResult:
         with self.engine_lock:
             generated = generate_unit(unit, self.config, self.generator, self.checker)
-        return finish_unit(generated, self.config, self.checker, self.config_hash)
+        return finish_unit(generated, self.config, self.checker, self.config_hash, self.engine)

@@ -64,6 +64,7 @@ class VLLMGenerator:
         from vllm.platforms import current_platform
 
         self.model_name = model_name or model
+        self.model_path = model
         kwargs: dict = {}
         on_cpu = current_platform.is_cpu()
         if on_cpu:
@@ -96,7 +97,18 @@ class VLLMGenerator:
             **kwargs,
         )
         self.tokenizer = self.llm.get_tokenizer()
-        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        model_config = self.llm.llm_engine.model_config
+        self.max_model_len = model_config.max_model_len
+        # on a GPU "auto" is resolved by vLLM (from the checkpoint): record what it chose
+        self.dtype = str(getattr(model_config, "dtype", self.dtype)).removeprefix("torch.")
+
+    def describe(self) -> dict:
+        """The engine as it resolved its settings, for the job's engine record: the dtype and context
+        length change samples and which prompts fit, the revision which weights sampled them."""
+        from workers.model_source import model_revision
+
+        revision = model_revision(self.model_path)
+        return {"model": self.model_name, "model_revision": revision, "dtype": self.dtype, "max_model_len": self.max_model_len}
 
     # -- prompts -------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:

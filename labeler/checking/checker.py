@@ -30,6 +30,11 @@ from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Verdict
 
 logger = logging.getLogger(__name__)
 
+# The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
+# change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
+# resumed on a changed checker is told that its old and new units were checked differently.
+CHECKER_VERSION = 1
+
 
 def _default_workers() -> int:
     try:
@@ -81,6 +86,10 @@ class AnswerChecker:
         self._cache = _VerdictCache(self.CACHE_SIZE)
 
     # -- public API ---------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        """What decides this checker's verdicts (its version and settings), for a job's engine record."""
+        return {"checker_version": CHECKER_VERSION, "checker_timeout": self.timeout_s, "checker_last_number": self.last_number}
 
     def check(self, prediction: str, reference: str) -> CheckResult:
         return self.check_many([(prediction, reference)])[0]

@@ -23,6 +23,12 @@ class RunOptions:
 
     overwrite: bool = setting(False, help="delete a previous job in --output and start over", group=INPUT_OUTPUT)
     checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
+    allow_engine_change: bool = setting(
+        False,
+        help="resume a job although its engine (resolved dtype, context length), model revision, answer checker "
+        "(version, timeout) or library versions differ from those of its committed units; each unit records what labelled it",
+        group=INPUT_OUTPUT,
+    )
     json: bool = setting(False, help="print the result as JSON, for machines")
     quiet: bool = setting(False, help="no progress lines on stderr")
     verbose: bool = setting(

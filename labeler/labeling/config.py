@@ -177,7 +177,9 @@ class LabelConfig:
     ci_width: float = setting(0.5, help="adaptive: stop a prefix once its 95% Wilson interval is narrower", group=ROLLOUTS)
     write_rollouts: bool = setting(True, flag="--no-rollouts", help="do not write the rollouts/ table", group=INPUT_OUTPUT)
     trust_remote_code: bool = setting(False, help="allow model/dataset repositories to run their own code", group=ENGINE)
-    # Engine settings: they change speed and memory, not (for a given model and seed) the labels.
+    # Engine settings, outside the config hash. dtype and max_model_len can change samples, but what
+    # matters is what the engine resolves them to (auto is another dtype on another machine): that
+    # is in the job's engine record (labeling/engine_record.py), compared on resume instead.
     dtype: str = setting(
         "auto",
         help="weight dtype passed to vLLM; auto: vLLM's choice from the checkpoint on a GPU, "
@@ -253,7 +255,8 @@ class LabelConfig:
         return stable_id(json.dumps(self.output_settings(), sort_keys=True))
 
 
-# The output location and the engine settings: a resumed job may change them.
+# The output location and the engine settings: a resumed job may change them (the dtype and context
+# length as long as the engine resolves them as before: labeler/store/manifest.py, check_same_engine).
 LabelConfig.ENGINE_ONLY = names_with(LabelConfig, "may_change_on_resume")
 
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from labeler import __version__
 from labeler.labeling.config import LabelConfig
@@ -46,8 +46,19 @@ class JobPlan:
 class UnitExecutor(Protocol):
     """Labels work units: in this process (workers/local_executor.py) or on a Ray cluster (workers/ray_executor.py)."""
 
-    def run(self, units: Sequence[WorkUnit], config: LabelConfig, config_hash: str, progress: ProgressReporter) -> Iterator[UnitResult]:
-        """Yield the result of every unit, in any order, as each is ready; the job commits them."""
+    def run(
+        self,
+        units: Sequence[WorkUnit],
+        config: LabelConfig,
+        config_hash: str,
+        progress: ProgressReporter,
+        check_engine: Callable[[dict], object] | None = None,
+    ) -> Iterator[UnitResult]:
+        """Yield the result of every unit, in any order, as each is ready; the job commits them.
+
+        Each result carries the engine record of what labelled it; `check_engine` is called with
+        the record of every engine as it starts, before it labels anything, and may raise to stop.
+        """
         ...
 
 
@@ -127,19 +138,26 @@ def run_job(
     model_info: dict,
     overwrite: bool = False,
     progress_enabled: bool = True,
+    allow_engine_change: bool = False,
 ) -> JobSummary:
-    """Label every unit not yet committed with `executor`, committing each result as it comes."""
+    """Label every unit not yet committed with `executor`, committing each result as it comes.
+
+    A resumed job must have the same config, input and planned rows (ConfigMismatchError), and its
+    engines the same engine record as its committed units (EngineChangeError), unless
+    `allow_engine_change`: then each unit records which engine labelled it.
+    """
     started = time.monotonic()
     store = ShardStore(config.output)
     plan = plan_job(config)
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
+    fingerprint = input_fingerprint(input_path(config.input))
 
     existing = store.load() if store.exists() else None
     if existing is not None and overwrite:
         store.wipe()
         existing = None
     if existing is not None:
-        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, config.output)
+        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
     else:
         manifest = new_manifest(
@@ -150,13 +168,14 @@ def run_job(
             model=model_info,
             input_info={
                 "spec": config.input,
-                "fingerprint": input_fingerprint(input_path(config.input)),
+                "fingerprint": fingerprint,
                 "preset": plan.preset,
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),
             },
             units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
         )
+        # the engine settings as asked for; what the engines resolved them to is in engine_records
         manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
         store.start(manifest)
     store.remove_uncommitted()
@@ -173,8 +192,12 @@ def run_job(
         f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"
     )
-    for result in executor.run(pending, config, hash_of_config, progress) if pending else ():
-        if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats):
+    def use_engine(record: dict) -> str:
+        return store.use_engine(record, allow_engine_change)
+
+    for result in executor.run(pending, config, hash_of_config, progress, check_engine=use_engine) if pending else ():
+        engine = use_engine(result.engine) if result.engine is not None else None  # checked again: whatever the executor
+        if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine):
             stats = result.stats
             progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
     store.compact()

@@ -42,6 +42,7 @@ class UnitResult:
     shard_name: str
     tables: dict[str, pa.Table]
     stats: dict
+    engine: dict | None = None  # the engine record of what labelled it (labeling/engine_record.py); None: no engine ran
 
 
 def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
@@ -67,7 +68,9 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
     return GeneratedUnit(unit, pending, rejected, rejected_tokens, started, watch)
 
 
-def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str) -> UnitResult:
+def finish_unit(
+    generated: GeneratedUnit, config: LabelConfig, checker: Checker, config_hash: str, engine: dict | None = None
+) -> UnitResult:
     unit, rejected = generated.unit, list(generated.rejected)
     outcome = generated.pending.finish(generated.watch.wrap(checker))
     rejected_tokens = generated.rejected_tokens + outcome.failed_tokens
@@ -103,4 +106,4 @@ def finish_unit(generated: GeneratedUnit, config: LabelConfig, checker: Checker,
         "checker_retries": generated.watch.retried,
         "seconds": round(time.monotonic() - generated.started, 3),
     }
-    return UnitResult(unit.unit_id, unit.shard_name, tables, stats)
+    return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)

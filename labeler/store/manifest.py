@@ -1,5 +1,10 @@
 """The job's record: manifest.json (config, planned units, totals) and one commit record per committed unit.
 
+What labelled the units besides the config (engine, model revision, checker, library versions:
+labeler/labeling/engine_record.py) is kept as engine records: `engine_records` maps an id to each
+record units were labelled with, `engine_record` is the id of the job's own (its first units'),
+and every committed unit names its record's id, so a job resumed on another engine can be told apart.
+
 A unit is committed when its record `commits/<unit_id>.json` exists and parses; the record is written
 after the unit's shards, so a crash in between leaves an uncommitted unit, never a half-committed one.
 Records are folded into manifest.json from time to time ("compaction": rewrite the manifest, then
@@ -13,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from labeler.ids import stable_id
 from labeler.store.location import OutputLocation
 from schemas.manifest import MANIFEST_VERSION, UNIT_COMMITTED, UNIT_PENDING, validate_manifest
 from schemas.tables import SCHEMA_VERSION
@@ -20,10 +26,16 @@ from schemas.tables import SCHEMA_VERSION
 MANIFEST_NAME = "manifest.json"
 COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
+OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
+NOT_RECORDED = "(not recorded)"
 
 
 class ConfigMismatchError(RuntimeError):
     """The output directory holds a job with other settings or other input."""
+
+
+class EngineChangeError(ConfigMismatchError):
+    """The output directory holds units labelled by another engine, checker or library versions."""
 
 
 def now_iso() -> str:
@@ -44,6 +56,8 @@ def new_manifest(
         "versions": versions,
         "model": model,
         "input": input_info,
+        "engine_record": None,  # set when the first engine starts (labeler/store/shard_store.py: use_engine)
+        "engine_records": {},
         "units": [{**unit, "state": UNIT_PENDING} for unit in units],
         "totals": {},
     }
@@ -113,7 +127,8 @@ def fold_commit_records(document: dict, records: list[dict]) -> None:
     for record in records:
         unit = units.get(record["unit_id"])
         if unit is not None:
-            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in RECORD_KEYS if key != "unit_id"})
+            keys = [key for key in (*RECORD_KEYS, *OPTIONAL_RECORD_KEYS) if key != "unit_id" and key in record]
+            unit.update(state=UNIT_COMMITTED, **{key: record[key] for key in keys})
     refresh_totals(document)
 
 
@@ -151,17 +166,62 @@ def compact(output: str | Path | OutputLocation, document: dict) -> None:
             location.delete(f"{COMMITS_DIR}/{name}")
 
 
-def check_same_job(existing: dict, config: dict, config_hash: str, plan_hash: str, directory: str | Path) -> None:
-    """Refuse to mix two jobs in one directory."""
+def check_same_job(
+    existing: dict, config: dict, config_hash: str, plan_hash: str, input_fingerprint: str, directory: str | Path
+) -> None:
+    """Refuse to mix two jobs in one directory: other settings, another version of the input file, other rows."""
     if existing["config_hash"] != config_hash:
-        old = existing["config"]
-        changed = sorted(key for key in set(old) | set(config) if key != "output" and old.get(key) != config.get(key))
+        changed = differences(existing["config"], config, skip=("output",))
         raise ConfigMismatchError(
-            f"{directory} holds a job with a different config (changed: {', '.join(changed) or 'unknown'}); "
+            f"{directory} holds a job with a different config (changed: {'; '.join(changed) or 'unknown'}); "
             "use the same settings to resume, another --output, or --overwrite to start over"
+        )
+    recorded = existing["input"].get("fingerprint")
+    if recorded is not None and recorded != input_fingerprint:
+        raise ConfigMismatchError(
+            f"{directory} holds a job on different input: {existing['input'].get('spec')} has changed since the job started "
+            f"(fingerprint {recorded}, now {input_fingerprint}); "
+            "use the same input to resume, another --output, or --overwrite to start over"
         )
     if existing["plan_hash"] != plan_hash:
         raise ConfigMismatchError(
             f"{directory} holds a job planned from different input rows; "
             "use the same input to resume, another --output, or --overwrite to start over"
         )
+
+
+def check_same_engine(existing: dict, record: dict, directory: str | Path) -> None:
+    """EngineChangeError, one line per difference, when `record` is not the job's engine record."""
+    reference = existing.get("engine_records", {}).get(existing.get("engine_record"), {})
+    changed = differences(reference, record)
+    if changed:
+        raise EngineChangeError(
+            f"{directory} holds units labelled by another engine, model revision, checker or library versions, and resuming "
+            "would mix labels of both; resume with the same ones, or with --allow-engine-change (each unit records what "
+            "labelled it), or use another --output, or --overwrite to start over. Changed:\n  " + "\n  ".join(changed)
+        )
+
+
+def engine_record_id(record: dict) -> str:
+    return stable_id(json.dumps(record, sort_keys=True))
+
+
+def differences(old: dict, new: dict, skip: tuple[str, ...] = ()) -> list[str]:
+    """`key: old -> new` for each key whose value differs, compared as JSON holds them (a tuple
+    equals the list it is saved as); nested dicts by their keys (`versions.torch: ...`)."""
+    old, new = json.loads(json.dumps(old)), json.loads(json.dumps(new))
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key, NOT_RECORDED), new.get(key, NOT_RECORDED)
+        if key in skip or before == after:
+            continue
+        present = [value for value in (before, after) if value != NOT_RECORDED]
+        if all(isinstance(value, dict) for value in present):
+            lines += [f"{key}.{line}" for line in differences(old.get(key, {}), new.get(key, {}))]
+        else:
+            lines.append(f"{key}: {_show(before)} -> {_show(after)}")
+    return lines
+
+
+def _show(value) -> str:
+    return value if value == NOT_RECORDED else json.dumps(value)

@@ -19,8 +19,10 @@ import pyarrow as pa
 from labeler.store.manifest import (
     COMMITS_DIR,
     MANIFEST_NAME,
+    check_same_engine,
     commit_record_name,
     compact,
+    engine_record_id,
     load_manifest,
     now_iso,
     save_manifest,
@@ -104,8 +106,31 @@ class ShardStore:
     def write_input_rejected(self, table: pa.Table) -> None:
         self._write(REJECTED_DIR, INPUT_REJECTED_NAME, table)
 
-    def commit_unit(self, unit_id: str, shard_name: str, tables: dict[str, pa.Table], stats: dict) -> bool:
-        """Write the unit's shards (labels, and optionally rollouts and rejected), then commit it.
+    def use_engine(self, record: dict, allow_change: bool = False) -> str:
+        """The id under which units labelled with engine `record` are committed, the record saved
+        in the manifest first. The job's record is that of its first committed units: before any
+        unit commits, a new engine simply becomes the job's; after, another one is refused
+        (EngineChangeError) unless `allow_change`."""
+        assert self.manifest is not None
+        manifest = self.manifest
+        record_id = engine_record_id(record)
+        known = manifest.setdefault("engine_records", {})
+        if record_id == manifest.get("engine_record") or (allow_change and record_id in known):
+            return record_id
+        if not self.committed_units():
+            manifest["engine_record"], manifest["engine_records"] = record_id, {record_id: record}
+        else:
+            if not allow_change:
+                check_same_engine(manifest, record, self.location.display())
+            known[record_id] = record
+        save_manifest(self.location, manifest)  # before any commit record names it
+        return record_id
+
+    def commit_unit(
+        self, unit_id: str, shard_name: str, tables: dict[str, pa.Table], stats: dict, engine_record: str | None = None
+    ) -> bool:
+        """Write the unit's shards (labels, and optionally rollouts and rejected), then commit it,
+        naming the engine record it was labelled with (`use_engine`; None when no engine labelled it).
 
         False, and nothing written, when the unit is already committed (a duplicate result).
         """
@@ -118,8 +143,10 @@ class ShardStore:
             self._write(directory, shard_name, table)
             files[directory] = f"{directory}/{shard_name}"
         record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
+        if engine_record is not None:
+            record["engine_record"] = engine_record
         write_commit_record(self.location, record)
-        unit.update(state=UNIT_COMMITTED, files=files, stats=stats, committed_at=record["committed_at"])
+        unit.update(state=UNIT_COMMITTED, **{key: value for key, value in record.items() if key != "unit_id"})
         self._uncompacted += 1
         if self._uncompacted >= self._compact_every or time.monotonic() - self._last_compaction > COMPACT_AFTER_SECONDS:
             self.compact()
