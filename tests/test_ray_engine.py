@@ -29,7 +29,7 @@ ROWS = 16
 SETTINGS = {
     "model": "tiny-llama",
     "rollouts": 4,
-    "max_new_tokens": 32,
+    "max_new_tokens": 16,
     "shard_size": 2,
     "seed": 5,
     "dtype": "float32",
@@ -100,7 +100,7 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
 def test_driver_killed_mid_job_then_rerun_gives_every_solution_once(tiny_model_dir, dataset, tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "labeler.cli", "label", "--input", str(dataset), "--output", str(out), "--model", str(tiny_model_dir),
-               "--rollouts", "4", "--max-new-tokens", "32", "--shard-size", "2", "--seed", "5", "--dtype", "float32",
+               "--rollouts", "4", "--max-new-tokens", "16", "--shard-size", "2", "--seed", "5", "--dtype", "float32",
                "--max-model-len", "1024", "--workers", "1"]  # fmt: skip  (one worker: the driver's death is the point)
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 600  # engine start on a loaded 2-core machine can take minutes
