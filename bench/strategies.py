@@ -124,7 +124,7 @@ def main() -> None:
             seconds = time.perf_counter() - started
             table = pq.read_table(work / strategy / "labels").to_pylist()
             labels[strategy] = {row["problem_id"]: row for row in table}
-            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": sum(sum(r["n_rollouts"]) for r in table)}
+            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": sum(sum(r["n_rollouts"]) + sum(r["n_truncated"]) for r in table)}
             print(f"{strategy}: {results[strategy]}", flush=True)
     engine.close()
 
@@ -168,9 +168,13 @@ def main() -> None:
             counts = by_length[length]
             savings = ", ".join(f"{s} {counts['exhaustive'] / max(counts[s], 1):.2f}x" for s in results if s != "exhaustive")
             print(f"  {length:>6} steps: {savings}")
-        positives = sum(h for row in reference.values() for h in row["hard_labels"])
-        total = sum(len(row["hard_labels"]) for row in reference.values())
-        print(f"\nexhaustive: {positives}/{total} steps hard-positive ({positives / total:.1%}); a model that rarely reaches the answer makes most labels negative")
+        labelled = [h for row in reference.values() for h in row["hard_labels"] if h is not None]
+        positives, total = sum(labelled), len(labelled)
+        unlabelled = sum(len(row["hard_labels"]) for row in reference.values()) - total
+        print(
+            f"\nexhaustive: {positives}/{total} labelled steps hard-positive ({positives / max(total, 1):.1%}), {unlabelled} unlabelled "
+            "(every rollout cut by --max-new-tokens); a model that rarely reaches the answer makes most labels negative"
+        )
 
 
 if __name__ == "__main__":
