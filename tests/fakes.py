@@ -16,6 +16,7 @@ from labeler.labeling.generation import Completion, GenerationRequest, Generatio
 WRONG_MARKER = "WRONG"
 CUT_MARKER = "RAMBLE"  # a prefix with this text leads every completion to run out of its token budget
 LONG_MARKER = "HUGE"  # a prefix with this text does not fit the model's context
+CUT_HERE_MARKER = "RAMBLE-HERE"  # a prefix that ends with this text has every completion cut (longer prefixes do not)
 
 
 class ScriptedGenerator:
@@ -56,6 +57,8 @@ class ScriptedGenerator:
                 if not request.assistant_prefix and self.sampled_solution is not None:
                     text = self.sampled_solution.format(answer=answer)
                     finish = "length" if CUT_MARKER in text else "stop"
+                elif request.assistant_prefix.rstrip().endswith(CUT_HERE_MARKER):
+                    text, finish = "Let me think about this for a long", "length"
                 elif CUT_MARKER in request.assistant_prefix and ((request.seed + r) % 2 == 0 or CUT_MARKER + "!" in request.assistant_prefix):
                     # rollouts of even seed are cut (all of them after "RAMBLE!"), mid-sentence, before any answer
                     text, finish = "Let me think about this for a long", "length"

@@ -13,7 +13,7 @@ from labeler.labeling.strategies import StrategySettings, label
 from labeler.labeling.tables import Provenance, labels_table, rollouts_table
 from labeler.records import Solution, SourceRow
 from schemas import validate_labels, validate_rollouts
-from tests.fakes import CUT_MARKER, LONG_MARKER, WRONG_MARKER, ScriptedGenerator
+from tests.fakes import CUT_HERE_MARKER, CUT_MARKER, LONG_MARKER, WRONG_MARKER, ScriptedGenerator
 
 PROBLEM, ANSWER = "What is 20 + 22?", "42"
 
@@ -70,6 +70,16 @@ def test_round_based_strategies_survive_a_prefix_with_every_rollout_cut(strategy
     row = rows[0]
     assert row["label_method"][1] == "unlabelled" and "cut" in row["unlabelled_reason"][1]
     assert False not in row["hard_labels"]  # no step was called wrong for want of a finished rollout
+
+
+def test_first_error_steps_over_a_prefix_with_no_verdict_and_still_finds_the_first_error(checker):
+    steps = ("One.", f"Two {CUT_HERE_MARKER}", "Three.", f"Four {WRONG_MARKER}.", "Five.", "The answer is 41.")
+    _, rows = run("first-error", [solution(*steps)], checker)
+    row = rows[0]
+    assert row["hard_labels"] == [True, None, True, False, False, False] and row["first_error"] == 3
+    assert row["label_method"][1] == "unlabelled" and "cut" in row["unlabelled_reason"][1]
+    _, exhaustive = run("exhaustive", [solution(*steps)], checker)
+    assert exhaustive[0]["first_error"] == 3
 
 
 def test_adaptive_writes_soft_labels_only_where_a_prefix_reached_n(checker):

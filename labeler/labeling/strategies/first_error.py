@@ -18,7 +18,7 @@ With --final-step check the last step is labelled by its stated answer, not sear
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from labeler.labeling.generation import Generator
@@ -29,34 +29,49 @@ from labeler.labeling.strategies import StrategySettings, checked_final_steps, s
 
 @dataclass
 class _Search:
-    """One solution's search over its sampled prefixes 0..size-1."""
+    """One solution's search over its sampled prefixes 0..size-1.
+
+    A probe that gives no verdict (every rollout cut by the budget) is stepped over: the search goes
+    on as if that prefix were not there, and the step stays unlabelled. A prefix beyond the context
+    ends the solution's prefixes there (every longer one is beyond it too).
+    """
 
     size: int
     low: int = 0  # every prefix before it is known positive
     high: int | None = None  # a prefix known negative (None: none found yet)
     gallop: int = 0  # next galloping probe, while high is None
-    stopped_at: int | None = None  # a probe that gave no verdict (prefix beyond the context, every rollout cut)
+    unknown: set[int] = field(default_factory=set)  # probed, no verdict
 
     def next_probe(self) -> int | None:
-        if self.stopped_at is not None:
-            return None
         if self.high is None:
-            if self.gallop < self.size:
-                return self.gallop
+            candidate = next((i for i in range(self.gallop, self.size) if i not in self.unknown), None)
+            if candidate is not None:
+                return candidate
             self.high = self.size  # galloped past the end: bisect what is left, "size" meaning none negative
-        return (self.low + self.high) // 2 if self.low < self.high else None
+        left = [i for i in range(self.low, self.high) if i not in self.unknown]
+        if not left:
+            return None
+        middle = (self.low + self.high) // 2
+        return min(left, key=lambda i: (abs(i - middle), i))
 
-    def observe(self, step: int, positive: bool) -> None:
-        if positive:
+    def observe(self, step: int, positive: bool | None) -> None:
+        if positive is None:
+            self.unknown.add(step)
+        elif positive:
             self.low = step + 1
             if self.high is None:
                 self.gallop = 2 * step + 1 if step else 1
         else:
             self.high = step
 
+    def beyond_context(self, step: int) -> None:
+        self.size = min(self.size, step)
+        if self.high is not None:
+            self.high = min(self.high, self.size)
+
     @property
     def first_negative(self) -> int | None:
-        """The first negative sampled prefix, or None when every sampled prefix is positive."""
+        """The first negative sampled prefix, or None when no sampled prefix was found negative."""
         return self.high if self.high is not None and self.high < self.size else None
 
 
@@ -74,10 +89,12 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         if not probes and not final_checks:
             break
         for probe, correct in zip(probes, ledger.record(sampler.send(probes), checker, final_checks=final_checks)):
-            if correct is not None:
-                searches[probe.solution].observe(probe.step, correct > 0)
-            elif probe.solution not in ledger.failed:  # (a failed solution is rejected whole)
-                searches[probe.solution].stopped_at = probe.step
+            if probe.solution in ledger.failed:  # rejected whole
+                continue
+            if ledger.closed(probe.solution, probe.step):
+                searches[probe.solution].beyond_context(probe.step)
+            else:
+                searches[probe.solution].observe(probe.step, None if correct is None else correct > 0)
         final_checks = ()
 
     after = False if settings.after_first_error == "negative" else None
@@ -86,13 +103,14 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         first_error = state.first_negative
         if first_error is None:  # every sampled prefix positive; a checked last step keeps its own label
             first_error = len(solution.steps)
+        undecided = "no probe between the last positive prefix and the first negative one gave a verdict"
         for i in range(len(solution.steps)):
             if i < state.low:
                 ledger.infer(s, i, True)
-            elif state.stopped_at is not None and i < first_error:
-                ledger.infer(s, i, None, f"the search stopped at step {state.stopped_at}, whose prefix gave no verdict")
+            elif i >= state.size and state.first_negative is None:
+                ledger.infer(s, i, None, "its prefix, or a shorter one, does not fit the model's context")
             elif i < first_error:
-                ledger.infer(s, i, True)
+                ledger.infer(s, i, None, undecided)
             else:
                 ledger.infer(s, i, False if i == first_error else after, after_reason)
     return ledger.outcome()
