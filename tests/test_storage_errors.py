@@ -1,7 +1,9 @@
 """Storage that fails: one-line StorageError naming the path and the cause (exit 2 from the CLI), no
-temp file left behind."""
+temp file left behind; a corrupt manifest says the ways out, and both work (--overwrite,
+--rebuild-manifest)."""
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -15,8 +17,10 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import run_job
 from labeler.store.errors import StorageError
 from labeler.store.location import OutputLocation
+from labeler.store.manifest import ConfigMismatchError, CorruptManifestError
+from labeler.store.status import job_status
 from tests.conftest import write_jsonl
-from tests.fakes import ScriptedGenerator
+from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 from workers.local_executor import LocalExecutor
 
 PROBLEMS = {f"What is {i} times 2?": str(2 * i) for i in range(1, 9)}
@@ -163,3 +167,89 @@ def test_an_unreadable_shard_is_one_storage_error(tmp_path):
     (tmp_path / "labels" / "part-00000.parquet").write_bytes(b"PAR1 cut short")
     with pytest.raises(StorageError, match=rf"^{tmp_path}/labels/part-00000.parquet: cannot read: .+[^.]$"):
         OutputLocation(tmp_path).check_parquet("labels/part-00000.parquet")
+
+
+# -- a corrupt manifest ---------------------------------------------------------------------------
+def truncate(path: Path, keep: int = 40) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def test_a_corrupt_manifest_says_the_ways_out(dataset, tmp_path, checker):
+    output = tmp_path / "out"
+    run(config(dataset, output), checker)
+    truncate(output / "manifest.json")
+    with pytest.raises(CorruptManifestError) as raised:
+        run(config(dataset, output), checker)
+    message = str(raised.value)
+    assert message.startswith(f"{output}/manifest.json: cannot read the manifest: ") and "\n" not in message
+    assert "--rebuild-manifest" in message and "--overwrite" in message
+    with pytest.raises(CorruptManifestError):
+        job_status(str(output))
+
+
+@pytest.mark.parametrize("content", [b"", b"[]", b"null", b'{"manifest_version": 1}', b'{"units": 3}'])
+def test_any_manifest_that_cannot_be_read_is_a_corrupt_manifest(tmp_path, content):
+    (tmp_path / "manifest.json").write_bytes(content)
+    store = shard_store.ShardStore(tmp_path)
+    with pytest.raises(CorruptManifestError, match="--overwrite"):
+        store.load()
+
+
+def test_a_corrupt_manifest_is_one_line_and_exit_2_from_label_and_status(dataset, tmp_path, checker, capsys):
+    output = tmp_path / "out"
+    run(config(dataset, output), checker)
+    truncate(output / "manifest.json")
+    assert main(["label", "--input", str(dataset), "--output", str(output), "--quiet"]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"labeler label: error: {output}/manifest.json: cannot read the manifest: ")
+    assert main(["status", str(output)]) == 2
+    assert "--rebuild-manifest" in one_line(capsys.readouterr().err)
+
+
+def test_overwrite_starts_over_on_a_corrupt_manifest(dataset, tmp_path, checker):
+    output = tmp_path / "out"
+    run(config(dataset, output), checker)
+    expected = labels(output)
+    truncate(output / "manifest.json")
+    (output / ".manifest.json.tmp").write_text("{")  # left by a kill mid-rewrite
+    summary = run(config(dataset, output), checker, overwrite=True)
+    assert summary.units_run_now == UNITS and labels(output) == expected
+    assert temp_files(output) == []
+
+
+def crash_with_records_left(dataset: Path, output: Path, checker, monkeypatch, **overrides) -> LabelConfig:
+    """A job killed after 2 of its 4 units, their commit records not yet folded into manifest.json."""
+    monkeypatch.setattr(shard_store, "COMPACTIONS_PER_JOB", 1)  # compact only at the end
+    cfg = config(dataset, output, **overrides)
+    with pytest.raises(Crash):
+        run(cfg, checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
+    assert len(os.listdir(output / "commits")) == 2
+    return cfg
+
+
+def test_rebuild_manifest_keeps_the_units_whose_records_are_in_commits(dataset, tmp_path, checker, monkeypatch, capsys):
+    reference, output = tmp_path / "reference", tmp_path / "out"
+    run(config(dataset, reference), checker)
+    cfg = crash_with_records_left(dataset, output, checker, monkeypatch)
+    kept = {name: (output / "labels" / name).read_bytes() for name in os.listdir(output / "labels")}
+    truncate(output / "manifest.json")
+    with pytest.raises(CorruptManifestError):
+        run(cfg, checker)
+    summary = run(cfg, checker, rebuild_manifest=True)
+    assert summary.units_run_now == 2
+    assert "manifest.json rebuilt from the 2 commit records in commits/" in capsys.readouterr().err
+    assert labels(output) == labels(reference)
+    for name, content in kept.items():
+        assert (output / "labels" / name).read_bytes() == content  # the recorded units were not redone
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert manifest["totals"]["units_committed"] == UNITS
+    assert manifest["engine_record"] in manifest["engine_records"]  # filled in by the engine that resumed
+    assert {unit["engine_record"] for unit in manifest["units"]} == {manifest["engine_record"]}
+    assert run(cfg, checker, rebuild_manifest=True).units_run_now == 0  # a readable manifest is kept as it is
+
+
+def test_rebuild_manifest_refuses_records_of_another_config(dataset, tmp_path, checker, monkeypatch):
+    output = tmp_path / "out"
+    crash_with_records_left(dataset, output, checker, monkeypatch)
+    truncate(output / "manifest.json")
+    with pytest.raises(ConfigMismatchError, match="commits/ holds units of a job with a different config"):
+        run(config(dataset, output, rollouts=2), checker, rebuild_manifest=True)

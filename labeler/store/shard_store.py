@@ -19,6 +19,7 @@ import pyarrow as pa
 from labeler.store.manifest import (
     COMMITS_DIR,
     MANIFEST_NAME,
+    RECORD_CONFIG_HASH,
     check_same_engine,
     commit_record_name,
     compact,
@@ -37,6 +38,8 @@ ROLLOUTS_DIR = "rollouts"
 REJECTED_DIR = "rejected"
 INPUT_REJECTED_NAME = "input.parquet"
 SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
+MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
+COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
 
@@ -67,6 +70,7 @@ class ShardStore:
         for name in (*SHARD_DIRS, COMMITS_DIR):
             self.location.delete_tree(name)
         self.location.delete(MANIFEST_NAME)
+        self.location.delete(MANIFEST_TEMP)
         self._adopt(None)
 
     def start(self, manifest: dict) -> None:
@@ -87,6 +91,9 @@ class ShardStore:
             keep.update(unit.get("files", {}).values())
             keep.add(commit_record_name(unit["unit_id"]))
         removed = []
+        if self.location.is_local and self.location.exists(MANIFEST_TEMP):
+            self.location.delete(MANIFEST_TEMP)
+            removed.append(MANIFEST_TEMP)
         for directory in (*SHARD_DIRS, COMMITS_DIR):
             for name in self.location.list_names(directory):
                 relative = f"{directory}/{name}"
@@ -115,9 +122,11 @@ class ShardStore:
         manifest = self.manifest
         record_id = engine_record_id(record)
         known = manifest.setdefault("engine_records", {})
-        if record_id == manifest.get("engine_record") or (allow_change and record_id in known):
+        if record_id in known and (record_id == manifest.get("engine_record") or allow_change):
             return record_id
-        if not self.committed_units():
+        if record_id == manifest.get("engine_record"):  # a rebuilt manifest knows its record by the id only
+            known[record_id] = record
+        elif not self.committed_units():
             manifest["engine_record"], manifest["engine_records"] = record_id, {record_id: record}
         else:
             if not allow_change:
@@ -143,10 +152,11 @@ class ShardStore:
             self._write(directory, shard_name, table)
             files[directory] = f"{directory}/{shard_name}"
         record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
+        record[RECORD_CONFIG_HASH] = self.manifest["config_hash"]
         if engine_record is not None:
             record["engine_record"] = engine_record
         write_commit_record(self.location, record)
-        unit.update(state=UNIT_COMMITTED, **{key: value for key, value in record.items() if key != "unit_id"})
+        unit.update(state=UNIT_COMMITTED, **{key: value for key, value in record.items() if key in COMMITTED_KEYS})
         self._uncompacted += 1
         if self._uncompacted >= self._compact_every or time.monotonic() - self._last_compaction > COMPACT_AFTER_SECONDS:
             self.compact()
