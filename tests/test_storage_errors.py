@@ -1,6 +1,6 @@
 """Storage that fails: one-line StorageError naming the path and the cause (exit 2 from the CLI), no
 temp file left behind; a corrupt manifest says the ways out, and both work (--overwrite,
---rebuild-manifest)."""
+--rebuild-manifest); a committed shard deleted or cut short is redone by the rerun, with a warning."""
 
 import errno
 import json
@@ -253,3 +253,42 @@ def test_rebuild_manifest_refuses_records_of_another_config(dataset, tmp_path, c
     truncate(output / "manifest.json")
     with pytest.raises(ConfigMismatchError, match="commits/ holds units of a job with a different config"):
         run(config(dataset, output, rollouts=2), checker, rebuild_manifest=True)
+
+
+# -- a committed shard deleted or cut short ---------------------------------------------------------
+def test_a_committed_shard_missing_or_cut_short_is_redone_with_a_warning(dataset, tmp_path, checker, capsys):
+    reference, output = tmp_path / "reference", tmp_path / "out"
+    run(config(dataset, reference), checker)
+    run(config(dataset, output), checker)
+    truncate(output / "labels" / "part-00001.parquet", keep=100)
+    (output / "rollouts" / "part-00002.parquet").unlink()
+    capsys.readouterr()
+    summary = run(config(dataset, output), checker)
+    assert summary.units_run_now == 2 and summary.solutions == len(PROBLEMS)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith(f"[labeler] warning: {output}/labels/part-00001.parquet: cannot read: ")
+    assert warnings[0].endswith(f"; unit {unit_id(output, 1)} was committed with it and is redone")
+    missing = f"{output}/rollouts/part-00002.parquet: missing; unit {unit_id(output, 2)} was committed with it and is redone"
+    assert warnings[1] == f"[labeler] warning: {missing}"
+    assert labels(output) == labels(reference)
+    assert pq.read_table(output / "rollouts").num_rows == pq.read_table(reference / "rollouts").num_rows
+    assert json.loads((output / "manifest.json").read_text())["totals"]["units_committed"] == UNITS
+    assert run(config(dataset, output), checker).units_run_now == 0
+
+
+def test_a_unit_found_broken_is_pending_before_its_record_goes(dataset, tmp_path, checker, monkeypatch):
+    output = tmp_path / "out"
+    cfg = crash_with_records_left(dataset, output, checker, monkeypatch)
+    (output / "labels" / "part-00000.parquet").unlink()
+    store = shard_store.ShardStore(output)
+    store.load()
+    assert len(store.redo_unreadable_units()) == 1
+    on_disk = shard_store.ShardStore(output)
+    on_disk.load()  # the manifest now says pending; the unit's record is still there until remove_uncommitted
+    assert len(on_disk.committed_units()) == 2  # so a kill here finds it again: the record commits it, the check redoes it
+    assert run(cfg, checker).units_run_now == 3
+
+
+def unit_id(output: Path, index: int) -> str:
+    return json.loads((output / "manifest.json").read_text())["units"][index]["unit_id"]

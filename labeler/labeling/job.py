@@ -3,7 +3,7 @@ to an executor, commit each result it returns.
 
 The executor (workers/local_executor.py in this process, workers/ray_executor.py on a Ray cluster)
 does the labeling; the job never knows where. Resume is the same code path: units the manifest
-records as committed are skipped.
+records as committed are skipped, unless a shard of theirs has gone missing or unreadable since.
 """
 
 from __future__ import annotations
@@ -193,6 +193,7 @@ def run_job(
                 where = store.location.display(MANIFEST_NAME)
                 warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
         store.start(manifest)
+    warnings += store.redo_unreadable_units()
     store.remove_uncommitted()
     store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
 

@@ -7,15 +7,20 @@ A crash before 2 leaves files of an uncommitted unit; the next run deletes them 
 unit under the same names, so no row is ever duplicated or lost. Readers and resume trust only
 committed units. The manifest is rewritten with the records folded in about 64 times per job
 (every commit for jobs of up to 127 units), at least once a minute, and at the end of the job.
+
+On resume, the shards of every committed unit are checked (listed, and their Parquet footers read):
+a unit whose shard was deleted or cut short since it was committed is pending again and redone.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 
+from labeler.store.errors import StorageError
 from labeler.store.manifest import (
     COMMITS_DIR,
     MANIFEST_NAME,
@@ -26,12 +31,13 @@ from labeler.store.manifest import (
     engine_record_id,
     load_manifest,
     now_iso,
+    refresh_totals,
     save_manifest,
     write_commit_record,
 )
 from labeler.store.location import OutputLocation
 from schemas import validate_labels, validate_rejected, validate_rollouts
-from schemas.manifest import UNIT_COMMITTED
+from schemas.manifest import UNIT_COMMITTED, UNIT_PENDING
 
 LABELS_DIR = "labels"
 ROLLOUTS_DIR = "rollouts"
@@ -40,6 +46,7 @@ INPUT_REJECTED_NAME = "input.parquet"
 SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
 MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
 COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
+FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
 
@@ -101,6 +108,44 @@ class ShardStore:
                     self.location.delete(relative)
                     removed.append(relative)
         return removed
+
+    def redo_unreadable_units(self) -> list[str]:
+        """Mark pending again each committed unit with a shard that is missing or unreadable, and
+        save the manifest; one line per such unit, to warn with. Its other files and its commit
+        record go with remove_uncommitted, and the run redoes it under the same names."""
+        assert self.manifest is not None
+        units = self.committed_units()
+        listed = {directory: set(self.location.list_names(directory)) for directory in SHARD_DIRS}
+        problems: dict[str, str] = {}
+        to_read = []
+        for unit in units:
+            for relative in unit.get("files", {}).values():
+                directory, _, name = relative.rpartition("/")
+                if name not in listed.get(directory, ()):
+                    problems.setdefault(unit["unit_id"], f"{self.location.display(relative)}: missing")
+                else:
+                    to_read.append((unit["unit_id"], relative))
+        with ThreadPoolExecutor(FOOTER_READERS) as pool:
+            for (unit_id, _), problem in zip(to_read, pool.map(self._footer_problem, [relative for _, relative in to_read])):
+                if problem is not None:
+                    problems.setdefault(unit_id, problem)
+        if not problems:
+            return []
+        for unit in units:
+            if unit["unit_id"] in problems:
+                for key in COMMITTED_KEYS:
+                    unit.pop(key, None)
+                unit["state"] = UNIT_PENDING
+        refresh_totals(self.manifest)
+        save_manifest(self.location, self.manifest)  # pending before its record is deleted: never committed without its shards
+        return [f"{problem}; unit {unit_id} was committed with it and is redone" for unit_id, problem in sorted(problems.items())]
+
+    def _footer_problem(self, relative: str) -> str | None:
+        try:
+            self.location.check_parquet(relative)
+        except StorageError as error:
+            return str(error)
+        return None
 
     # -- units -------------------------------------------------------------
     def committed_units(self) -> list[dict]:
