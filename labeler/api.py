@@ -103,10 +103,14 @@ class Labeler:
         )
 
     # -- on disk -------------------------------------------------------------
-    def run_job(self, input: str, output: str, *, overwrite: bool = False, allow_engine_change: bool = False) -> JobSummary:
+    def run_job(
+        self, input: str, output: str, *, overwrite: bool = False, allow_engine_change: bool = False, rebuild_manifest: bool = False
+    ) -> JobSummary:
         """`labeler label --input INPUT --output OUTPUT` with this object's settings: resumable, exactly once.
         allow_engine_change: resume although the engine, model revision, checker or library versions
-        differ from those of the committed units (`--allow-engine-change`)."""
+        differ from those of the committed units (`--allow-engine-change`).
+        rebuild_manifest: rebuild a lost or unreadable manifest.json from commits/ (`--rebuild-manifest`).
+        An output that cannot be written or read raises labeler.store.errors.StorageError (an OSError)."""
         from workers.model_source import describe_model
 
         config = dataclasses.replace(self.config, input=input, output=output)
@@ -117,6 +121,7 @@ class Labeler:
             overwrite=overwrite,
             progress_enabled=self.progress,
             allow_engine_change=allow_engine_change,
+            rebuild_manifest=rebuild_manifest,
         )
 
     # -- lifetime ------------------------------------------------------------

@@ -49,7 +49,7 @@ def test_label_flags_keep_their_spellings():
         "--steps-column", "--id-column", "--max-row-chars", "--trust-remote-code", "--ray-address", "--workers", "--gpus-per-worker",
         "--max-unit-retries", "--overwrite", "--json", "--quiet", "--verbose", "--checker-timeout", "--input", "--output", "--model",
         "--temperature", "--top-p", "--dtype", "--max-model-len", "--tensor-parallel-size", "--gpu-memory-utilization",
-        "--checker-processes",
+        "--checker-processes", "--rebuild-manifest",
     }  # fmt: skip
     assert spellings <= flags
 
@@ -78,7 +78,8 @@ def test_label_flags_map_onto_their_fields():
     assert (config.stop_after_answer, config.write_rollouts, config.trust_remote_code) == (False, False, True)
     assert (config.limit, config.strategy, config.ci_width, config.max_model_len) == (3, "adaptive", 0.25, 512)
     assert flag_values(args, RunOptions) == {
-        "overwrite": False, "checker_timeout": 5.0, "allow_engine_change": False, "json": False, "quiet": False, "verbose": False,
+        "overwrite": False, "rebuild_manifest": False, "checker_timeout": 5.0, "allow_engine_change": False, "json": False,
+        "quiet": False, "verbose": False,
     }  # fmt: skip
 
 

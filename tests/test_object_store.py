@@ -13,7 +13,7 @@ from labeler.checking.checker import AnswerChecker
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import run_job
 from workers.local_executor import LocalExecutor
-from labeler.store.manifest import load_manifest, new_manifest
+from labeler.store.manifest import CorruptManifestError, load_manifest, new_manifest
 from labeler.store.location import OutputLocation
 from labeler.store.shard_store import LABELS_DIR, ShardStore
 from labeler.store.status import job_status
@@ -64,10 +64,11 @@ def dataset(tmp_path):
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
-def label(dataset, output: str, checker, generator=None):
+def label(dataset, output: str, checker, generator=None, **kwargs):
     config = LabelConfig(input=str(dataset), output=output, model="scripted", rollouts=3, shard_size=2, seed=1)
     generator = generator or ScriptedGenerator(PROBLEMS)
-    return run_job(config, executor=LocalExecutor(lambda: generator, checker), model_info={"name": "scripted"}, progress_enabled=False)
+    executor = LocalExecutor(lambda: generator, checker)
+    return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
 
 
 def committed_labels(output: str) -> list[dict]:
@@ -101,6 +102,25 @@ def test_crash_and_resume_on_an_object_store_gives_every_solution_once(scheme, s
     manifest = json.loads(location.read_bytes("manifest.json"))
     assert manifest["totals"]["units_committed"] == 5 and manifest["totals"]["solutions"] == len(PROBLEMS)
     assert job_status(output)["state"] == "finished"
+
+
+@pytest.mark.parametrize("scheme", ["s3", "memory"])
+def test_broken_shards_and_a_corrupt_manifest_on_an_object_store(scheme, s3_endpoint, dataset, tmp_path, checker):
+    """A shard cut short or deleted is redone on resume; a corrupt manifest is refused, and --overwrite starts over."""
+    output = f"s3://labels-bucket/{tmp_path.name}-broken" if scheme == "s3" else f"memory://{tmp_path.name}-broken"
+    label(dataset, output, checker)
+    expected = committed_labels(output)
+    location = OutputLocation(output)
+    location.write_bytes("labels/part-00001.parquet", location.read_bytes("labels/part-00001.parquet")[:100])  # cut short
+    location.delete("rollouts/part-00003.parquet")
+    assert label(dataset, output, checker).units_run_now == 2
+    assert committed_labels(output) == expected and len(location.list_names("rollouts")) == 5
+
+    location.write_bytes("manifest.json", location.read_bytes("manifest.json")[:50])
+    with pytest.raises(CorruptManifestError, match=f"^{output}/manifest.json: cannot read the manifest: .*--overwrite"):
+        label(dataset, output, checker)
+    summary = label(dataset, output, checker, overwrite=True)
+    assert summary.units_run_now == 5 and committed_labels(output) == expected
 
 
 def test_manifest_is_rewritten_every_few_commits_and_readers_see_every_commit(tmp_path):

@@ -1,7 +1,8 @@
 """The `labeler` command: one thin module per subcommand. Logs go to stderr, results to stdout.
 
 What every subcommand shares happens in `main`: the libraries print only errors unless --verbose,
-our errors are one line `labeler COMMAND: error: MESSAGE` (exit code 2), Ctrl-C ends with one line
+our errors are one line `labeler COMMAND: error: MESSAGE` (exit code 2; an output that cannot be
+written or read, a StorageError, too), Ctrl-C ends with one line
 and exit code 130, and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
 """
 
@@ -15,7 +16,8 @@ import sys
 from labeler import __version__
 from labeler.cli import check, eval, export, label, report, score, status, train
 from labeler.checking import CheckerUnavailable
-from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, LabelerParser
+from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LabelerParser
+from labeler.store.errors import StorageError
 
 SUBCOMMANDS = (label, status, check, train, score, eval, export, report)
 
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except CheckerUnavailable as error:  # never a label from a checker that cannot check: stop, say why
         print(f"{prog}: error: the answer checker cannot check: {error}; nothing was labelled from it, rerun to resume", file=sys.stderr)
         return EXIT_FAILURE
+    except StorageError as error:  # a full disk, no permission, a corrupt manifest: the path and the cause, in one line
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -22,6 +22,12 @@ class RunOptions:
     Each command takes the ones it needs (`add_flags(parser, RunOptions, only=...)`)."""
 
     overwrite: bool = setting(False, help="delete a previous job in --output and start over", group=INPUT_OUTPUT)
+    rebuild_manifest: bool = setting(
+        False,
+        help="when --output's manifest.json is missing or cannot be read, rebuild it from this command's plan and the "
+        "commit records in commits/ (units whose records were already folded into the lost manifest are redone)",
+        group=INPUT_OUTPUT,
+    )
     checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
     allow_engine_change: bool = setting(
         False,

@@ -21,7 +21,8 @@ def register(subparsers) -> None:
         help="label the steps of math solutions with Monte-Carlo rollouts",
         description="Sample N completions from every step prefix of every solution, check their final answers, "
         "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
-        usage_errors="bad usage, unreadable input, or settings, input or engine that differ from the job already in --output",
+        usage_errors="bad usage, unreadable input, an --output that cannot be written or read, "
+        "or settings, input or engine that differ from the job already in --output",
     )
     add_flags(parser, LabelConfig)
     add_flags(parser, ClusterSettings)
@@ -76,6 +77,7 @@ def run_label(args: argparse.Namespace) -> int:
                 overwrite=options.overwrite,
                 progress_enabled=not options.quiet,
                 allow_engine_change=options.allow_engine_change,
+                rebuild_manifest=options.rebuild_manifest,
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))

@@ -3,7 +3,7 @@ to an executor, commit each result it returns.
 
 The executor (workers/local_executor.py in this process, workers/ray_executor.py on a Ray cluster)
 does the labeling; the job never knows where. Resume is the same code path: units the manifest
-records as committed are skipped.
+records as committed are skipped, unless a shard of theirs has gone missing or unreadable since.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 from labeler import __version__
 from labeler.labeling.config import LabelConfig
 from labeler.inputs.readers import RawRow, input_fingerprint, read_rows
-from labeler.store.manifest import check_same_job, new_manifest
+from labeler.store.manifest import MANIFEST_NAME, CorruptManifestError, check_same_job, new_manifest, read_commit_records
+from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
@@ -139,12 +140,15 @@ def run_job(
     overwrite: bool = False,
     progress_enabled: bool = True,
     allow_engine_change: bool = False,
+    rebuild_manifest: bool = False,
 ) -> JobSummary:
     """Label every unit not yet committed with `executor`, committing each result as it comes.
 
     A resumed job must have the same config, input and planned rows (ConfigMismatchError), and its
     engines the same engine record as its committed units (EngineChangeError), unless
-    `allow_engine_change`: then each unit records which engine labelled it.
+    `allow_engine_change`: then each unit records which engine labelled it. The output that cannot
+    be written or read is a StorageError; a manifest.json that cannot be parsed is a
+    CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`).
     """
     started = time.monotonic()
     store = ShardStore(config.output)
@@ -152,10 +156,16 @@ def run_job(
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
     fingerprint = input_fingerprint(input_path(config.input))
 
-    existing = store.load() if store.exists() else None
-    if existing is not None and overwrite:
-        store.wipe()
-        existing = None
+    warnings, existing, corrupt = [], None, False
+    if overwrite:
+        store.wipe()  # without reading the old manifest first: a corrupt one must not stop a fresh start
+    else:
+        try:
+            existing = store.load() if store.exists() else None
+        except CorruptManifestError:
+            if not rebuild_manifest:
+                raise
+            corrupt = True
     if existing is not None:
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
@@ -177,7 +187,13 @@ def run_job(
         )
         # the engine settings as asked for; what the engines resolved them to is in engine_records
         manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
+        if rebuild_manifest:  # from the records left in commits/ (none after --overwrite)
+            folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output)
+            if corrupt or folded:
+                where = store.location.display(MANIFEST_NAME)
+                warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
         store.start(manifest)
+    warnings += store.redo_unreadable_units()
     store.remove_uncommitted()
     store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
 
@@ -188,6 +204,8 @@ def run_job(
         solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
     )
     progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
+    for warning in warnings:
+        progress.warn(warning)
     progress.log(
         f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"

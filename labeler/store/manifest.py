@@ -10,6 +10,12 @@ after the unit's shards, so a crash in between leaves an uncommitted unit, never
 Records are folded into manifest.json from time to time ("compaction": rewrite the manifest, then
 delete the records it now holds), so a commit costs one small file instead of a rewrite of a
 document that grows with the job. Readers always read manifest and records together (load_manifest).
+
+A manifest that cannot be parsed (cut short or edited by hand) is a CorruptManifestError that says
+the ways out: --overwrite starts over; --rebuild-manifest rebuilds it from the plan of the rerun and
+the records still in commits/ (rebuild_manifest), and the units whose records were already folded
+into the lost manifest are redone. Each record carries the config hash of its job, so records of
+another job are refused rather than folded in.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 from pathlib import Path
 
 from labeler.ids import stable_id
+from labeler.store.errors import StorageError, describe_cause
 from labeler.store.location import OutputLocation
 from schemas.manifest import MANIFEST_VERSION, UNIT_COMMITTED, UNIT_PENDING, validate_manifest
 from schemas.tables import SCHEMA_VERSION
@@ -27,6 +34,7 @@ MANIFEST_NAME = "manifest.json"
 COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
 OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
+RECORD_CONFIG_HASH = "config_hash"  # the job's, to check records against on a rebuild; not folded into the unit
 NOT_RECORDED = "(not recorded)"
 
 
@@ -36,6 +44,16 @@ class ConfigMismatchError(RuntimeError):
 
 class EngineChangeError(ConfigMismatchError):
     """The output directory holds units labelled by another engine, checker or library versions."""
+
+
+class CorruptManifestError(StorageError):
+    """manifest.json is there but cannot be parsed; the message says the ways out."""
+
+
+WAYS_OUT = (
+    "rerun `labeler label` with --rebuild-manifest to rebuild it from the commit records in commits/ "
+    "(units they no longer hold are redone), or with --overwrite to start over"
+)
 
 
 def now_iso() -> str:
@@ -142,10 +160,42 @@ def load_manifest(output: str | Path | OutputLocation) -> dict | None:
     data = location.read_bytes(MANIFEST_NAME)
     if data is None:
         return None
-    document = json.loads(data)
-    validate_manifest(document)
+    try:
+        document = json.loads(data)
+        if not isinstance(document, dict):
+            raise ValueError(f"a JSON {type(document).__name__}, not an object")
+        validate_manifest(document)
+    except (ValueError, TypeError, AttributeError) as error:  # bad JSON, or JSON of another shape
+        where = location.display(MANIFEST_NAME)
+        raise CorruptManifestError(f"{where}: cannot read the manifest: {describe_cause(error)}; {WAYS_OUT}") from error
     fold_commit_records(document, records)
     return document
+
+
+def rebuild_manifest(document: dict, records: list[dict], directory: str) -> int:
+    """Fold the commit records into a new manifest of the same job (after a manifest was lost):
+    the number folded. Records of another config or of units this plan does not hold are refused
+    (ConfigMismatchError). The job's engine record is known by its id only, that of its first
+    committed unit, until an engine with that id starts and fills it in (ShardStore.use_engine)."""
+    config_hash = document["config_hash"]
+    other = sorted({record[RECORD_CONFIG_HASH] for record in records if record.get(RECORD_CONFIG_HASH, config_hash) != config_hash})
+    if other:
+        raise ConfigMismatchError(
+            f"{directory}: commits/ holds units of a job with a different config (config hash {', '.join(other)}, now {config_hash}); "
+            "rebuild with the settings of that job, or use --overwrite to start over"
+        )
+    planned = {unit["unit_id"] for unit in document["units"]}
+    unplanned = sorted(record["unit_id"] for record in records if record["unit_id"] not in planned)
+    if unplanned:
+        raise ConfigMismatchError(
+            f"{directory}: commits/ holds {len(unplanned)} units that this input does not plan (first {unplanned[0]}); "
+            "rebuild with the input of that job, or use --overwrite to start over"
+        )
+    fold_commit_records(document, records)
+    engines = sorted((record["committed_at"], record["engine_record"]) for record in records if record.get("engine_record"))
+    if engines:
+        document["engine_record"] = engines[0][1]
+    return len(records)
 
 
 def save_manifest(output: str | Path | OutputLocation, document: dict) -> None:

@@ -35,6 +35,10 @@ class ProgressReporter:
         if self.enabled:
             print(f"[labeler] {message}", file=self.stream, flush=True)
 
+    def warn(self, message: str) -> None:
+        """Something the user should know although the job goes on: printed even when progress is off."""
+        print(f"[labeler] warning: {message}", file=self.stream, flush=True)
+
     def unit_committed(self, solutions: int, rollouts: int, tokens: int, resumed_solutions_before: int = 0) -> None:
         self.units_done += 1
         self.solutions_this_run += solutions

@@ -7,36 +7,46 @@ A crash before 2 leaves files of an uncommitted unit; the next run deletes them 
 unit under the same names, so no row is ever duplicated or lost. Readers and resume trust only
 committed units. The manifest is rewritten with the records folded in about 64 times per job
 (every commit for jobs of up to 127 units), at least once a minute, and at the end of the job.
+
+On resume, the shards of every committed unit are checked (listed, and their Parquet footers read):
+a unit whose shard was deleted or cut short since it was committed is pending again and redone.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 
+from labeler.store.errors import StorageError
 from labeler.store.manifest import (
     COMMITS_DIR,
     MANIFEST_NAME,
+    RECORD_CONFIG_HASH,
     check_same_engine,
     commit_record_name,
     compact,
     engine_record_id,
     load_manifest,
     now_iso,
+    refresh_totals,
     save_manifest,
     write_commit_record,
 )
 from labeler.store.location import OutputLocation
 from schemas import validate_labels, validate_rejected, validate_rollouts
-from schemas.manifest import UNIT_COMMITTED
+from schemas.manifest import UNIT_COMMITTED, UNIT_PENDING
 
 LABELS_DIR = "labels"
 ROLLOUTS_DIR = "rollouts"
 REJECTED_DIR = "rejected"
 INPUT_REJECTED_NAME = "input.parquet"
 SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
+MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
+COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
+FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
 
@@ -67,6 +77,7 @@ class ShardStore:
         for name in (*SHARD_DIRS, COMMITS_DIR):
             self.location.delete_tree(name)
         self.location.delete(MANIFEST_NAME)
+        self.location.delete(MANIFEST_TEMP)
         self._adopt(None)
 
     def start(self, manifest: dict) -> None:
@@ -87,6 +98,9 @@ class ShardStore:
             keep.update(unit.get("files", {}).values())
             keep.add(commit_record_name(unit["unit_id"]))
         removed = []
+        if self.location.is_local and self.location.exists(MANIFEST_TEMP):
+            self.location.delete(MANIFEST_TEMP)
+            removed.append(MANIFEST_TEMP)
         for directory in (*SHARD_DIRS, COMMITS_DIR):
             for name in self.location.list_names(directory):
                 relative = f"{directory}/{name}"
@@ -94,6 +108,44 @@ class ShardStore:
                     self.location.delete(relative)
                     removed.append(relative)
         return removed
+
+    def redo_unreadable_units(self) -> list[str]:
+        """Mark pending again each committed unit with a shard that is missing or unreadable, and
+        save the manifest; one line per such unit, to warn with. Its other files and its commit
+        record go with remove_uncommitted, and the run redoes it under the same names."""
+        assert self.manifest is not None
+        units = self.committed_units()
+        listed = {directory: set(self.location.list_names(directory)) for directory in SHARD_DIRS}
+        problems: dict[str, str] = {}
+        to_read = []
+        for unit in units:
+            for relative in unit.get("files", {}).values():
+                directory, _, name = relative.rpartition("/")
+                if name not in listed.get(directory, ()):
+                    problems.setdefault(unit["unit_id"], f"{self.location.display(relative)}: missing")
+                else:
+                    to_read.append((unit["unit_id"], relative))
+        with ThreadPoolExecutor(FOOTER_READERS) as pool:
+            for (unit_id, _), problem in zip(to_read, pool.map(self._footer_problem, [relative for _, relative in to_read])):
+                if problem is not None:
+                    problems.setdefault(unit_id, problem)
+        if not problems:
+            return []
+        for unit in units:
+            if unit["unit_id"] in problems:
+                for key in COMMITTED_KEYS:
+                    unit.pop(key, None)
+                unit["state"] = UNIT_PENDING
+        refresh_totals(self.manifest)
+        save_manifest(self.location, self.manifest)  # pending before its record is deleted: never committed without its shards
+        return [f"{problem}; unit {unit_id} was committed with it and is redone" for unit_id, problem in sorted(problems.items())]
+
+    def _footer_problem(self, relative: str) -> str | None:
+        try:
+            self.location.check_parquet(relative)
+        except StorageError as error:
+            return str(error)
+        return None
 
     # -- units -------------------------------------------------------------
     def committed_units(self) -> list[dict]:
@@ -115,9 +167,11 @@ class ShardStore:
         manifest = self.manifest
         record_id = engine_record_id(record)
         known = manifest.setdefault("engine_records", {})
-        if record_id == manifest.get("engine_record") or (allow_change and record_id in known):
+        if record_id in known and (record_id == manifest.get("engine_record") or allow_change):
             return record_id
-        if not self.committed_units():
+        if record_id == manifest.get("engine_record"):  # a rebuilt manifest knows its record by the id only
+            known[record_id] = record
+        elif not self.committed_units():
             manifest["engine_record"], manifest["engine_records"] = record_id, {record_id: record}
         else:
             if not allow_change:
@@ -143,10 +197,11 @@ class ShardStore:
             self._write(directory, shard_name, table)
             files[directory] = f"{directory}/{shard_name}"
         record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
+        record[RECORD_CONFIG_HASH] = self.manifest["config_hash"]
         if engine_record is not None:
             record["engine_record"] = engine_record
         write_commit_record(self.location, record)
-        unit.update(state=UNIT_COMMITTED, **{key: value for key, value in record.items() if key != "unit_id"})
+        unit.update(state=UNIT_COMMITTED, **{key: value for key, value in record.items() if key in COMMITTED_KEYS})
         self._uncompacted += 1
         if self._uncompacted >= self._compact_every or time.monotonic() - self._last_compaction > COMPACT_AFTER_SECONDS:
             self.compact()
