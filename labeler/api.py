@@ -27,6 +27,7 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling.job import JobSummary, plan_rows, run_job
 from labeler.labeling.tables import rejected_table
+from labeler.labeling.unit import UnitResult
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
 from schemas.tables import LABELS_SCHEMA, ROLLOUTS_SCHEMA
@@ -90,12 +91,16 @@ class Labeler:
 
     def label_tables(self, rows: Iterable[dict]) -> LabelTables:
         plan = plan_rows(rows_from_records(rows, self.config.limit), self.config)
-        progress = ProgressReporter(len(plan.units), 0, plan.solutions, enabled=self.progress)
+        progress = ProgressReporter(len(plan.units), plan.solutions, enabled=self.progress)
         executor = self._executor()
         found: dict[str, list[pa.Table]] = {LABELS_DIR: [], ROLLOUTS_DIR: [], REJECTED_DIR: [rejected_table(plan.rejected, stage="input")]}
-        for result in executor.run(plan.units, self.config, self.config.config_hash(), progress) if plan.units else ():
+
+        def keep(result: UnitResult) -> None:
             for directory, table in result.tables.items():
                 found[directory].append(table)
+
+        if plan.units:
+            executor.run(plan.units, self.config, self.config.config_hash(), progress, keep)
         return LabelTables(
             labels=_concat(found[LABELS_DIR], LABELS_SCHEMA),
             rollouts=_concat(found[ROLLOUTS_DIR], ROLLOUTS_SCHEMA),
@@ -104,12 +109,20 @@ class Labeler:
 
     # -- on disk -------------------------------------------------------------
     def run_job(
-        self, input: str, output: str, *, overwrite: bool = False, allow_engine_change: bool = False, rebuild_manifest: bool = False
+        self,
+        input: str,
+        output: str,
+        *,
+        overwrite: bool = False,
+        allow_engine_change: bool = False,
+        rebuild_manifest: bool = False,
+        retry_rejected: bool = False,
     ) -> JobSummary:
         """`labeler label --input INPUT --output OUTPUT` with this object's settings: resumable, exactly once.
         allow_engine_change: resume although the engine, model revision, checker or library versions
         differ from those of the committed units (`--allow-engine-change`).
         rebuild_manifest: rebuild a lost or unreadable manifest.json from commits/ (`--rebuild-manifest`).
+        retry_rejected: label again the units an earlier run gave up on (`--retry-rejected`).
         An output that cannot be written or read raises labeler.store.errors.StorageError (an OSError)."""
         from workers.model_source import describe_model
 
@@ -122,6 +135,7 @@ class Labeler:
             progress_enabled=self.progress,
             allow_engine_change=allow_engine_change,
             rebuild_manifest=rebuild_manifest,
+            retry_rejected=retry_rejected,
         )
 
     # -- lifetime ------------------------------------------------------------
@@ -132,7 +146,8 @@ class Labeler:
         return LocalExecutor(self._engine, self.checker, model_name=self.config.model)
 
     def _engine(self) -> Generator:
-        if self._generator is None:
+        """The engine, started at first use and again after it died (the executor closed the dead one)."""
+        if self._generator is None or (self._owns_generator and getattr(self._generator, "closed", False)):
             from workers.vllm_generator import start_engine
 
             self._generator = start_engine(self.model, self.config)

@@ -49,7 +49,7 @@ def test_label_flags_keep_their_spellings():
         "--steps-column", "--id-column", "--max-row-chars", "--trust-remote-code", "--ray-address", "--workers", "--gpus-per-worker",
         "--max-unit-retries", "--overwrite", "--json", "--quiet", "--verbose", "--checker-timeout", "--input", "--output", "--model",
         "--temperature", "--top-p", "--dtype", "--max-model-len", "--tensor-parallel-size", "--gpu-memory-utilization",
-        "--checker-processes", "--rebuild-manifest",
+        "--checker-processes", "--rebuild-manifest", "--retry-rejected",
     }  # fmt: skip
     assert spellings <= flags
 
@@ -78,7 +78,7 @@ def test_label_flags_map_onto_their_fields():
     assert (config.stop_after_answer, config.write_rollouts, config.trust_remote_code) == (False, False, True)
     assert (config.limit, config.strategy, config.ci_width, config.max_model_len) == (3, "adaptive", 0.25, 512)
     assert flag_values(args, RunOptions) == {
-        "overwrite": False, "rebuild_manifest": False, "checker_timeout": 5.0, "allow_engine_change": False, "json": False,
+        "overwrite": False, "rebuild_manifest": False, "max_unit_retries": 2, "retry_rejected": False, "checker_timeout": 5.0, "allow_engine_change": False, "json": False,
         "quiet": False, "verbose": False,
     }  # fmt: skip
 
@@ -88,8 +88,9 @@ def test_cluster_flags_build_the_cluster_settings():
         "--output", "o", "--workers", "2", "--ray-address", "auto", "--gpus-per-worker", "1", "--max-unit-retries", "0",
         "--checker-processes", "4",
     )  # fmt: skip
-    expected = ClusterSettings(workers=2, address="auto", gpus_per_worker=1, max_unit_retries=0, checker_processes=4)
+    expected = ClusterSettings(workers=2, address="auto", gpus_per_worker=1, checker_processes=4)
     assert ClusterSettings(**flag_values(args, ClusterSettings)) == expected
+    assert flag_values(args, RunOptions)["max_unit_retries"] == 0  # both executors retry units
     assert flag_values(parse_label("--output", "o"), ClusterSettings)["workers"] is None  # no --workers: this process
 
 

@@ -85,17 +85,22 @@ def dataset(tmp_path) -> Path:
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
-def label(dataset: Path, out: Path, executor=None):
+def label(dataset: Path, out: Path, executor=None, retry_rejected: bool = False):
     config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=2, seed=3)
     with AnswerChecker(timeout_s=5) as checker:
         executor = executor or LocalExecutor(partial(ScriptedGenerator, PROBLEMS), checker)
-        return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+        return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True, retry_rejected=retry_rejected)
 
 
 def on_ray(generator_factory, max_unit_retries=2, workers=2) -> RayExecutor:
     return RayExecutor(
-        ClusterSettings(workers=workers, max_unit_retries=max_unit_retries), generator_factory, partial(AnswerChecker, timeout_s=5)
+        ClusterSettings(workers=workers), generator_factory, partial(AnswerChecker, timeout_s=5), max_unit_retries=max_unit_retries
     )
+
+
+def sorted_labels_of_one_process(dataset: Path, out: Path) -> list[dict]:
+    label(dataset, out)
+    return sorted_labels(out)
 
 
 def sorted_labels(out: Path) -> list[dict]:
@@ -122,7 +127,11 @@ def test_a_unit_that_keeps_failing_is_rejected_and_the_job_finishes(dataset, tmp
     assert all(r["stage"] == "generation" and "engine exploded" in r["reason"] and "2 times" in r["reason"] for r in rejected)
     assert summary.rejected_rows == 2 and summary.units_total == 6
     rerun = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS)))
-    assert rerun.units_run_now == 0  # a rejected unit is committed: a rerun does not try it again
+    assert rerun.units_run_now == 0  # a rejected unit is committed: a plain rerun does not try it again
+    retried = label(dataset, out, on_ray(partial(ScriptedGenerator, PROBLEMS)), retry_rejected=True)
+    assert retried.units_run_now == 1 and retried.rejected_rows == 0 and retried.solutions == len(PROBLEMS)
+    assert sorted_labels(out) == sorted_labels_of_one_process(dataset, tmp_path / "single")
+    assert not pq.read_table(out / "rejected").num_rows  # the failed unit's rejected rows went with it
 
 
 def test_engine_records_come_from_the_workers_and_are_checked_before_they_label(dataset, tmp_path):

@@ -1,29 +1,37 @@
 """Labeling in this process: one vLLM engine, and the checking of unit i overlapping the generation of unit i+1.
 
-The peer of workers/ray_executor.py: both take pending units and yield each unit's result; the job
-commits them. The engine works in its own process, so checking (pure Python, with symbolic work in
-the checker's process pool) on a second thread keeps the engine busy instead of waiting.
+The peer of workers/ray_executor.py: both take pending units and hand each unit's result to the
+job's `commit` as soon as it is ready. Generation runs on this thread; checking (pure Python, with
+symbolic work in the checker's process pool) and the commit run on a second one, so the engine does
+not wait on the checker and a finished unit is committed while the next one generates.
+
+A unit that fails (an error while labelling it) is retried and, past --max-unit-retries, committed
+with its rows in rejected/ (labeler/labeling/unit_failures.py). An engine that dies is replaced by a
+new one before the retry. Errors of the commit itself (storage, a refused engine) stop the job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.engine_record import engine_record
-from labeler.labeling.generation import Generator
+from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.rollouts import Checker
-from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
+from labeler.labeling.unit import GeneratedUnit, UnitResult, finish_unit, generate_unit
+from labeler.labeling.unit_failures import UnitFailures, describe_error
 from labeler.store.progress import ProgressReporter
 
 
 class LocalExecutor:
-    def __init__(self, generator_factory: Callable[[], Generator], checker: Checker, model_name: str = ""):
+    def __init__(self, generator_factory: Callable[[], Generator], checker: Checker, model_name: str = "", max_unit_retries: int = 2):
         self.generator_factory = generator_factory
         self.checker = checker
         self.model_name = model_name
+        self.max_unit_retries = max_unit_retries
 
     def run(
         self,
@@ -31,27 +39,79 @@ class LocalExecutor:
         config: LabelConfig,
         config_hash: str,
         progress: ProgressReporter,
+        commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
-    ) -> Iterator[UnitResult]:
-        """Yield each unit's result in unit order. A failure in either half stops the job; a rerun resumes."""
+    ) -> None:
+        """Label `units`, calling `commit` with each result in unit order (a failed unit's result is its rejected rows)."""
+        check_engine = check_engine or (lambda record: None)
+        generator, engine = self._start_engine(config, check_engine, progress)
+        progress.start_clock()
+        failures = UnitFailures(self.max_unit_retries, progress)
+        queue = deque(units)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
+            in_flight: Future | None = None  # the unit being checked and committed
+            while queue or in_flight is not None:
+                if not queue:  # the last unit: settling it may queue it again
+                    self._settle(in_flight, failures, queue, commit)
+                    in_flight = None
+                    continue
+                unit = queue.popleft()
+                try:
+                    generated = generate_unit(unit, config, generator, self.checker)
+                except Exception as error:  # not a KeyboardInterrupt or a kill: those stop the job
+                    self._settle(in_flight, failures, queue, commit)
+                    in_flight = None
+                    if isinstance(error, EngineDiedError):
+                        progress.warn(f"the engine died during unit {unit.index} ({error}); starting a new one")
+                        _close_quietly(generator)
+                        generator, engine = self._start_engine(config, check_engine, progress)
+                    self._unit_failed(unit, describe_error(error), failures, queue, commit, isinstance(error, EngineDiedError))
+                    continue
+                self._settle(in_flight, failures, queue, commit)
+                in_flight = finisher.submit(self._finish_and_commit, generated, config, config_hash, engine, commit)
+
+    def _start_engine(self, config: LabelConfig, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
         progress.log(f"loading model {self.model_name or config.model}")
         generator = self.generator_factory()
         engine = engine_record(generator, self.checker)
-        if check_engine is not None:
-            check_engine(engine)  # before any unit: a refused engine wastes no labeling
+        check_engine(engine)  # before any unit: a refused engine wastes no labeling
         progress.log("model ready")
-        progress.start_clock()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="finisher") as finisher:
-            in_flight: Future | None = None
-            for unit in units:
-                try:
-                    generated = generate_unit(unit, config, generator, self.checker)
-                except BaseException:
-                    if in_flight is not None:  # the unit generated before the failure is still committed
-                        yield in_flight.result()
-                    raise
-                if in_flight is not None:
-                    yield in_flight.result()
-                in_flight = finisher.submit(finish_unit, generated, config, self.checker, config_hash, engine)
-            if in_flight is not None:
-                yield in_flight.result()
+        return generator, engine
+
+    def _finish_and_commit(self, generated: GeneratedUnit, config: LabelConfig, config_hash: str, engine: dict, commit):
+        """On the finisher thread: check and build the unit, then commit it. A failure to finish is
+        returned (the main thread retries the unit); a failure to commit is raised (it stops the job)."""
+        try:
+            result = finish_unit(generated, config, self.checker, config_hash, engine)
+        except Exception as error:
+            return generated.unit, describe_error(error)
+        commit(result)
+        return None
+
+    def _settle(self, in_flight: Future | None, failures: UnitFailures, queue: deque, commit) -> None:
+        """Wait for the unit on the finisher thread: counted as labelled, or as failed (maybe queued again)."""
+        if in_flight is None:
+            return
+        failed = in_flight.result()  # raises what the commit raised
+        if failed is None:
+            failures.succeeded()
+        else:
+            self._unit_failed(*failed, failures, queue, commit)
+
+    @staticmethod
+    def _unit_failed(unit: WorkUnit, reason: str, failures: UnitFailures, queue: deque, commit, engine_died: bool = False) -> None:
+        result = failures.failed(unit, reason, engine_died)
+        if result is None:
+            queue.appendleft(unit)
+        else:
+            commit(result)
+
+
+def _close_quietly(generator: Generator) -> None:
+    """Free what is left of a dead engine; its own errors do not matter any more."""
+    close = getattr(generator, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            pass

@@ -1,36 +1,35 @@
 """Labeling on a Ray cluster: a pool of LabelingWorker actors, one vLLM engine each; the driver commits.
 
 The peer of workers/local_executor.py: run_job plans and resumes as always and hands the pending
-units to RayExecutor.run, which feeds them to the workers and yields each returned UnitResult as it
-arrives; the job commits it. Failures:
+units to RayExecutor.run, which feeds them to the workers and hands each returned UnitResult to the
+job's commit as it arrives. Failures:
 - a worker that fails (process killed, node lost, engine dead, any error in a unit) is killed and
   replaced, and its units go back to the front of the queue for the next free worker;
 - a unit that failed more than `max_unit_retries` times is committed with its rows in rejected/
-  (stage "generation", the error as the reason), so the job finishes;
+  (stage "generation", the error as the reason; labeler/labeling/unit_failures.py), so the job finishes;
+- an engine that dies under a worker makes its generate call raise (workers/engine_watch.py): the
+  worker is replaced like any failed one, with a new engine;
 - a result for a unit already committed is dropped by the job's store.
 A driver that dies is resumed by rerunning the command: committed units are skipped.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings, LabelConfig
-from labeler.labeling.generation import Generator
+from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.planning import WorkUnit
 from labeler.store.progress import ProgressReporter
-from labeler.records import RejectedRow
-from labeler.store.shard_store import REJECTED_DIR
-from labeler.labeling.tables import rejected_table
 from labeler.labeling.unit import UnitResult
+from labeler.labeling.unit_failures import UnitFailures
 from workers.checker_share import CheckerShare
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
@@ -42,9 +41,16 @@ class NoWorkerError(RuntimeError):
 
 
 class RayExecutor:
-    def __init__(self, settings: ClusterSettings, generator_factory: Callable[[], Generator], checker_factory: Callable[..., object]):
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        generator_factory: Callable[[], Generator],
+        checker_factory: Callable[..., object],
+        max_unit_retries: int = 2,
+    ):
         """checker_factory(workers=N) builds a worker's answer checker with a pool of N processes."""
         self.settings = settings
+        self.max_unit_retries = max_unit_retries
         self.generator_factory = generator_factory
         self.checker_factory = checker_factory
 
@@ -54,8 +60,9 @@ class RayExecutor:
         config: LabelConfig,
         config_hash: str,
         progress: ProgressReporter,
+        commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
-    ) -> Iterator[UnitResult]:
+    ) -> None:
         started_ray = connect(self.settings.address)
         options = self._worker_options(config)
         share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
@@ -65,7 +72,7 @@ class RayExecutor:
             progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
             for _ in range(self.settings.workers):
                 pool.start_worker()
-            yield from self._label_all(units, pool, progress, check_engine or (lambda engine: None))
+            self._label_all(units, pool, progress, commit, check_engine or (lambda engine: None))
         finally:
             pool.shutdown()
             if started_ray:
@@ -78,9 +85,9 @@ class RayExecutor:
         # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
         return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
 
-    def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter, check_engine) -> Iterator[UnitResult]:
+    def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter, commit, check_engine) -> None:
         queue = deque(units)
-        failures: Counter[str] = Counter()
+        failures = UnitFailures(self.max_unit_retries, progress, where="on Ray workers")
         running: dict = {}  # ObjectRef of a label call -> (unit, worker)
         clock_started = False
         while queue or running:
@@ -104,27 +111,23 @@ class RayExecutor:
             try:
                 result: UnitResult = ray.get(ref)
             except RayError as error:
-                result = self._unit_failed(unit, worker, error, failures, pool, progress)
+                result = self._unit_failed(unit, worker, error, failures, pool)
                 if result is None:
                     queue.appendleft(unit)
                     continue
-            yield result
+            else:
+                failures.succeeded()
+            commit(result)
 
-    def _unit_failed(self, unit: WorkUnit, worker, error: Exception, failures: Counter, pool: WorkerPool, progress) -> UnitResult | None:
+    @staticmethod
+    def _unit_failed(unit: WorkUnit, worker, error: Exception, failures: UnitFailures, pool: WorkerPool) -> UnitResult | None:
         """Replace the worker; None to retry the unit, or, past the retry limit, the unit as rejected rows."""
         if worker in pool.killed:
             return None  # the driver killed this worker because another of its units failed: not this unit's fault
-        failures[unit.unit_id] += 1
-        reason = _short(error)
         # An error raised in a unit names its culprit; a worker that died takes all its units down
         # and each of them counts one failure, since any of them might have killed it.
         pool.replace(worker, killed_by_driver=isinstance(error, RayTaskError))
-        attempts, limit = failures[unit.unit_id], self.settings.max_unit_retries
-        if attempts <= limit:
-            progress.log(f"unit {unit.index} failed ({reason}); retrying ({attempts}/{limit})")
-            return None
-        progress.log(f"unit {unit.index} failed {attempts} times; its rows go to rejected/")
-        return failed_unit_result(unit, f"failed {attempts} times on Ray workers: {reason}")
+        return failures.failed(unit, _short(error), engine_died=_cause(error, EngineDiedError))
 
 
 class WorkerPool:
@@ -210,15 +213,11 @@ def _describe_cluster() -> str:
     return f"{len(ray.nodes())} node(s), {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs"
 
 
-def failed_unit_result(unit: WorkUnit, reason: str) -> UnitResult:
-    """A unit that kept failing, committed as its rows in rejected/ so the job can finish."""
-    rejected = []
-    for row in unit.rows:
-        source = row.source
-        raw = json.dumps({"problem": source.problem, "steps": list(source.steps) if source.steps is not None else None})[:2000]
-        rejected.append(RejectedRow(source.row_index, "unit", reason, source.problem_id, raw))
-    stats = {"solutions": 0, "steps": 0, "rollouts": 0, "generated_tokens": 0, "rejected": len(rejected), "seconds": 0.0}
-    return UnitResult(unit.unit_id, unit.shard_name, {REJECTED_DIR: rejected_table(rejected, stage="generation")}, stats)
+def _cause(error: BaseException, kind: type) -> bool:
+    """Whether the exception raised in the worker (under Ray's wrapping) is a `kind`."""
+    while isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
+        error = error.cause
+    return isinstance(error, kind)
 
 
 def _short(error: BaseException) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Sequence
 
 from labeler.labeling.config import LabelConfig
-from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
+from labeler.labeling.generation import Completion, EngineDiedError, GenerationRequest, GenerationResult, SamplingSettings
+from workers.engine_watch import EngineWatch
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,9 @@ class VLLMGenerator:
             if max_model_len:
                 kwargs["max_model_len"] = max_model_len
         self.dtype = cpu_native_dtype() if on_cpu and dtype == "auto" else dtype
-        self.llm = LLM(
+        # Watch the engine's processes (when it has its own) so that generate never waits on a dead one.
+        self.llm, self.watch = EngineWatch.start(partial(
+            LLM,
             model=model,
             dtype=self.dtype,
             tensor_parallel_size=tensor_parallel_size,
@@ -95,7 +99,7 @@ class VLLMGenerator:
             seed=seed,
             use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),  # the weight-loading bar only with --verbose
             **kwargs,
-        )
+        ))
         self.tokenizer = self.llm.get_tokenizer()
         model_config = self.llm.llm_engine.model_config
         self.max_model_len = model_config.max_model_len
@@ -147,7 +151,7 @@ class VLLMGenerator:
             prompt_ids.append(ids)
         if not prompts:
             return results  # type: ignore[return-value]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        outputs = self._generate(prompts, params)
         drafts = [
             [_Draft(list(choice.token_ids), choice.text, str(choice.finish_reason), choice.stop_reason) for choice in output.outputs]
             for output in outputs
@@ -182,13 +186,19 @@ class VLLMGenerator:
                 params.append(self._params(sampling, n=1, seed=seed + r, max_tokens=budget, stop=["\n", *sampling.stop]))
         if not prompts:
             return
-        for draft, output in zip(todo, self.llm.generate(prompts, params, use_tqdm=False)):
+        for draft, output in zip(todo, self._generate(prompts, params)):
             tail = output.outputs[0]
             # the draft's text ends at the marker, its last token may reach past it: decode the ids
             draft.text = self.tokenizer.decode(draft.token_ids, skip_special_tokens=True) + tail.text
             draft.token_ids = draft.token_ids + list(tail.token_ids)
             draft.finish_reason = str(tail.finish_reason)
             draft.stop_reason = tail.stop_reason
+
+    def _generate(self, prompts: list, params: list) -> list:
+        """One engine call; EngineDiedError if the engine's process dies meanwhile (workers/engine_watch.py)."""
+        if self.llm is None:
+            raise EngineDiedError("this engine was closed")
+        return self.watch.call(lambda: self.llm.generate(prompts, params, use_tqdm=False))
 
     @staticmethod
     def _params(sampling: SamplingSettings, *, n: int, seed: int, max_tokens: int, stop: list[str]):
@@ -204,12 +214,17 @@ class VLLMGenerator:
             include_stop_str_in_output=True,
         )
 
+    @property
+    def closed(self) -> bool:
+        return getattr(self, "llm", None) is None
+
     def close(self) -> None:
-        """Stop the engine process now rather than at interpreter exit (when logging is already gone)."""
+        """Stop the engine process now rather than at interpreter exit (when logging is already gone).
+        A dead engine is only dropped: vLLM has already cleaned up after it."""
         engine = getattr(self, "llm", None)
-        if engine is not None:
+        self.llm = None
+        if engine is not None and self.watch.dead() is None:
             engine.llm_engine.engine_core.shutdown()
-            self.llm = None
 
 
 def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:

@@ -17,6 +17,7 @@ from labeler import __version__
 from labeler.cli import check, eval, export, label, report, score, status, train
 from labeler.checking import CheckerUnavailable
 from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LabelerParser
+from labeler.labeling.unit_failures import UnitsKeepFailingError
 from labeler.store.errors import StorageError
 
 SUBCOMMANDS = (label, status, check, train, score, eval, export, report)
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except CheckerUnavailable as error:  # never a label from a checker that cannot check: stop, say why
         print(f"{prog}: error: the answer checker cannot check: {error}; nothing was labelled from it, rerun to resume", file=sys.stderr)
+        return EXIT_FAILURE
+    except UnitsKeepFailingError as error:  # a broken setup or an engine that keeps dying: not the rows' fault
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except StorageError as error:  # a full disk, no permission, a corrupt manifest: the path and the cause, in one line
         print(f"{prog}: error: {error}", file=sys.stderr)

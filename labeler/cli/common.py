@@ -28,6 +28,17 @@ class RunOptions:
         "commit records in commits/ (units whose records were already folded into the lost manifest are redone)",
         group=INPUT_OUTPUT,
     )
+    max_unit_retries: int = setting(
+        2,
+        help="retries of a work unit that failed (an error while labelling it, its engine or Ray worker died), "
+        "then its rows go to rejected/ with the error and the job goes on",
+        group=INPUT_OUTPUT,
+    )
+    retry_rejected: bool = setting(
+        False,
+        help="also label again the units an earlier run gave up on after --max-unit-retries (their rows in rejected/ are replaced)",
+        group=INPUT_OUTPUT,
+    )
     checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
     allow_engine_change: bool = setting(
         False,
@@ -41,6 +52,10 @@ class RunOptions:
         False,
         help="show the libraries' own logs and warnings on stderr (vLLM's INFO log, hub retries, Python warnings); by default only errors",
     )
+
+    def __post_init__(self) -> None:
+        if self.max_unit_retries < 0:
+            raise ValueError("--max-unit-retries must be >= 0")
 
 
 class LabelerParser(argparse.ArgumentParser):

@@ -45,7 +45,10 @@ def run_label(args: argparse.Namespace) -> int:
     from workers.model_source import EMBEDDED_MODEL, describe_model
     from workers.vllm_generator import start_engine
 
-    options = RunOptions(**flag_values(args, RunOptions))
+    try:
+        options = RunOptions(**flag_values(args, RunOptions))
+    except ValueError as error:
+        return usage_error(COMMAND, str(error))
     model_name = args.model or EMBEDDED_MODEL
     if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
         return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
@@ -64,7 +67,7 @@ def run_label(args: argparse.Namespace) -> int:
     with checker:
         try:
             if args.workers is None:
-                executor = LocalExecutor(make_generator, checker, model_name=model_name)
+                executor = LocalExecutor(make_generator, checker, model_name=model_name, max_unit_retries=options.max_unit_retries)
             else:
                 executor = _ray_executor(args, options, make_generator)
         except ValueError as error:
@@ -78,6 +81,7 @@ def run_label(args: argparse.Namespace) -> int:
                 progress_enabled=not options.quiet,
                 allow_engine_change=options.allow_engine_change,
                 rebuild_manifest=options.rebuild_manifest,
+                retry_rejected=options.retry_rejected,
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))
@@ -93,7 +97,8 @@ def _ray_executor(args: argparse.Namespace, options: RunOptions, make_generator)
     from workers.ray_executor import RayExecutor
 
     settings = ClusterSettings(**flag_values(args, ClusterSettings), engine_log_level="INFO" if options.verbose else "ERROR")
-    return RayExecutor(settings, make_generator, partial(AnswerChecker, timeout_s=options.checker_timeout))
+    checker_factory = partial(AnswerChecker, timeout_s=options.checker_timeout)
+    return RayExecutor(settings, make_generator, checker_factory, max_unit_retries=options.max_unit_retries)
 
 
 def _format_summary(summary) -> str:

@@ -281,7 +281,6 @@ class ClusterSettings:
         group=CLUSTER,
         default_text="--tensor-parallel-size where the cluster has GPUs, else 0",
     )
-    max_unit_retries: int = setting(2, help="retries of a unit whose worker failed, then its rows go to rejected/", group=CLUSTER)
     # How fast the answers are checked, not what the labels are: outside the config hash like all of these.
     checker_processes: int | None = setting(
         None,
@@ -294,8 +293,6 @@ class ClusterSettings:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError("--workers must be >= 1")
-        if self.max_unit_retries < 0:
-            raise ValueError("--max-unit-retries must be >= 0")
         if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
             raise ValueError("--gpus-per-worker must be >= 0")
         if self.checker_processes is not None and self.checker_processes < 1:

@@ -58,3 +58,8 @@ class Generator(Protocol):
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
         """One result per request, in order. Implementations batch all requests into one engine call."""
         ...
+
+
+class EngineDiedError(RuntimeError):
+    """The engine under a Generator died (its process was killed, ran out of memory): this Generator
+    is unusable, a new one must be started. Raised by `generate` instead of waiting forever."""

@@ -9,11 +9,12 @@ records as committed are skipped, unless a shard of theirs has gone missing or u
 from __future__ import annotations
 
 import platform
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from labeler import __version__
 from labeler.labeling.config import LabelConfig
@@ -53,9 +54,12 @@ class UnitExecutor(Protocol):
         config: LabelConfig,
         config_hash: str,
         progress: ProgressReporter,
+        commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
-    ) -> Iterator[UnitResult]:
-        """Yield the result of every unit, in any order, as each is ready; the job commits them.
+    ) -> None:
+        """Label every unit and call `commit` with each result as soon as it is ready, in any order
+        (maybe from another thread, one call at a time). A unit that keeps failing is committed as its
+        rows in rejected/ (labeler/labeling/unit_failures.py); whatever `commit` raises stops the run.
 
         Each result carries the engine record of what labelled it; `check_engine` is called with
         the record of every engine as it starts, before it labels anything, and may raise to stop.
@@ -141,6 +145,7 @@ def run_job(
     progress_enabled: bool = True,
     allow_engine_change: bool = False,
     rebuild_manifest: bool = False,
+    retry_rejected: bool = False,
 ) -> JobSummary:
     """Label every unit not yet committed with `executor`, committing each result as it comes.
 
@@ -148,7 +153,8 @@ def run_job(
     engines the same engine record as its committed units (EngineChangeError), unless
     `allow_engine_change`: then each unit records which engine labelled it. The output that cannot
     be written or read is a StorageError; a manifest.json that cannot be parsed is a
-    CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`).
+    CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`). `retry_rejected`:
+    label again the units an earlier run committed as failed (labeler/labeling/unit_failures.py).
     """
     started = time.monotonic()
     store = ShardStore(config.output)
@@ -194,32 +200,51 @@ def run_job(
                 warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
         store.start(manifest)
     warnings += store.redo_unreadable_units()
+    if retry_rejected and (reopened := store.reopen_failed_units()):
+        warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
     store.remove_uncommitted()
     store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
 
     pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
-    solutions_per_problem = config.solutions_per_problem
-    weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
-    weight_done = sum(
-        solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
+    planned = {unit.unit_id: _planned_solutions(unit, config) for unit in plan.units}
+    totals = store.manifest["totals"]
+    progress = ProgressReporter(
+        len(plan.units),
+        sum(planned.values()),
+        units_done=len(plan.units) - len(pending),
+        solutions_done=sum(planned.values()) - sum(planned[unit.unit_id] for unit in pending),
+        rollouts_done=totals["rollouts"],
+        tokens_done=totals["generated_tokens"],
+        enabled=progress_enabled,
     )
-    progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
     for warning in warnings:
         progress.warn(warning)
     progress.log(
         f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"
     )
-    def use_engine(record: dict) -> str:
-        return store.use_engine(record, allow_engine_change)
+    store_lock = threading.Lock()  # executors may commit on another thread than the one that starts engines
 
-    for result in executor.run(pending, config, hash_of_config, progress, check_engine=use_engine) if pending else ():
+    def use_engine(record: dict) -> str:
+        with store_lock:
+            return store.use_engine(record, allow_engine_change)
+
+    def commit(result: UnitResult) -> None:
         engine = use_engine(result.engine) if result.engine is not None else None  # checked again: whatever the executor
-        if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine):
-            stats = result.stats
-            progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+        with store_lock:
+            committed = store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine)
+        if committed:
+            progress.unit_committed(planned[result.unit_id], result.stats["rollouts"], result.stats["generated_tokens"])
+
+    if pending:
+        executor.run(pending, config, hash_of_config, progress, commit, check_engine=use_engine)
     store.compact()
     return summarise(store, plan, len(pending), time.monotonic() - started)
+
+
+def _planned_solutions(unit: WorkUnit, config: LabelConfig) -> int:
+    """The solutions a unit is to label: its given ones, and M sampled for each problem-only row."""
+    return sum(config.solutions_per_problem if row.needs_solutions else 1 for row in unit.rows)
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:

@@ -15,17 +15,28 @@ def format_duration(seconds: float) -> str:
 
 
 class ProgressReporter:
-    def __init__(self, units_total: int, units_done: int, solutions_total: int, stream: TextIO | None = None, enabled: bool = True):
+    """Counts the whole job (a resumed one starts from what its manifest records as committed);
+    rates and the ETA count only this run, from `start_clock` (after the model has loaded)."""
+
+    def __init__(
+        self,
+        units_total: int,
+        solutions_total: int,
+        *,
+        units_done: int = 0,
+        solutions_done: int = 0,
+        rollouts_done: int = 0,
+        tokens_done: int = 0,
+        stream: TextIO | None = None,
+        enabled: bool = True,
+    ):
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.units_total = units_total
-        self.units_done = units_done
-        self.solutions_total = solutions_total
-        self.solutions_done = 0
-        self.rollouts = 0
-        self.tokens = 0
+        self.units_total, self.units_done = units_total, units_done
+        self.solutions_total, self.solutions_done = solutions_total, solutions_done
+        self.rollouts, self.tokens = rollouts_done, tokens_done
+        self.solutions_this_run = self.rollouts_this_run = self.tokens_this_run = 0
         self.started = time.monotonic()
-        self.solutions_this_run = 0
 
     def start_clock(self) -> None:
         """Rates and ETA count from here (after the model has loaded)."""
@@ -39,17 +50,22 @@ class ProgressReporter:
         """Something the user should know although the job goes on: printed even when progress is off."""
         print(f"[labeler] warning: {message}", file=self.stream, flush=True)
 
-    def unit_committed(self, solutions: int, rollouts: int, tokens: int, resumed_solutions_before: int = 0) -> None:
+    def unit_committed(self, solutions: int, rollouts: int, tokens: int) -> None:
+        """After a unit's commit: `solutions` is what the unit was planned to label (its share of the
+        total), rollouts and tokens what it spent."""
         self.units_done += 1
-        self.solutions_this_run += solutions
+        self.solutions_done += solutions
         self.rollouts += rollouts
         self.tokens += tokens
+        self.solutions_this_run += solutions
+        self.rollouts_this_run += rollouts
+        self.tokens_this_run += tokens
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        done = resumed_solutions_before + self.solutions_this_run
-        remaining = max(self.solutions_total - done, 0)
+        remaining = max(self.solutions_total - self.solutions_done, 0)
         eta = remaining * elapsed / self.solutions_this_run if self.solutions_this_run else float("nan")
         self.log(
-            f"units {self.units_done}/{self.units_total} | solutions {done}/{self.solutions_total} | "
-            f"rollouts {self.rollouts} ({self.rollouts / elapsed:.1f}/s) | tokens {self.tokens} ({self.tokens / elapsed:.0f}/s) | "
+            f"units {self.units_done}/{self.units_total} | solutions {self.solutions_done}/{self.solutions_total} | "
+            f"rollouts {self.rollouts} ({self.rollouts_this_run / elapsed:.1f}/s) | "
+            f"tokens {self.tokens} ({self.tokens_this_run / elapsed:.0f}/s) | "
             f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta) if eta == eta else '?'}"
         )

@@ -46,6 +46,7 @@ INPUT_REJECTED_NAME = "input.parquet"
 SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
 MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
 COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
+FAILURE_KEY = "failure"  # in the stats of a unit committed as failed (its rows in rejected/): why; --retry-rejected redoes it
 FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
@@ -129,16 +130,28 @@ class ShardStore:
             for (unit_id, _), problem in zip(to_read, pool.map(self._footer_problem, [relative for _, relative in to_read])):
                 if problem is not None:
                     problems.setdefault(unit_id, problem)
-        if not problems:
-            return []
-        for unit in units:
-            if unit["unit_id"] in problems:
+        self._reopen(set(problems))
+        return [f"{problem}; unit {unit_id} was committed with it and is redone" for unit_id, problem in sorted(problems.items())]
+
+    def reopen_failed_units(self) -> int:
+        """--retry-rejected: mark pending again the units committed as failed (their rows in rejected/
+        after too many failures: labeler/labeling/unit_failures.py); how many. The run redoes them."""
+        assert self.manifest is not None
+        failed = {unit["unit_id"] for unit in self.committed_units() if unit.get("stats", {}).get(FAILURE_KEY)}
+        self._reopen(failed)
+        return len(failed)
+
+    def _reopen(self, unit_ids: set[str]) -> None:
+        """Committed units back to pending, saved at once; their files and commit records go with remove_uncommitted."""
+        if not unit_ids:
+            return
+        for unit in self.committed_units():
+            if unit["unit_id"] in unit_ids:
                 for key in COMMITTED_KEYS:
                     unit.pop(key, None)
                 unit["state"] = UNIT_PENDING
         refresh_totals(self.manifest)
         save_manifest(self.location, self.manifest)  # pending before its record is deleted: never committed without its shards
-        return [f"{problem}; unit {unit_id} was committed with it and is redone" for unit_id, problem in sorted(problems.items())]
 
     def _footer_problem(self, relative: str) -> str | None:
         try:

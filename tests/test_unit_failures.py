@@ -1,0 +1,243 @@
+"""Units that fail in this process (poison units, a checker that raises, an engine that dies) and the
+progress line: on the test-double generator, plus a real child process standing in for an engine's."""
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.checking.checker import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.generation import EngineDiedError
+from labeler.labeling.job import run_job
+from labeler.labeling.unit_failures import EngineKeepsDyingError, UnitsKeepFailingError
+from labeler.store.progress import ProgressReporter
+from tests.conftest import write_jsonl
+from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
+from workers.engine_watch import EngineWatch
+from workers.local_executor import LocalExecutor
+
+PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 14)}
+POISON = "What is 6 minus 1?"  # row 4: its unit (rows 4 and 5, shard size 2) breaks the engine
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with AnswerChecker(timeout_s=5) as checker:
+        yield checker
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    rows = [
+        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {answer}"]}
+        for k, (problem, answer) in enumerate(PROBLEMS.items())
+    ]
+    return write_jsonl(tmp_path / "in.jsonl", rows)
+
+
+def label(dataset: Path, out: Path, checker, factory, retries: int = 2, **kwargs):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=2, seed=5)
+    executor = LocalExecutor(factory, checker, max_unit_retries=retries)
+    return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True, **kwargs)
+
+
+def labels_of(out: Path) -> list[dict]:
+    return pq.read_table(out / "labels").sort_by("solution_id").to_pylist()
+
+
+class PoisonedGenerator(ScriptedGenerator):
+    """Raises on every request of one problem, like a row that breaks the engine each time."""
+
+    def generate(self, requests, sampling):
+        if any(r.user_message.startswith(POISON) for r in requests):
+            raise ValueError("the tokenizer choked on this row")
+        return super().generate(requests, sampling)
+
+
+def test_a_poison_unit_is_retried_then_rejected_and_retry_rejected_labels_it_later(dataset, tmp_path, checker, capfd):
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS))
+    out = tmp_path / "out"
+    summary = label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=1)
+    err = capfd.readouterr().err
+    assert "retrying (1/1)" in err and "failed 2 times" in err
+    assert summary.solutions == len(PROBLEMS) - 2 and summary.rejected_rows == 2 and summary.units_run_now == 6
+    rejected = pq.read_table(out / "rejected").to_pylist()
+    assert sorted(r["problem_id"] for r in rejected) == ["q4", "q5"]
+    assert all(r["stage"] == "generation" and "choked" in r["reason"] and "2 times" in r["reason"] for r in rejected)
+    manifest = json.loads((out / "manifest.json").read_text())
+    failed = [unit for unit in manifest["units"] if unit["stats"].get("failure")]
+    assert len(failed) == 1 and failed[0]["stats"]["attempts"] == 2
+
+    assert label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS)).units_run_now == 0  # a plain rerun keeps it
+    retried = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), retry_rejected=True)
+    assert retried.units_run_now == 1 and retried.rejected_rows == 0
+    assert "1 units that failed in an earlier run are labelled again" in capfd.readouterr().err
+    assert labels_of(out) == labels_of(clean)  # every solution once, as an uninterrupted clean run labels it
+    assert pq.read_table(out / "rejected").num_rows == 0
+
+
+class RaisingChecker:
+    """Delegates to a real checker but raises on the answers of one problem (a checker bug one input triggers)."""
+
+    def __init__(self, inner, fail_times: int):
+        self.inner, self.left = inner, fail_times
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def check_many(self, pairs):
+        pairs = list(pairs)
+        with self.lock:
+            if self.left and any(reference == "5" for _, reference in pairs):
+                self.left -= 1
+                raise RuntimeError("sympy recursion on this answer")
+        return self.inner.check_many(pairs)
+
+
+def test_a_unit_whose_checking_fails_is_generated_again(dataset, tmp_path, checker, capfd):
+    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=4, shard_size=2, seed=5)
+    executor = LocalExecutor(lambda: ScriptedGenerator(PROBLEMS), RaisingChecker(checker, fail_times=1))
+    summary = run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+    assert "sympy recursion" in capfd.readouterr().err
+    assert summary.solutions == len(PROBLEMS) and summary.rejected_rows == 0
+
+
+def test_a_run_whose_every_unit_fails_stops_instead_of_rejecting_the_input(dataset, tmp_path, checker):
+    class Broken(ScriptedGenerator):
+        def generate(self, requests, sampling):
+            raise RuntimeError("CUDA error: an illegal memory access")
+
+    with pytest.raises(UnitsKeepFailingError, match="illegal memory access"):
+        label(dataset, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["totals"]["units_committed"] == 2  # the first two given up; the third stopped the job
+
+
+def test_a_kill_is_not_retried(dataset, tmp_path, checker):
+    with pytest.raises(Crash):  # KeyboardInterrupt, SystemExit: the job stops, a rerun resumes
+        label(dataset, tmp_path / "out", checker, lambda: CrashingGenerator(PROBLEMS, crash_on_call=3))
+
+
+class ChildProcessEngine(ScriptedGenerator):
+    """A test double whose "engine" is a real child process, watched like vLLM's engine core: the
+    first generate call that `dies` lists kills that process and then waits forever, as vLLM did."""
+
+    def __init__(self, answers, die_on_problem: str, deaths: list):
+        super().__init__(answers)
+        self.process, self.watch = EngineWatch.start(lambda: subprocess.Popen(["sleep", "600"]))
+        self.die_on_problem, self.deaths = die_on_problem, deaths
+
+    def generate(self, requests, sampling):
+        return self.watch.call(self._generate, requests, sampling)
+
+    def _generate(self, requests, sampling):
+        if any(r.user_message.startswith(self.die_on_problem) for r in requests) and self.deaths:
+            self.deaths.pop()
+            self.process.kill()
+            threading.Event().wait()  # never woken, like vLLM waiting on a dead engine core
+        return super().generate(requests, sampling)
+
+    def close(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def test_an_engine_whose_process_dies_is_noticed_replaced_and_its_unit_retried(dataset, tmp_path, checker, capfd):
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS))
+    deaths = ["once"]
+    started = time.monotonic()
+    summary = label(dataset, tmp_path / "out", checker, lambda: ChildProcessEngine(PROBLEMS, POISON, deaths))
+    assert time.monotonic() - started < 30  # noticed within a second or so, not a hang
+    assert not deaths and "the engine died during unit 2" in capfd.readouterr().err
+    assert summary.solutions == len(PROBLEMS) and summary.rejected_rows == 0
+    assert labels_of(tmp_path / "out") == labels_of(clean)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert len(manifest["engine_records"]) == 1  # the new engine resolved the same settings
+
+
+def test_an_engine_that_keeps_dying_stops_the_job_with_the_cause(dataset, tmp_path, checker):
+    with pytest.raises(EngineKeepsDyingError, match="engine died 2 times on unit 2.*exited"):
+        label(dataset, tmp_path / "out", checker, lambda: ChildProcessEngine(PROBLEMS, POISON, ["a", "b", "c"]), retries=1)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["totals"]["units_committed"] == 2  # the units before it stay committed; its rows are not written off
+
+
+def test_engine_watch_passes_results_and_errors_through(tmp_path):
+    process, watch = EngineWatch.start(lambda: subprocess.Popen(["sleep", "600"]))
+    try:
+        assert watch.call(lambda x: x + 1, 1) == 2
+        with pytest.raises(KeyError):
+            watch.call(lambda: {}["missing"])
+        process.kill()
+        process.wait()
+        with pytest.raises(EngineDiedError, match=f"engine process {process.pid}"):
+            watch.call(lambda: 1)
+    finally:
+        process.kill()
+
+
+class WaitsForCommit(ScriptedGenerator):
+    """Each generate call of unit k+1 waits (up to 10 s) for unit k's labels shard: finished units
+    must be committed while the next one generates, not after it."""
+
+    def __init__(self, answers, shards: Path):
+        super().__init__(answers)
+        self.shards, self.units_seen, self.late = shards, [], []
+
+    def generate(self, requests, sampling):
+        problem = requests[0].user_message  # the first problem of the unit: one generate call per unit
+        if problem not in self.units_seen:
+            self.units_seen.append(problem)
+        expected = len(self.units_seen) - 1
+        deadline = time.monotonic() + 10
+        while len(list(self.shards.glob("*.parquet"))) < expected:
+            if time.monotonic() > deadline:
+                self.late.append(expected)
+                break
+            time.sleep(0.01)
+        return super().generate(requests, sampling)
+
+
+def test_a_finished_unit_is_committed_while_the_next_generates(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    generator = WaitsForCommit(PROBLEMS, out / "labels")
+    label(dataset, out, checker, lambda: generator)
+    assert len(generator.units_seen) == 6 and generator.late == []
+
+
+def test_progress_counts_the_whole_job_after_a_resume(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    with pytest.raises(Crash):
+        label(dataset, out, checker, lambda: CrashingGenerator(PROBLEMS, crash_on_call=5))
+    manifest = json.loads((out / "manifest.json").read_text())
+    before = manifest["totals"]
+    assert 0 < before["units_committed"] < 6
+    lines: list[str] = []
+
+    class Recording(ProgressReporter):
+        def log(self, message):
+            lines.append(message)
+
+    import labeler.labeling.job as job
+
+    original, job.ProgressReporter = job.ProgressReporter, Recording
+    try:
+        label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS))
+    finally:
+        job.ProgressReporter = original
+    progress = [line for line in lines if line.startswith("units ")]
+    first = progress[0]
+    assert first.startswith(f"units {before['units_committed'] + 1}/6 | solutions {2 * (before['units_committed'] + 1)}/12")
+    rollouts_after_first = int(first.split("rollouts ")[1].split()[0])
+    assert rollouts_after_first > before["rollouts"]  # the earlier run's rollouts are counted
+    final = json.loads((out / "manifest.json").read_text())["totals"]
+    assert progress[-1].startswith("units 6/6 | solutions 12/12") and f"rollouts {final['rollouts']} " in progress[-1]
+    assert f"tokens {final['generated_tokens']} " in progress[-1]
