@@ -93,6 +93,18 @@ def add_format_arguments(group) -> None:
     add_flags(group, LabelConfig, only=FORMAT_FIELDS, into=group)
 
 
+def check_format_flags(args) -> None:
+    """ValueError naming the flag when a number among the input-format flags (--max-row-chars) is not
+    finite or out of the range its LabelConfig field declares: for commands that build no LabelConfig."""
+    from dataclasses import fields
+
+    from labeler.labeling.config import LabelConfig, check_number
+
+    for f in fields(LabelConfig):
+        if f.name in FORMAT_FIELDS:
+            check_number(f, getattr(args, f.name, None))
+
+
 def column_flags(args) -> dict[str, str]:
     """The --FIELD-column flags that were given, as {field: column}."""
     from labeler.cli.flags import flag_values

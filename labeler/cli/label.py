@@ -49,9 +49,10 @@ def run_label(args: argparse.Namespace) -> int:
     model_name = args.model or EMBEDDED_MODEL
     if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
         return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
-    if args.gpus_per_worker:
-        args.tensor_parallel_size = args.gpus_per_worker  # one engine spans its worker's GPUs
-    try:
+    try:  # every setting checked (finite, in range) before a checker or an engine starts
+        cluster = None if args.workers is None else cluster_from_args(args, options)
+        if cluster is not None and cluster.gpus_per_worker:
+            args.tensor_parallel_size = cluster.gpus_per_worker  # one engine spans its worker's GPUs
         config = config_from_args(args, model_name)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -63,10 +64,10 @@ def run_label(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, f"--checker-timeout: {error}")
     with checker:
         try:
-            if args.workers is None:
+            if cluster is None:
                 executor = LocalExecutor(make_generator, checker, model_name=model_name)
             else:
-                executor = _ray_executor(args, options, make_generator)
+                executor = _ray_executor(cluster, options, make_generator)
         except ValueError as error:
             return usage_error(COMMAND, str(error))
         try:
@@ -88,12 +89,15 @@ def run_label(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ray_executor(args: argparse.Namespace, options: RunOptions, make_generator):
+def cluster_from_args(args: argparse.Namespace, options: RunOptions) -> ClusterSettings:
+    return ClusterSettings(**flag_values(args, ClusterSettings), engine_log_level="INFO" if options.verbose else "ERROR")
+
+
+def _ray_executor(cluster: ClusterSettings, options: RunOptions, make_generator):
     from labeler.checking.checker import AnswerChecker
     from workers.ray_executor import RayExecutor
 
-    settings = ClusterSettings(**flag_values(args, ClusterSettings), engine_log_level="INFO" if options.verbose else "ERROR")
-    return RayExecutor(settings, make_generator, partial(AnswerChecker, timeout_s=options.checker_timeout))
+    return RayExecutor(cluster, make_generator, partial(AnswerChecker, timeout_s=options.checker_timeout))
 
 
 def _format_summary(summary) -> str:
