@@ -39,6 +39,7 @@ def setting(
     default_text: str | None = None,
     keys: tuple[str, ...] | None = None,
     may_change_on_resume: bool = False,
+    guard: bool = False,
     at_least: float | None = None,
     above: float | None = None,
     at_most: float | None = None,
@@ -52,9 +53,10 @@ def setting(
     default when the field has none (or another one), e.g. None for "--model not given";
     default_text: how the default reads in --help (needed when it is None or empty); keys: for a
     dict field, one flag per key, spelt by `flag` with {key} in it; may_change_on_resume: a rerun
-    of the same job or run may give another value (engine settings, the output location);
-    at_least/above (the low end, closed/open) and at_most/below (the high end): the range of a
-    number, held by `check_numbers` and shown in --help.
+    of the same job or run may give another value (engine settings, the output location); guard: a
+    check that may stop a job before it starts but never changes what it writes (outside the config
+    hash, and not an engine setting either); at_least/above (the low end, closed/open) and
+    at_most/below (the high end): the range of a number, held by `check_numbers`, shown in --help.
     """
     metadata = {
         "help": help,
@@ -67,6 +69,7 @@ def setting(
         "default_text": default_text,
         "keys": keys,
         "may_change_on_resume": may_change_on_resume,
+        "guard": guard,
         "bounds": Bounds.of(at_least=at_least, above=above, at_most=at_most, below=below),
     }
     return field(default=default, default_factory=default_factory, metadata=metadata)
@@ -149,6 +152,16 @@ class LabelConfig:
     )
     split_rule: str = setting("auto", flag="--split", choices=SPLIT_RULES, help="how solution text is cut into steps", group=INPUT_OUTPUT)
     max_row_chars: int = setting(50_000, at_least=1, help="rows longer than this are rejected", group=INPUT_OUTPUT)
+    max_rejected_share: float = setting(
+        0.5,
+        at_least=0,
+        at_most=1,
+        guard=True,
+        help="refuse the input (exit 2, with the commonest reason) when more than this share of its rows are rejected, "
+        "judged over the first 100 rows (all rows when fewer); 1: never refuse for rejected rows. An input with no rows "
+        "is always refused",
+        group=INPUT_OUTPUT,
+    )
     columns: dict[str, str] = setting(
         default_factory=dict,
         keys=COLUMN_FIELDS,
@@ -280,7 +293,7 @@ class LabelConfig:
 
     def output_settings(self) -> dict:
         """The settings that decide what the job writes; a rerun must match them to resume."""
-        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY}
+        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
 
     def config_hash(self) -> str:
         return stable_id(json.dumps(self.output_settings(), sort_keys=True))
@@ -289,6 +302,9 @@ class LabelConfig:
 # The output location and the engine settings: a resumed job may change them (the dtype and context
 # length as long as the engine resolves them as before: labeler/store/manifest.py, check_same_engine).
 LabelConfig.ENGINE_ONLY = names_with(LabelConfig, "may_change_on_resume")
+# Checks of the input that can only stop a job before it starts: a rerun may change them, and
+# neither the config hash nor the manifest's engine settings hold them.
+LabelConfig.GUARDS = names_with(LabelConfig, "guard")
 
 
 @dataclass(frozen=True)
