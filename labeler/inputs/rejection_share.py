@@ -30,4 +30,4 @@ def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[Rej
         how_many = f"every row rejected ({rows_read} of {rows_read}, {read_as})"
     else:
         how_many = f"{len(rejected)} of the first {rows_read} rows rejected ({read_as}), more than --max-rejected-share {max_share}"
-    raise InputError(f"{input_name}: {how_many}; commonest reason, {count} rows (e.g. row {example}): {field}: {reason}")
+    raise InputError(f"{input_name}: {how_many}; commonest reason, {count} row{'s' if count > 1 else ''} (e.g. row {example}): {field}: {reason}")
