@@ -201,7 +201,7 @@ def test_train_bad_input_is_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys
     assert code == 2 and err.count("\n") == 1 and "no such file" in err
     labels = small_labels(tmp_path)
     code, err = train_cli("--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "0")
-    assert code == 2 and err.strip() == "labeler train: error: --epochs must be at least 1"
+    assert code == 2 and err.strip() == "labeler train: error: --epochs must be >= 1, got 0"
     code, err = train_cli("--labels", str(labels), "--output", str(tmp_path / "run"), "--model", str(tmp_path / "no-model"), "--quiet")
     assert code == 2 and err.startswith("labeler train: error: cannot load model") and err.count("\n") == 1
 

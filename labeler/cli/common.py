@@ -9,7 +9,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from labeler.labeling.config import INPUT_OUTPUT, ROLLOUTS, setting
+from labeler.labeling.config import INPUT_OUTPUT, ROLLOUTS, check_numbers, setting
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,6 +30,7 @@ class RunOptions:
     )
     max_unit_retries: int = setting(
         2,
+        at_least=0,
         help="retries of a work unit that failed (an error while labelling it, its engine or Ray worker died), "
         "then its rows go to rejected/ with the error and the job goes on",
         group=INPUT_OUTPUT,
@@ -54,8 +55,7 @@ class RunOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.max_unit_retries < 0:
-            raise ValueError("--max-unit-retries must be >= 0")
+        check_numbers(self)
 
 
 class LabelerParser(argparse.ArgumentParser):
@@ -106,6 +106,18 @@ def add_format_arguments(group) -> None:
     from labeler.labeling.config import LabelConfig
 
     add_flags(group, LabelConfig, only=FORMAT_FIELDS, into=group)
+
+
+def check_format_flags(args) -> None:
+    """ValueError naming the flag when a number among the input-format flags (--max-row-chars) is not
+    finite or out of the range its LabelConfig field declares: for commands that build no LabelConfig."""
+    from dataclasses import fields
+
+    from labeler.labeling.config import LabelConfig, check_number
+
+    for f in fields(LabelConfig):
+        if f.name in FORMAT_FIELDS:
+            check_number(f, getattr(args, f.name, None))
 
 
 def column_flags(args) -> dict[str, str]:

@@ -9,7 +9,9 @@ spelling in its metadata. `add_flags` turns the fields of a dataclass into flags
 - a tuple is a repeatable flag; a dict gets one flag per key of the metadata's `keys`;
 - int, float and str (or `X | None`) take a value of that type; a field without a default (and no
   `cli_default`) is a required flag; every other flag's help ends with "(default: ...)", which
-  reads the metadata's `default_text` where the default alone would say nothing (None, empty).
+  reads the metadata's `default_text` where the default alone would say nothing (None, empty);
+- a number's declared range shows in its help ("must be in (0, 1]"); the config checks it, and that
+  the value is finite (argparse's float() takes "nan"), when it is built from the flags.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def _cli_default(f: dataclasses.Field):
 
 
 def _help(text: str, default, meta) -> str:
+    if meta.get("bounds") is not None:
+        text = f"{text}; must be {meta['bounds']}"
     text = text.replace("%", "%%")  # argparse formats help with %
     if default is MISSING:  # a switch, or a required flag
         return text

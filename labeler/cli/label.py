@@ -21,7 +21,8 @@ def register(subparsers) -> None:
         help="label the steps of math solutions with Monte-Carlo rollouts",
         description="Sample N completions from every step prefix of every solution, check their final answers, "
         "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
-        usage_errors="bad usage, unreadable input, an --output that cannot be written or read, "
+        usage_errors="bad usage (a setting out of range), unreadable input, an input with no rows or too many rejected, "
+        "an --output that cannot be written or read, "
         "or settings, input or engine that differ from the job already in --output",
     )
     add_flags(parser, LabelConfig)
@@ -52,9 +53,10 @@ def run_label(args: argparse.Namespace) -> int:
     model_name = args.model or EMBEDDED_MODEL
     if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
         return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
-    if args.gpus_per_worker:
-        args.tensor_parallel_size = args.gpus_per_worker  # one engine spans its worker's GPUs
-    try:
+    try:  # every setting checked (finite, in range) before a checker or an engine starts
+        cluster = None if args.workers is None else cluster_from_args(args, options)
+        if cluster is not None and cluster.gpus_per_worker:
+            args.tensor_parallel_size = cluster.gpus_per_worker  # one engine spans its worker's GPUs
         config = config_from_args(args, model_name)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -66,10 +68,10 @@ def run_label(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, f"--checker-timeout: {error}")
     with checker:
         try:
-            if args.workers is None:
+            if cluster is None:
                 executor = LocalExecutor(make_generator, checker, model_name=model_name, max_unit_retries=options.max_unit_retries)
             else:
-                executor = _ray_executor(args, options, make_generator)
+                executor = _ray_executor(cluster, options, make_generator)
         except ValueError as error:
             return usage_error(COMMAND, str(error))
         try:
@@ -92,13 +94,16 @@ def run_label(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ray_executor(args: argparse.Namespace, options: RunOptions, make_generator):
+def cluster_from_args(args: argparse.Namespace, options: RunOptions) -> ClusterSettings:
+    return ClusterSettings(**flag_values(args, ClusterSettings), engine_log_level="INFO" if options.verbose else "ERROR")
+
+
+def _ray_executor(cluster: ClusterSettings, options: RunOptions, make_generator):
     from labeler.checking.checker import AnswerChecker
     from workers.ray_executor import RayExecutor
 
-    settings = ClusterSettings(**flag_values(args, ClusterSettings), engine_log_level="INFO" if options.verbose else "ERROR")
     checker_factory = partial(AnswerChecker, timeout_s=options.checker_timeout)
-    return RayExecutor(settings, make_generator, checker_factory, max_unit_retries=options.max_unit_retries)
+    return RayExecutor(cluster, make_generator, checker_factory, max_unit_retries=options.max_unit_retries)
 
 
 def _format_summary(summary) -> str:

@@ -23,6 +23,7 @@ from labeler.cli.common import (
     RunOptions,
     add_command,
     add_format_arguments,
+    check_format_flags,
     column_flags,
     log_to_stderr,
     quiet_transformers,
@@ -83,6 +84,10 @@ def run_score(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, "--batch-size must be at least 1")
     if args.limit is not None and args.limit < 0:
         return usage_error(COMMAND, "--limit must be >= 0")
+    try:
+        check_format_flags(args)
+    except ValueError as error:
+        return usage_error(COMMAND, str(error))
     options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args))
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)

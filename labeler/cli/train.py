@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, resolve_backbone, usage_error
 from labeler.cli.flags import add_flags, flag_values
@@ -41,9 +41,13 @@ def register(subparsers) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from labeler.inputs.readers import InputError
-    from labeler.prm.trainer import train
+    from workers.model_source import EMBEDDED_MODEL
 
     options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
+    try:  # the settings first (finite, in range): a bad one must not wait for a backbone to be provisioned
+        config = TrainConfig(**{**flag_values(args, TrainConfig), "model": args.model or EMBEDDED_MODEL})
+    except ValueError as error:
+        return usage_error(COMMAND, str(error))
     log_to_stderr(options.quiet)
     if not options.verbose:
         quiet_transformers()
@@ -51,8 +55,10 @@ def run_train(args: argparse.Namespace) -> int:
         model_path, model_name = resolve_backbone(args.model)
     except RuntimeError as error:  # the embedded model could not be provisioned
         return usage_error(COMMAND, str(error).splitlines()[0])
+    from labeler.prm.trainer import train
+
     try:
-        config = TrainConfig(**{**flag_values(args, TrainConfig), "model": model_path, "model_name": model_name})
+        config = replace(config, model=model_path, model_name=model_name)
         result = train(config)
     except (ValueError, InputError) as error:  # bad settings, labels, model, or a mismatched resume
         return usage_error(COMMAND, str(error).splitlines()[0])

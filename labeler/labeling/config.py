@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import MISSING, asdict, dataclass, field
 
 from labeler.ids import stable_id
+from labeler.labeling.bounds import Bounds
 from labeler.inputs.presets import COLUMN_FIELDS, PRESET_NAMES
 from labeler.inputs.splitting import SPLIT_RULES
 from labeler.labeling.generation import SamplingSettings
@@ -37,6 +39,11 @@ def setting(
     default_text: str | None = None,
     keys: tuple[str, ...] | None = None,
     may_change_on_resume: bool = False,
+    guard: bool = False,
+    at_least: float | None = None,
+    above: float | None = None,
+    at_most: float | None = None,
+    below: float | None = None,
 ):
     """A settings field with what its command-line flag needs, all in one place.
 
@@ -46,7 +53,10 @@ def setting(
     default when the field has none (or another one), e.g. None for "--model not given";
     default_text: how the default reads in --help (needed when it is None or empty); keys: for a
     dict field, one flag per key, spelt by `flag` with {key} in it; may_change_on_resume: a rerun
-    of the same job or run may give another value (engine settings, the output location).
+    of the same job or run may give another value (engine settings, the output location); guard: a
+    check that may stop a job before it starts but never changes what it writes (outside the config
+    hash, and not an engine setting either); at_least/above (the low end, closed/open) and
+    at_most/below (the high end): the range of a number, held by `check_numbers`, shown in --help.
     """
     metadata = {
         "help": help,
@@ -59,6 +69,8 @@ def setting(
         "default_text": default_text,
         "keys": keys,
         "may_change_on_resume": may_change_on_resume,
+        "guard": guard,
+        "bounds": Bounds.of(at_least=at_least, above=above, at_most=at_most, below=below),
     }
     return field(default=default, default_factory=default_factory, metadata=metadata)
 
@@ -73,8 +85,29 @@ def check_choices(config) -> None:
     for f in dataclasses.fields(config):
         choices = f.metadata.get("choices")
         if choices and getattr(config, f.name) not in choices:
-            flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
-            raise ValueError(f"{flag} must be one of {', '.join(choices)}")
+            raise ValueError(f"{_flag(f)} must be one of {', '.join(choices)}")
+
+
+def check_numbers(config) -> None:
+    """ValueError for the first number of `config` that is not finite or not in its declared range."""
+    for f in dataclasses.fields(config):
+        check_number(f, getattr(config, f.name))
+
+
+def check_number(f: dataclasses.Field, value) -> None:
+    """ValueError, naming the flag, the value and the range, when `value` does not suit the setting `f`.
+    A float flag parses "nan" and "inf", so this is where they are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return  # None (not given), text, switches
+    if not math.isfinite(value):
+        raise ValueError(f"{_flag(f)} must be a finite number, got {value}")
+    bounds = f.metadata.get("bounds")
+    if bounds is not None and value not in bounds:
+        raise ValueError(f"{_flag(f)} must be {bounds}, got {value}")
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
 def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
@@ -114,9 +147,21 @@ class LabelConfig:
     preset: str | None = setting(
         None, help=f"input format, one of {', '.join(PRESET_NAMES)}", group=INPUT_OUTPUT, default_text="auto-detected when unambiguous"
     )
-    limit: int | None = setting(None, help="take only the first K rows", metavar="K", group=INPUT_OUTPUT, default_text="all rows")
+    limit: int | None = setting(
+        None, at_least=1, help="take only the first K rows", metavar="K", group=INPUT_OUTPUT, default_text="all rows"
+    )
     split_rule: str = setting("auto", flag="--split", choices=SPLIT_RULES, help="how solution text is cut into steps", group=INPUT_OUTPUT)
-    max_row_chars: int = setting(50_000, help="rows longer than this are rejected", group=INPUT_OUTPUT)
+    max_row_chars: int = setting(50_000, at_least=1, help="rows longer than this are rejected", group=INPUT_OUTPUT)
+    max_rejected_share: float = setting(
+        0.5,
+        at_least=0,
+        at_most=1,
+        guard=True,
+        help="refuse the input (exit 2, with the commonest reason) when more than this share of its rows are rejected, "
+        "judged over the first 100 rows (all rows when fewer); 1: never refuse for rejected rows. An input with no rows "
+        "is always refused",
+        group=INPUT_OUTPUT,
+    )
     columns: dict[str, str] = setting(
         default_factory=dict,
         keys=COLUMN_FIELDS,
@@ -126,16 +171,20 @@ class LabelConfig:
         group=INPUT_OUTPUT,
         default_text="the preset's column",
     )
-    rollouts: int = setting(8, help="completions sampled per step prefix (N)", group=ROLLOUTS)
-    temperature: float = setting(0.7, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
+    rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
+    temperature: float = setting(0.7, at_least=0, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
     top_p: float = setting(
-        1.0, help="nucleus sampling: sample from the smallest set of tokens whose probability reaches this", group=ROLLOUTS
+        1.0,
+        above=0,
+        at_most=1,
+        help="nucleus sampling: sample from the smallest set of tokens whose probability reaches this",
+        group=ROLLOUTS,
     )
-    max_new_tokens: int = setting(256, help="token budget of each completion", group=ROLLOUTS)
+    max_new_tokens: int = setting(256, at_least=1, help="token budget of each completion", group=ROLLOUTS)
     seed: int = setting(0, help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)", group=ROLLOUTS)
-    shard_size: int = setting(64, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
-    solutions_per_problem: int = setting(4, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
-    solution_max_new_tokens: int = setting(512, help="token budget of each sampled solution", group=ROLLOUTS)
+    shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
+    solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
+    solution_max_new_tokens: int = setting(512, at_least=1, help="token budget of each sampled solution", group=ROLLOUTS)
     final_step: str = setting(
         "check",
         choices=FINAL_STEP_MODES,
@@ -151,6 +200,8 @@ class LabelConfig:
     )
     max_timeout_share: float = setting(
         0.05,
+        at_least=0,
+        at_most=1,
         help="reject a work unit (with the reason) whose answer checks still time out after a retry on more than "
         "this share of its checks (and at least 8): a sick checker must not write negative labels",
         group=ROLLOUTS,
@@ -173,8 +224,10 @@ class LabelConfig:
     after_first_error: str = setting(
         "negative", choices=AFTER_FIRST_ERROR, help="first-error: label of the unsampled steps after the first error", group=ROLLOUTS
     )
-    round_size: int = setting(2, help="adaptive: rollouts per prefix per round", group=ROLLOUTS)
-    ci_width: float = setting(0.5, help="adaptive: stop a prefix once its 95% Wilson interval is narrower", group=ROLLOUTS)
+    round_size: int = setting(2, at_least=1, help="adaptive: rollouts per prefix per round", group=ROLLOUTS)
+    ci_width: float = setting(
+        0.5, above=0, at_most=1, help="adaptive: stop a prefix once its 95% Wilson interval is narrower", group=ROLLOUTS
+    )
     write_rollouts: bool = setting(True, flag="--no-rollouts", help="do not write the rollouts/ table", group=INPUT_OUTPUT)
     trust_remote_code: bool = setting(False, help="allow model/dataset repositories to run their own code", group=ENGINE)
     # Engine settings, outside the config hash. dtype and max_model_len can change samples, but what
@@ -189,34 +242,25 @@ class LabelConfig:
     )
     max_model_len: int | None = setting(
         None,
+        at_least=1,
         help="context length of the engine (prompt and completion)",
         group=ENGINE,
         default_text="the model's own",
         may_change_on_resume=True,
     )
-    tensor_parallel_size: int = setting(1, help="GPUs per engine", group=ENGINE, may_change_on_resume=True)
+    tensor_parallel_size: int = setting(1, at_least=1, help="GPUs per engine", group=ENGINE, may_change_on_resume=True)
     gpu_memory_utilization: float = setting(
-        0.9, help="share of each GPU's memory vLLM may take for weights and KV cache", group=ENGINE, may_change_on_resume=True
+        0.9,
+        above=0,
+        at_most=1,
+        help="share of each GPU's memory vLLM may take for weights and KV cache",
+        group=ENGINE,
+        may_change_on_resume=True,
     )
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.rollouts < 1:
-            raise ValueError("--rollouts must be >= 1")
-        if self.shard_size < 1:
-            raise ValueError("--shard-size must be >= 1")
-        if self.solutions_per_problem < 1:
-            raise ValueError("--solutions-per-problem must be >= 1")
-        if self.max_new_tokens < 1 or self.solution_max_new_tokens < 1:
-            raise ValueError("token budgets must be >= 1")
-        if not 0 < self.top_p <= 1 or self.temperature < 0:
-            raise ValueError("--top-p must be in (0, 1] and --temperature >= 0")
-        if not 0 <= self.max_timeout_share <= 1:
-            raise ValueError("--max-timeout-share must be in [0, 1]")
-        if self.round_size < 1 or not 0 < self.ci_width <= 1:
-            raise ValueError("--round-size must be >= 1 and --ci-width in (0, 1]")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError("--limit must be >= 1")
+        check_numbers(self)
 
     @property
     def sampling(self) -> SamplingSettings:
@@ -249,7 +293,7 @@ class LabelConfig:
 
     def output_settings(self) -> dict:
         """The settings that decide what the job writes; a rerun must match them to resume."""
-        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY}
+        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
 
     def config_hash(self) -> str:
         return stable_id(json.dumps(self.output_settings(), sort_keys=True))
@@ -258,6 +302,9 @@ class LabelConfig:
 # The output location and the engine settings: a resumed job may change them (the dtype and context
 # length as long as the engine resolves them as before: labeler/store/manifest.py, check_same_engine).
 LabelConfig.ENGINE_ONLY = names_with(LabelConfig, "may_change_on_resume")
+# Checks of the input that can only stop a job before it starts: a rerun may change them, and
+# neither the config hash nor the manifest's engine settings hold them.
+LabelConfig.GUARDS = names_with(LabelConfig, "guard")
 
 
 @dataclass(frozen=True)
@@ -266,6 +313,7 @@ class ClusterSettings:
     settings, so that the CLI builds its flags without importing ray."""
 
     workers: int = setting(
+        at_least=1,
         help="Ray workers, one vLLM engine each", group=CLUSTER, cli_default=None, default_text="none, the job runs in this process"
     )
     address: str | None = setting(
@@ -277,6 +325,7 @@ class ClusterSettings:
     )
     gpus_per_worker: int | None = setting(
         None,
+        at_least=0,
         help="GPUs each worker reserves = its engine's tensor parallel size",
         group=CLUSTER,
         default_text="--tensor-parallel-size where the cluster has GPUs, else 0",
@@ -284,6 +333,7 @@ class ClusterSettings:
     # How fast the answers are checked, not what the labels are: outside the config hash like all of these.
     checker_processes: int | None = setting(
         None,
+        at_least=1,
         help="answer-checker processes per machine, shared by the workers there (at least one each)",
         group=CLUSTER,
         default_text="the machine's CPU count in Ray",
@@ -291,9 +341,4 @@ class ClusterSettings:
     engine_log_level: str = setting("ERROR", cli=False, help="vLLM's log level in the workers (INFO with --verbose)")
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("--workers must be >= 1")
-        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
-            raise ValueError("--gpus-per-worker must be >= 0")
-        if self.checker_processes is not None and self.checker_processes < 1:
-            raise ValueError("--checker-processes must be >= 1")
+        check_numbers(self)

@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from labeler import __version__
 from labeler.labeling.config import LabelConfig
-from labeler.inputs.readers import RawRow, input_fingerprint, read_rows
+from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
+from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
 from labeler.store.manifest import MANIFEST_NAME, CorruptManifestError, check_same_job, new_manifest, read_commit_records
 from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
 from labeler.labeling.unit import UnitResult
@@ -91,12 +92,21 @@ def preset_options(config: LabelConfig) -> PresetOptions:
 
 
 def plan_job(config: LabelConfig) -> JobPlan:
-    """Read and normalise every row of the job's input (bad rows become RejectedRow) and cut the rest into units."""
-    return plan_rows(read_rows(input_path(config.input), config.limit, config.trust_remote_code), config)
+    """Read and normalise every row of the job's input (bad rows become RejectedRow) and cut the rest into
+    units; InputError for an input with no rows, or too many rejected (`plan_rows`)."""
+    plan = plan_rows(read_rows(input_path(config.input), config.limit, config.trust_remote_code), config)
+    if not plan.rows_read:  # an empty file, only blank lines, an empty dataset split
+        raise InputError(f"{config.input}: no rows")
+    return plan
 
 
 def plan_rows(raw_rows: Iterable[RawRow], config: LabelConfig) -> JobPlan:
-    """Normalise rows (bad rows become RejectedRow) and cut the rest into units of `config.shard_size`."""
+    """Normalise rows (bad rows become RejectedRow) and cut the rest into units of `config.shard_size`.
+
+    InputError when more than `config.max_rejected_share` of the first JUDGED_ROWS rows are rejected,
+    as soon as they are read (labeler/inputs/rejection_share.py). No rows at all is not an error here:
+    the Python API labels an empty list as an empty table.
+    """
     options = preset_options(config)
     preset: str | None = None
     sources: list[SourceRow] = []
@@ -110,6 +120,10 @@ def plan_rows(raw_rows: Iterable[RawRow], config: LabelConfig) -> JobPlan:
             sources.append(_normalise(raw, preset, options))
         except RowError as error:
             rejected.append(RejectedRow(raw.row_index, error.field, error.reason, _row_id(raw), raw.raw))
+        if rows_read == JUDGED_ROWS:
+            check_rejected_share(config.input, rows_read, rejected, config.max_rejected_share, preset)
+    if rows_read < JUDGED_ROWS:
+        check_rejected_share(config.input, rows_read, rejected, config.max_rejected_share, preset)
     units = plan_units(assign_row_keys(sources), config.shard_size, config.solutions_per_problem)
     return JobPlan(preset=preset or (config.preset or "unknown"), rows_read=rows_read, rejected=rejected, units=units)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from labeler.labeling.config import check_choices, names_with, setting
+from labeler.labeling.config import check_choices, check_numbers, names_with, setting
 
 TARGETS = ("soft", "hard")
 SELECT_BEST = ("val_loss", "val_auc")
@@ -35,15 +35,17 @@ class TrainConfig:
     )
     model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
     target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
-    epochs: int = setting(3, help="passes over the training set", group=OPTIMISATION, may_change_on_resume=True)
-    batch_size: int = setting(8, help="solutions per micro-batch", group=OPTIMISATION)
-    gradient_accumulation_steps: int = setting(1, help="micro-batches per optimizer step", group=OPTIMISATION)
-    learning_rate: float = setting(1e-5, help="peak learning rate of AdamW", group=OPTIMISATION)
-    weight_decay: float = setting(0.0, help="AdamW weight decay", group=OPTIMISATION)
-    warmup_ratio: float = setting(0.05, help="share of steps with linear warm-up, then linear decay", group=OPTIMISATION)
-    max_grad_norm: float = setting(1.0, help="gradient clipping", group=OPTIMISATION)
-    max_length: int = setting(2048, help="tokens per solution; steps past it get no target", group=DATA)
-    validation_fraction: float = setting(0.1, help="share of problems held out for validation", group=DATA)
+    epochs: int = setting(3, at_least=1, help="passes over the training set", group=OPTIMISATION, may_change_on_resume=True)
+    batch_size: int = setting(8, at_least=1, help="solutions per micro-batch", group=OPTIMISATION)
+    gradient_accumulation_steps: int = setting(1, at_least=1, help="micro-batches per optimizer step", group=OPTIMISATION)
+    learning_rate: float = setting(1e-5, above=0, help="peak learning rate of AdamW", group=OPTIMISATION)
+    weight_decay: float = setting(0.0, at_least=0, help="AdamW weight decay", group=OPTIMISATION)
+    warmup_ratio: float = setting(
+        0.05, at_least=0, below=1, help="share of steps with linear warm-up, then linear decay", group=OPTIMISATION
+    )
+    max_grad_norm: float = setting(1.0, above=0, help="gradient clipping", group=OPTIMISATION)
+    max_length: int = setting(2048, at_least=8, help="tokens per solution; steps past it get no target", group=DATA)
+    validation_fraction: float = setting(0.1, at_least=0, below=1, help="share of problems held out for validation", group=DATA)
     select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
     seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)
     device: str = setting("auto", choices=DEVICES, help=DEVICE_HELP, group=RUN, may_change_on_resume=True)
@@ -52,6 +54,7 @@ class TrainConfig:
     trust_remote_code: bool = setting(False, help="let the model repository run its own code", group=MODEL)
     save_steps: int | None = setting(
         None,
+        at_least=1,
         help="also save last/ every N optimizer steps within an epoch",
         metavar="N",
         group=RUN,
@@ -60,6 +63,7 @@ class TrainConfig:
     )
     max_steps: int | None = setting(
         None,
+        at_least=1,
         help="stop after N optimizer steps in all (resumable)",
         metavar="N",
         group=RUN,
@@ -69,22 +73,7 @@ class TrainConfig:
 
     def __post_init__(self):
         check_choices(self)
-        checks = [
-            (self.epochs >= 1, "--epochs must be at least 1"),
-            (self.batch_size >= 1, "--batch-size must be at least 1"),
-            (self.gradient_accumulation_steps >= 1, "--gradient-accumulation-steps must be at least 1"),
-            (self.learning_rate > 0, "--learning-rate must be positive"),
-            (self.weight_decay >= 0, "--weight-decay must be >= 0"),
-            (0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
-            (self.max_grad_norm > 0, "--max-grad-norm must be positive"),
-            (self.max_length >= 8, "--max-length must be at least 8 tokens"),
-            (0 <= self.validation_fraction < 1, "--validation-fraction must be in [0, 1)"),
-            (self.save_steps is None or self.save_steps >= 1, "--save-steps must be at least 1"),
-            (self.max_steps is None or self.max_steps >= 1, "--max-steps must be at least 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        check_numbers(self)
 
     def to_dict(self) -> dict:
         return asdict(self)

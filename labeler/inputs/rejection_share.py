@@ -1,0 +1,33 @@
+"""Whether an input is worth labelling: one whose rows are mostly rejected (another format than the
+preset reads, a binary file read as JSON Lines) is refused as a whole, with its commonest reason,
+before a model loads, instead of a job that labels nothing and exits 0.
+
+A few bad rows are normal: they go to rejected/ and the job goes on. The share is judged over the
+first JUDGED_ROWS rows read (all rows when fewer), so a huge input is refused without reading it all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from labeler.inputs.readers import InputError
+from labeler.records import RejectedRow
+
+JUDGED_ROWS = 100
+
+
+def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[RejectedRow], max_share: float, preset: str | None) -> None:
+    """InputError when more than `max_share` of the `rows_read` rows (at most JUDGED_ROWS: the job
+    calls this once that many are read, or at the end) are rejected; `max_share` 1 never refuses."""
+    if not rows_read or len(rejected) / rows_read <= max_share:
+        return
+    reasons = Counter((row.field, row.reason) for row in rejected)
+    (field, reason), count = reasons.most_common(1)[0]  # ties: the first seen
+    example = next(row.row_index for row in rejected if (row.field, row.reason) == (field, reason))
+    read_as = f"read as {preset}" if preset else "none readable"
+    if len(rejected) == rows_read and rows_read < JUDGED_ROWS:
+        how_many = f"every row rejected ({rows_read} of {rows_read}, {read_as})"
+    else:
+        how_many = f"{len(rejected)} of the first {rows_read} rows rejected ({read_as}), more than --max-rejected-share {max_share}"
+    raise InputError(f"{input_name}: {how_many}; commonest reason, {count} row{'s' if count > 1 else ''} (e.g. row {example}): {field}: {reason}")
