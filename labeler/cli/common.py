@@ -28,6 +28,13 @@ class RunOptions:
         "commit records in commits/ (units whose records were already folded into the lost manifest are redone)",
         group=INPUT_OUTPUT,
     )
+    output_lock: bool = setting(
+        True,
+        flag="--no-output-lock",
+        help="run without holding --output's lock (.lock, which keeps a second driver out): only for storage "
+        "where it cannot be taken atomically, and only when no other driver writes there",
+        group=INPUT_OUTPUT,
+    )
     checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
     allow_engine_change: bool = setting(
         False,

@@ -78,6 +78,7 @@ def run_label(args: argparse.Namespace) -> int:
                 progress_enabled=not options.quiet,
                 allow_engine_change=options.allow_engine_change,
                 rebuild_manifest=options.rebuild_manifest,
+                lock_output=options.output_lock,
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))

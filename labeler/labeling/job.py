@@ -23,6 +23,7 @@ from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
+from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
@@ -141,6 +142,7 @@ def run_job(
     progress_enabled: bool = True,
     allow_engine_change: bool = False,
     rebuild_manifest: bool = False,
+    lock_output: bool = True,
 ) -> JobSummary:
     """Label every unit not yet committed with `executor`, committing each result as it comes.
 
@@ -149,77 +151,82 @@ def run_job(
     `allow_engine_change`: then each unit records which engine labelled it. The output that cannot
     be written or read is a StorageError; a manifest.json that cannot be parsed is a
     CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`).
+
+    The job holds the output's lock while it runs (labeler/store/lock.py): an output that another
+    live driver holds is an OutputLockedError (a StorageError), --overwrite included; with
+    `lock_output=False` it runs unlocked (storage without an atomic create).
     """
     started = time.monotonic()
     store = ShardStore(config.output)
-    plan = plan_job(config)
-    hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
-    fingerprint = input_fingerprint(input_path(config.input))
+    with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
+        plan = plan_job(config)
+        hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
+        fingerprint = input_fingerprint(input_path(config.input))
 
-    warnings, existing, corrupt = [], None, False
-    if overwrite:
-        store.wipe()  # without reading the old manifest first: a corrupt one must not stop a fresh start
-    else:
-        try:
-            existing = store.load() if store.exists() else None
-        except CorruptManifestError:
-            if not rebuild_manifest:
-                raise
-            corrupt = True
-    if existing is not None:
-        check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
-        store.start(existing)
-    else:
-        manifest = new_manifest(
-            config=config.output_settings(),
-            config_hash=hash_of_config,
-            plan_hash=hash_of_plan,
-            versions=package_versions(),
-            model=model_info,
-            input_info={
-                "spec": config.input,
-                "fingerprint": fingerprint,
-                "preset": plan.preset,
-                "rows_read": plan.rows_read,
-                "rows_rejected": len(plan.rejected),
-            },
-            units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+        warnings, existing, corrupt = list(lock_warnings), None, False
+        if overwrite:
+            store.wipe()  # without reading the old manifest first: a corrupt one must not stop a fresh start
+        else:
+            try:
+                existing = store.load() if store.exists() else None
+            except CorruptManifestError:
+                if not rebuild_manifest:
+                    raise
+                corrupt = True
+        if existing is not None:
+            check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
+            store.start(existing)
+        else:
+            manifest = new_manifest(
+                config=config.output_settings(),
+                config_hash=hash_of_config,
+                plan_hash=hash_of_plan,
+                versions=package_versions(),
+                model=model_info,
+                input_info={
+                    "spec": config.input,
+                    "fingerprint": fingerprint,
+                    "preset": plan.preset,
+                    "rows_read": plan.rows_read,
+                    "rows_rejected": len(plan.rejected),
+                },
+                units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+            )
+            # the engine settings as asked for; what the engines resolved them to is in engine_records
+            manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
+            if rebuild_manifest:  # from the records left in commits/ (none after --overwrite)
+                folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output)
+                if corrupt or folded:
+                    where = store.location.display(MANIFEST_NAME)
+                    warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
+            store.start(manifest)
+        warnings += store.redo_unreadable_units()
+        store.remove_uncommitted()
+        store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+
+        pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
+        solutions_per_problem = config.solutions_per_problem
+        weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
+        weight_done = sum(
+            solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
         )
-        # the engine settings as asked for; what the engines resolved them to is in engine_records
-        manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
-        if rebuild_manifest:  # from the records left in commits/ (none after --overwrite)
-            folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output)
-            if corrupt or folded:
-                where = store.location.display(MANIFEST_NAME)
-                warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
-        store.start(manifest)
-    warnings += store.redo_unreadable_units()
-    store.remove_uncommitted()
-    store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+        progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
+        for warning in warnings:
+            progress.warn(warning)
+        progress.log(
+            f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
+            f"{len(plan.units)} units, {len(pending)} to run"
+        )
+        def use_engine(record: dict) -> str:
+            return store.use_engine(record, allow_engine_change)
 
-    pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
-    solutions_per_problem = config.solutions_per_problem
-    weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
-    weight_done = sum(
-        solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
-    )
-    progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
-    for warning in warnings:
-        progress.warn(warning)
-    progress.log(
-        f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
-        f"{len(plan.units)} units, {len(pending)} to run"
-    )
-    def use_engine(record: dict) -> str:
-        return store.use_engine(record, allow_engine_change)
-
-    for result in executor.run(pending, config, hash_of_config, progress, check_engine=use_engine) if pending else ():
-        engine = use_engine(result.engine) if result.engine is not None else None  # checked again: whatever the executor
-        if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine):
-            stats = result.stats
-            progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
-    store.compact()
-    return summarise(store, plan, len(pending), time.monotonic() - started)
+        for result in executor.run(pending, config, hash_of_config, progress, check_engine=use_engine) if pending else ():
+            engine = use_engine(result.engine) if result.engine is not None else None  # checked again: whatever the executor
+            if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine):
+                stats = result.stats
+                progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+        store.compact()
+        return summarise(store, plan, len(pending), time.monotonic() - started)
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
