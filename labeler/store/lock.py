@@ -146,9 +146,7 @@ class OutputLock:
                 )
             version = self.file.take_over(data, version)
             if version is not None:
-                warning = f"{self.file.where}: took over a stale lock ({reason})"
-                logger.warning(warning)
-                self.warnings.append(warning)
+                self.warnings.append(f"{self.file.where}: took over a stale lock ({reason})")
                 return self._hold(version)
         raise OutputLockedError(f"{self.file.where}: the lock changed hands while this driver tried to take it; another driver is starting")
 

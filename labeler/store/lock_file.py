@@ -53,7 +53,7 @@ def open_lock_file(location: OutputLocation, name: str) -> LockFile:
     if location.is_local:
         return LocalLockFile(Path(location.path(name)))
     filesystem, where = location.filesystem, location.display(name)
-    scheme = urlsplit(location.uri).scheme
+    scheme = location.uri.partition("://")[0]  # as the user spelt it, chained ones (dir::memory) too
     if isinstance(filesystem, pafs.S3FileSystem):
         return S3LockFile(_s3_client(location.uri, where), *_bucket_and_key(location.path(name)), where)
     if isinstance(filesystem, pafs.GcsFileSystem):
