@@ -50,7 +50,10 @@ def checker():
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    rows = [{"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Double {k + 1}.", f"The answer is: {a}"]} for k, (p, a) in enumerate(PROBLEMS.items())]
+    rows = [
+        {"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Double {k + 1}.", f"The answer is: {a}"]}
+        for k, (p, a) in enumerate(PROBLEMS.items())
+    ]
     return write_jsonl(tmp_path / "input.jsonl", rows)
 
 
@@ -60,7 +63,8 @@ def config(dataset: Path, output, **overrides) -> LabelConfig:
 
 def run(cfg: LabelConfig, checker, generator=None, **kwargs):
     generator = generator or ScriptedGenerator(PROBLEMS)
-    return run_job(cfg, executor=LocalExecutor(lambda: generator, checker), model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
+    executor = LocalExecutor(lambda: generator, checker)
+    return run_job(cfg, executor=executor, model_info={"name": "scripted"}, progress_enabled=False, **kwargs)
 
 
 def iso(seconds_ago: float) -> str:

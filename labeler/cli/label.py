@@ -21,7 +21,7 @@ def register(subparsers) -> None:
         help="label the steps of math solutions with Monte-Carlo rollouts",
         description="Sample N completions from every step prefix of every solution, check their final answers, "
         "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
-        usage_errors="bad usage, unreadable input, an --output that cannot be written or read, "
+        usage_errors="bad usage, unreadable input, an --output that cannot be written or read or that another driver is labelling, "
         "or settings, input or engine that differ from the job already in --output",
     )
     add_flags(parser, LabelConfig)

@@ -208,7 +208,10 @@ def run_job(
         solutions_per_problem = config.solutions_per_problem
         weight_total = sum(solutions_per_problem if row.needs_solutions else 1 for unit in plan.units for row in unit.rows)
         weight_done = sum(
-            solutions_per_problem if row.needs_solutions else 1 for unit in plan.units if store.is_committed(unit.unit_id) for row in unit.rows
+            solutions_per_problem if row.needs_solutions else 1
+            for unit in plan.units
+            if store.is_committed(unit.unit_id)
+            for row in unit.rows
         )
         progress = ProgressReporter(len(plan.units), len(plan.units) - len(pending), weight_total, enabled=progress_enabled)
         for warning in warnings:
@@ -224,7 +227,9 @@ def run_job(
             engine = use_engine(result.engine) if result.engine is not None else None  # checked again: whatever the executor
             if store.commit_unit(result.unit_id, result.shard_name, result.tables, result.stats, engine):
                 stats = result.stats
-                progress.unit_committed(stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done)
+                progress.unit_committed(
+                    stats["solutions"], stats["rollouts"], stats["generated_tokens"], resumed_solutions_before=weight_done
+                )
         store.compact()
         return summarise(store, plan, len(pending), time.monotonic() - started)
 

@@ -204,7 +204,10 @@ class OutputLock:
         self._thread.join()
         self._thread = None
         if self._lost is None:
-            self.file.delete(self._version)
+            try:
+                self.file.delete(self._version)
+            except StorageError as error:  # left behind, it goes stale and the next driver takes it over
+                logger.warning("%s; the next driver takes the lock over once it is stale", error)
 
 
 @contextmanager
