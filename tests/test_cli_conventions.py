@@ -217,5 +217,6 @@ def test_a_checker_that_cannot_check_stops_the_command_with_one_line_and_exit_1(
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
 def test_checker_timeouts_that_are_not_finite_and_positive_are_refused(timeout, capsys, tmp_path):
     assert main(["label", "--output", str(tmp_path / "out"), "--checker-timeout", timeout]) == 2
-    assert capsys.readouterr().err.startswith("labeler label: error: --checker-timeout: checker timeout must be a finite number")
+    err = capsys.readouterr().err
+    assert err.startswith("labeler label: error: --checker-timeout") and ("finite" in err or "> 0" in err) and err.count("\n") == 1
     assert main(["check", "--gold", "1", "--pred", "1", "--timeout", timeout]) == 2

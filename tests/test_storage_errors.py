@@ -133,8 +133,8 @@ def test_a_full_disk_at_the_start_leaves_no_temp_file(dataset, tmp_path, checker
     disk_full_after(monkeypatch, writes=0)
     with pytest.raises(StorageError) as raised:
         run(config(dataset, output), checker)
-    assert str(raised.value) == f"{output}/manifest.json: cannot write: No space left on device"
-    assert temp_files(output) == [] and not (output / "manifest.json").exists()
+    assert str(raised.value) == f"{output}/.lock: cannot create the lock: No space left on device"  # the first file a job writes
+    assert temp_files(output) == [] and not (output / "manifest.json").exists() and not (output / ".lock").exists()
 
 
 def test_a_disk_that_fills_mid_job_leaves_no_temp_file_and_the_rerun_finishes(dataset, tmp_path, checker, monkeypatch):

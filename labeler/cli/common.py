@@ -40,7 +40,14 @@ class RunOptions:
         help="also label again the units an earlier run gave up on after --max-unit-retries (their rows in rejected/ are replaced)",
         group=INPUT_OUTPUT,
     )
-    checker_timeout: float = setting(5.0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
+    output_lock: bool = setting(
+        True,
+        flag="--no-output-lock",
+        help="run without holding --output's lock (.lock, which keeps a second driver out): only for storage "
+        "where it cannot be taken atomically, and only when no other driver writes there",
+        group=INPUT_OUTPUT,
+    )
+    checker_timeout: float = setting(5.0, above=0, help="seconds per answer check before it is a 'timeout' verdict", group=ROLLOUTS)
     allow_engine_change: bool = setting(
         False,
         help="resume a job although its engine (resolved dtype, context length), model revision, answer checker "

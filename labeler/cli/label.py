@@ -22,7 +22,7 @@ def register(subparsers) -> None:
         description="Sample N completions from every step prefix of every solution, check their final answers, "
         "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
         usage_errors="bad usage (a setting out of range), unreadable input, an input with no rows or too many rejected, "
-        "an --output that cannot be written or read, "
+        "an --output that cannot be written or read or that another driver is labelling, "
         "or settings, input or engine that differ from the job already in --output",
     )
     add_flags(parser, LabelConfig)
@@ -84,6 +84,7 @@ def run_label(args: argparse.Namespace) -> int:
                 allow_engine_change=options.allow_engine_change,
                 rebuild_manifest=options.rebuild_manifest,
                 retry_rejected=options.retry_rejected,
+                lock_output=options.output_lock,
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))

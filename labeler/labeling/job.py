@@ -25,6 +25,7 @@ from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
+from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
@@ -160,6 +161,7 @@ def run_job(
     allow_engine_change: bool = False,
     rebuild_manifest: bool = False,
     retry_rejected: bool = False,
+    lock_output: bool = True,
 ) -> JobSummary:
     """Label every unit not yet committed with `executor`, committing each result as it comes.
 
@@ -169,13 +171,30 @@ def run_job(
     be written or read is a StorageError; a manifest.json that cannot be parsed is a
     CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`). `retry_rejected`:
     label again the units an earlier run committed as failed (labeler/labeling/unit_failures.py).
+
+    The job holds the output's lock while it runs (labeler/store/lock.py): an output that another
+    live driver holds is an OutputLockedError (a StorageError), --overwrite included; with
+    `lock_output=False` it runs unlocked (storage without an atomic create).
     """
     started = time.monotonic()
+    plan = plan_job(config)  # reads only the input: a bad input touches no output
     store = ShardStore(config.output)
-    plan = plan_job(config)
+    with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
+        warnings = list(lock_warnings) + _open_store(store, config, plan, model_info, overwrite, rebuild_manifest)
+        if retry_rejected and (reopened := store.reopen_failed_units()):
+            warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
+        store.remove_uncommitted()
+        store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+        pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
+        _label(store, plan, pending, config, executor, warnings, progress_enabled, allow_engine_change)
+        store.compact()
+        return summarise(store, plan, len(pending), time.monotonic() - started)
+
+
+def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_info: dict, overwrite: bool, rebuild_manifest: bool) -> list[str]:
+    """Start the job's manifest afresh, resume the one in the output, or rebuild a lost one; the warnings to show."""
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
     fingerprint = input_fingerprint(input_path(config.input))
-
     warnings, existing, corrupt = [], None, False
     if overwrite:
         store.wipe()  # without reading the old manifest first: a corrupt one must not stop a fresh start
@@ -213,13 +232,12 @@ def run_job(
                 where = store.location.display(MANIFEST_NAME)
                 warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")
         store.start(manifest)
-    warnings += store.redo_unreadable_units()
-    if retry_rejected and (reopened := store.reopen_failed_units()):
-        warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
-    store.remove_uncommitted()
-    store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
+    return warnings + store.redo_unreadable_units()
 
-    pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
+
+def _label(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], config: LabelConfig, executor: UnitExecutor,
+           warnings: list[str], progress_enabled: bool, allow_engine_change: bool) -> None:  # fmt: skip
+    """Hand the pending units to the executor and commit each result it returns, with progress for the whole job."""
     planned = {unit.unit_id: _planned_solutions(unit, config) for unit in plan.units}
     totals = store.manifest["totals"]
     progress = ProgressReporter(
@@ -251,9 +269,7 @@ def run_job(
             progress.unit_committed(planned[result.unit_id], result.stats["rollouts"], result.stats["generated_tokens"])
 
     if pending:
-        executor.run(pending, config, hash_of_config, progress, commit, check_engine=use_engine)
-    store.compact()
-    return summarise(store, plan, len(pending), time.monotonic() - started)
+        executor.run(pending, config, config.config_hash(), progress, commit, check_engine=use_engine)
 
 
 def _planned_solutions(unit: WorkUnit, config: LabelConfig) -> int:

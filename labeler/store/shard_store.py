@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -64,6 +65,9 @@ class ShardStore:
         self._compact_every = 1
         self._uncompacted = 0
         self._last_compaction = time.monotonic()
+        # Called before each commit and manifest rewrite; raises if this driver no longer holds the
+        # output (labeler/store/lock.py), so a driver that lost its lock stops before it writes.
+        self.fence: Callable[[], None] | None = None
 
     # -- lifecycle -------------------------------------------------------
     def exists(self) -> bool:
@@ -74,7 +78,7 @@ class ShardStore:
         return self.manifest
 
     def wipe(self) -> None:
-        """--overwrite: remove what a previous job wrote, nothing else."""
+        """--overwrite: remove what a previous job wrote, nothing else (not the lock this driver holds)."""
         for name in (*SHARD_DIRS, COMMITS_DIR):
             self.location.delete_tree(name)
         self.location.delete(MANIFEST_NAME)
@@ -205,6 +209,7 @@ class ShardStore:
         unit = self._units[unit_id]
         if unit["state"] == UNIT_COMMITTED:
             return False
+        self._check_fence()
         files = {}
         for directory, table in tables.items():
             self._write(directory, shard_name, table)
@@ -223,9 +228,14 @@ class ShardStore:
     def compact(self) -> None:
         """Fold the commit records into manifest.json (also called at the end of a job)."""
         assert self.manifest is not None
+        self._check_fence()
         compact(self.location, self.manifest)
         self._uncompacted = 0
         self._last_compaction = time.monotonic()
+
+    def _check_fence(self) -> None:
+        if self.fence is not None:
+            self.fence()
 
     # -- reading -------------------------------------------------------------
     def read_table(self, relative: str, columns: list[str] | None = None) -> pa.Table:

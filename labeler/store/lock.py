@@ -1,0 +1,246 @@
+"""One driver per output: `labeler label` holds `<output>/.lock` while it runs.
+
+Two drivers on one output would both run every unit, and the manifest rewrites of one could drop
+the units the other committed. So a job takes the lock before it reads or writes anything in its
+output (--overwrite too), and a second driver stops with OutputLockedError naming the holder.
+
+The lock file is JSON: the holder's token (a uuid), host, pid, command, version, when it started
+and its last heartbeat. The holder rewrites the heartbeat every HEARTBEAT_SECONDS from a daemon
+thread. A lock is stale, and is taken over with a warning, when its heartbeat is older than
+STALE_AFTER_SECONDS (a killed machine; the hosts' clocks must agree to well within that), or when
+its host is this one and its pid is not alive (a killed driver). The takeover is a compare-and-swap
+(labeler/store/lock_file.py), so of two drivers taking over one stale lock only one gets it.
+
+Fencing: before every commit and in every heartbeat the holder reads the lock back; if it no longer
+carries its token (it stalled past the threshold and was taken over) the job stops with
+LockLostError instead of writing. The lock is deleted when the job ends, only if still ours.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Iterator
+from datetime import datetime, timezone
+
+from labeler import __version__
+from labeler.store.errors import StorageError
+from labeler.store.location import OutputLocation
+from labeler.store.lock_file import LockFile, open_lock_file
+
+if TYPE_CHECKING:
+    from labeler.store.shard_store import ShardStore
+
+LOCK_NAME = ".lock"
+HEARTBEAT_SECONDS = 10.0
+STALE_AFTER_SECONDS = 60.0  # six missed heartbeats
+UNREADABLE_WAIT_SECONDS = 0.5  # a local lock is empty for an instant between its create and its write
+TAKE_ATTEMPTS = 3
+
+logger = logging.getLogger("labeler.lock")
+
+
+class OutputLockedError(StorageError):
+    """Another live driver holds the output's lock."""
+
+
+class LockLostError(StorageError):
+    """This driver's lock was taken over (it missed heartbeats past the stale threshold): it must not write."""
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    token: str
+    host: str
+    pid: int
+    started: str
+    heartbeat: str
+    command: str = ""
+    version: str = ""
+
+    def describe(self, now: float) -> str:
+        return f"host {self.host}, pid {self.pid}, since {self.started}, last heartbeat {now - _epoch(self.heartbeat):.0f}s ago"
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), indent=1).encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> LockHolder | None:
+        """None for content that is not a lock written by this module (empty, cut short, edited)."""
+        try:
+            fields = json.loads(data)
+            holder = cls(**fields)
+            _epoch(holder.heartbeat)
+            return holder
+        except (ValueError, TypeError):
+            return None
+
+
+class OutputLock:
+    """`with OutputLock(location) as lock:` holds the output's lock; `lock.check()` before each write that commits."""
+
+    def __init__(
+        self,
+        location: OutputLocation,
+        *,
+        stale_after: float = STALE_AFTER_SECONDS,
+        heartbeat_every: float = HEARTBEAT_SECONDS,
+        lock_file: LockFile | None = None,
+    ):
+        self.location = location
+        self.stale_after, self.heartbeat_every = stale_after, heartbeat_every
+        self.file = lock_file or open_lock_file(location, LOCK_NAME)
+        self.holder = LockHolder(
+            token=uuid.uuid4().hex,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started=_iso(time.time()),
+            heartbeat=_iso(time.time()),
+            command=" ".join(sys.argv)[:500],
+            version=__version__,
+        )
+        self.warnings: list[str] = []  # a stale lock taken over, for the job's log
+        self._version = None
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    # -- taking ------------------------------------------------------------------
+    def acquire(self) -> None:
+        self.location.make_dirs()  # refuses an output that is a file
+        data = self.holder.to_bytes()
+        seen_unreadable = None
+        for _ in range(TAKE_ATTEMPTS):
+            version = self.file.create(data)
+            if version is not None:
+                return self._hold(version)
+            found = self.file.read()
+            if found is None:  # released meanwhile
+                continue
+            content, version = found
+            holder = LockHolder.parse(content)
+            if holder is None and content != seen_unreadable:  # maybe caught between a create and its write
+                seen_unreadable = content
+                time.sleep(UNREADABLE_WAIT_SECONDS)
+                continue
+            reason = self._stale_reason(holder)
+            if reason is None:
+                raise OutputLockedError(
+                    f"{self.file.where}: another driver is labelling this output ({holder.describe(time.time())}); "
+                    f"wait for it to finish, or stop it (a lock is taken over once its heartbeat is {self.stale_after:.0f}s old)"
+                )
+            version = self.file.take_over(data, version)
+            if version is not None:
+                self.warnings.append(f"{self.file.where}: took over a stale lock ({reason})")
+                return self._hold(version)
+        raise OutputLockedError(f"{self.file.where}: the lock changed hands while this driver tried to take it; another driver is starting")
+
+    def _stale_reason(self, holder: LockHolder | None) -> str | None:
+        """Why the lock of `holder` may be taken over, or None while its driver is alive."""
+        if holder is None:
+            return "its content is unreadable"
+        now = time.time()
+        if now - _epoch(holder.heartbeat) > self.stale_after:
+            return f"{holder.describe(now)}, over {self.stale_after:.0f}s"
+        if holder.host == self.holder.host and holder.pid != os.getpid() and not _pid_alive(holder.pid):
+            return f"{holder.describe(now)}; that process is gone"
+        return None
+
+    def _hold(self, version) -> None:
+        self._version = version
+        self._thread = threading.Thread(target=self._beat, name="output-lock-heartbeat", daemon=True)
+        self._thread.start()
+
+    # -- holding ---------------------------------------------------------------
+    def check(self) -> None:
+        """LockLostError unless the lock file still carries this driver's token (fencing, before a commit)."""
+        if self._lost is None:
+            found = self.file.read()
+            holder = LockHolder.parse(found[0]) if found is not None else None
+            if holder is None or holder.token != self.holder.token:
+                if holder is not None:
+                    self._lost = f"now held by host {holder.host}, pid {holder.pid}"
+                else:
+                    self._lost = "it is gone" if found is None else "its content is unreadable"
+        if self._lost is not None:
+            raise LockLostError(
+                f"{self.file.where}: this driver lost the output's lock ({self._lost}): it stops without writing; "
+                "the driver that holds it now carries on"
+            )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_every):
+            try:
+                self.check()
+                self.holder = LockHolder(**{**asdict(self.holder), "heartbeat": _iso(time.time())})
+                version = self.file.update(self.holder.to_bytes(), self._version)
+                if version is None:
+                    self._lost = "it changed under this driver"
+                    return
+                self._version = version
+            except LockLostError:
+                return
+            except StorageError as error:  # a passing outage: the next beat tries again, fencing guards the commits
+                logger.warning("%s; the next heartbeat tries again", error)
+
+    # -- releasing ---------------------------------------------------------------
+    def release(self) -> None:
+        """Stop the heartbeat and delete the lock if it is still ours."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if self._lost is None:
+            try:
+                self.file.delete(self._version)
+            except StorageError as error:  # left behind, it goes stale and the next driver takes it over
+                logger.warning("%s; the next driver takes the lock over once it is stale", error)
+
+
+@contextmanager
+def hold_output(store: ShardStore, enabled: bool = True) -> Iterator[list[str]]:
+    """Hold the lock of `store`'s output, fencing its commits, and yield the warnings of taking it
+    (a stale lock taken over); with `enabled=False` (--no-output-lock) hold nothing."""
+    if not enabled:
+        yield []
+        return
+    with OutputLock(store.location) as lock:
+        store.fence = lock.check
+        try:
+            yield lock.warnings
+        finally:
+            store.fence = None
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
