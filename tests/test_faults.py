@@ -1,9 +1,10 @@
 """The fault suite: `labeler label` as a subprocess on the real engine (tiny model), with faults an
 operator meets injected into real runs, each checked against an uninterrupted run of the same job.
 
-Marked `faults` (and left out of `make test`, since each case starts engines several times): run
-them with `make faults` (bench/faults.py prints each case and its outcome). The cheap cases of the
-same faults run in `make test`: tests/test_unit_failures.py, test_storage_errors.py, test_cli_resume.py.
+Marked `faults` and left out of `make test`, since each case starts engines several times: run them
+with `make faults` (bench/faults.py), which runs the cheap cases of the same faults after them
+(tests/test_unit_failures.py, test_output_lock.py, test_storage_errors.py; those are in `make test`)
+and prints each case and its outcome.
 """
 
 import json
@@ -80,11 +81,12 @@ def wait_for(condition, process: subprocess.Popen, what: str, limit: float = ENG
         time.sleep(0.05)
 
 
-def descendants(pid: int, name_prefix: str) -> list[psutil.Process]:
+def descendants(pid: int, name_prefix: str, containing: str = "") -> list[psutil.Process]:
     found = []
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if child.name().startswith(name_prefix) or " ".join(child.cmdline()).startswith(name_prefix):
+            title = " ".join(child.cmdline())  # the process title, set by vLLM and Ray; name() is cut to 15 chars
+            if title.startswith(name_prefix) and containing in title:
                 found.append(child)
         except psutil.Error:
             pass
@@ -116,10 +118,11 @@ def test_engine_core_and_worker_sigkilled_on_ray(dataset, tiny_model_dir, clean_
         wait_for(lambda: committed(out) >= 1, job, "first commit")
         [engine] = descendants(job.pid, "VLLM::EngineCore")
         engine.kill()
-        wait_for(lambda: committed(out) >= 2 and descendants(job.pid, "VLLM::EngineCore"), job, "a commit after the engine kill")
-        first_worker = [p for p in descendants(job.pid, "ray::LabelingWorker")]
-        assert first_worker, "no Ray worker process found"
-        for worker in first_worker:
+        at_kill = committed(out)
+        wait_for(lambda: committed(out) >= at_kill + 2, job, "two commits after the engine kill")  # by the replacement worker
+        workers = descendants(job.pid, "ray::", containing="LabelingWorker")  # titled ray::<actor name>:LabelingWorker.<method>
+        assert workers, f"no Ray worker among {[(p.pid, p.name()) for p in psutil.Process(job.pid).children(recursive=True)]}"
+        for worker in workers:
             worker.kill()
         stdout, stderr = job.communicate(timeout=2 * ENGINE_START_LIMIT)
     finally:
