@@ -79,7 +79,9 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
         def kill_a_worker_after_the_first_commit():
             while units_committed(clustered) < 1:
                 time.sleep(0.05)
-            ray.kill(ray.get_actor(f"{WORKER_NAME_PREFIX}-1"), no_restart=True)
+            victim = ray.get_actor(f"{WORKER_NAME_PREFIX}-1")
+            ray.get(victim.where.remote())  # ready: killed while still starting, it would fail to start instead
+            ray.kill(victim, no_restart=True)
 
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
         killer = threading.Thread(target=kill_a_worker_after_the_first_commit, daemon=True)
