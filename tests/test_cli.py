@@ -1,6 +1,8 @@
 """The command line: --help everywhere, exit codes, one-line errors on stderr, status output."""
 
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -82,6 +84,38 @@ def test_status_reports_a_finished_job(tmp_path, capsys):
     assert main(["status", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
     assert "3/3 committed" in text and "5/5 input rows" in text
+    assert status["driver"] is None and "driver    : none" in text  # the lock went with the job
+
+
+def test_status_names_the_driver_that_holds_the_output_and_the_failed_units(tmp_path, capsys):
+    from labeler.store.lock import OutputLock
+    from labeler.store.location import OutputLocation
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from workers.local_executor import LocalExecutor
+    from tests.fakes import ScriptedGenerator
+    from labeler.checking.checker import AnswerChecker
+
+    class Poisoned(ScriptedGenerator):  # the unit of problem 0 fails every time
+        def generate(self, requests, sampling):
+            if any(request.user_message.startswith("What is 0+0?") for request in requests):
+                raise ValueError("poison")
+            return super().generate(requests, sampling)
+
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i), "steps": ["a.", f"The answer is {2 * i}."]} for i in range(4)])
+    config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=2)
+    answers = {f"What is {i}+{i}?": str(2 * i) for i in range(4)}
+    with AnswerChecker() as checker:
+        executor = LocalExecutor(lambda: Poisoned(answers), checker, max_unit_retries=0)
+        run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=False)
+    with OutputLock(OutputLocation(str(tmp_path / "out"))):
+        assert main(["status", str(tmp_path / "out"), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        assert main(["status", str(tmp_path / "out")]) == 0
+        text = capsys.readouterr().out
+    assert status["units_failed"] == 1 and "2/2 committed (1 failed" in text
+    assert status["driver"]["pid"] == os.getpid() and not status["driver"]["stale"]
+    assert f"driver    : running on host {socket.gethostname()}, pid {os.getpid()}" in text
 
 
 def test_label_refuses_a_resume_on_another_checker_timeout_unless_allowed(tmp_path, monkeypatch, capsys):

@@ -228,6 +228,18 @@ def hold_output(store: ShardStore, enabled: bool = True) -> Iterator[list[str]]:
             store.fence = None
 
 
+def read_lock_holder(location: OutputLocation) -> dict | None:
+    """Who holds the output's lock, read without taking it (`labeler status`); None when no one does."""
+    data = location.read_bytes(LOCK_NAME)
+    if data is None:
+        return None
+    holder = LockHolder.parse(data)
+    if holder is None:
+        return {"unreadable": True, "stale": True}
+    age = time.time() - _epoch(holder.heartbeat)
+    return {"host": holder.host, "pid": holder.pid, "started": holder.started, "heartbeat_age_seconds": round(age, 1), "stale": age > STALE_AFTER_SECONDS}
+
+
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import time
 from calendar import timegm
 
+from labeler.store.lock import read_lock_holder
+from labeler.store.location import OutputLocation
 from labeler.store.manifest import load_manifest
 from labeler.store.progress import format_duration
+from labeler.store.shard_store import FAILURE_KEY
 
 
 def job_status(directory: str) -> dict:
-    manifest = load_manifest(directory)
+    location = OutputLocation(directory)
+    manifest = load_manifest(location)
     if manifest is None:
         raise FileNotFoundError(f"{directory}: no manifest.json, not a labeler output directory")
     totals = manifest["totals"]
@@ -19,12 +23,14 @@ def job_status(directory: str) -> dict:
     committed_rows = sum(unit["n_rows"] for unit in manifest["units"] if unit["state"] == "committed")
     all_rows = sum(unit["n_rows"] for unit in manifest["units"])
     rows_per_second = committed_rows / seconds if seconds else None
+    failed_units = sum(1 for unit in manifest["units"] if unit.get("stats", {}).get(FAILURE_KEY))
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
     return {
         "directory": directory,
         "state": "finished" if done == total else "incomplete",
         "units_committed": done,
         "units_total": total,
+        "units_failed": failed_units,
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
         "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
@@ -40,6 +46,7 @@ def job_status(directory: str) -> dict:
         "seconds_since_last_commit": time.time() - timegm(time.strptime(last_commit, "%Y-%m-%dT%H:%M:%SZ")) if last_commit else None,
         "model": manifest["model"].get("name"),
         "config_hash": manifest["config_hash"],
+        "driver": read_lock_holder(location),
     }
 
 
@@ -47,16 +54,27 @@ def format_status(status: dict) -> str:
     def rate(value: float | None, unit: str) -> str:
         return "n/a" if value is None else f"{value:.1f} {unit}"
 
+    failed = f" ({status['units_failed']} failed: their rows are in rejected/, --retry-rejected labels them again)" if status["units_failed"] else ""
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
             f"job       : {status['directory']} ({status['state']})",
-            f"units     : {status['units_committed']}/{status['units_total']} committed",
+            f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
             f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled, {status['input_rows_rejected']} rejected",
             f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} rollouts)",
             f"tokens    : {status['generated_tokens']} generated",
             f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
             f"ETA       : {eta}",
             f"model     : {status['model']}",
+            f"driver    : {_describe_driver(status['driver'])}",
         ]
     )
+
+
+def _describe_driver(driver: dict | None) -> str:
+    if driver is None:
+        return "none (the output is not locked: no job is running on it)"
+    if driver.get("unreadable"):
+        return "a lock that cannot be read: the next run takes it over"
+    who = f"host {driver['host']}, pid {driver['pid']}, since {driver['started']}, last heartbeat {driver['heartbeat_age_seconds']:.0f}s ago"
+    return f"stale lock of {who}: its driver is gone, the next run takes it over" if driver["stale"] else f"running on {who}"
