@@ -14,6 +14,7 @@ from labeler.store.reader import read_labelled_rows
 from labeler.prm.data import build_examples, split_by_problem
 from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
+from labeler.prm.scorers import CheckpointScorer
 from labeler.prm.scoring import score_solutions
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.config import TrainConfig
@@ -31,7 +32,7 @@ def held_out_step_accuracy(checkpoint, labels_dir) -> float:
     prm = ProcessRewardModel.load(checkpoint)
     rows = read_labelled_rows(labels_dir)
     solutions = [SolutionToScore(r.problem_id, r.solution_id, r.problem, r.steps) for r in rows]
-    scored = score_solutions(prm, solutions, place("cpu", "fp32"), batch_size=32)
+    scored = score_solutions(CheckpointScorer(prm, place("cpu", "fp32"), batch_size=32), solutions)
     pairs = [(score >= 0.5, hard) for s, r in zip(scored, rows) for score, hard in zip(s.step_scores, r.hard_labels)]
     return sum(predicted == hard for predicted, hard in pairs) / len(pairs)
 
@@ -90,7 +91,7 @@ def test_best_and_last_checkpoints_load_and_score(tiny_model_dir, tmp_path):
     for name in ("best", "last"):
         prm = ProcessRewardModel.load(tmp_path / "run" / name)
         assert prm.settings.base_model == str(tiny_model_dir) and prm.settings.max_length == 128
-        scored = score_solutions(prm, [SolutionToScore("p", "s", "Add the numbers.", ("1 + 1 = 2.", "2 + 2 = 5."))], place("cpu", "fp32"))
+        scored = score_solutions(CheckpointScorer(prm, place("cpu", "fp32")), [SolutionToScore("p", "s", "Add the numbers.", ("1 + 1 = 2.", "2 + 2 = 5."))])
         assert len(scored[0].step_scores) == 2 and all(0 < score < 1 for score in scored[0].step_scores)
     assert (tmp_path / "run" / "last" / "training_state.pt").is_file()
     assert not (tmp_path / "run" / "best" / "training_state.pt").exists()

@@ -72,7 +72,7 @@ def run_score(args: argparse.Namespace) -> int:
     from labeler.prm.devices import place
     from labeler.inputs.readers import InputError
     from labeler.inputs.presets import PresetOptions
-    from labeler.prm.model import ProcessRewardModel
+    from labeler.prm.scorers import load_scorer
     from labeler.prm.scoring import score_solutions
     from labeler.evaluation.solutions import read_solutions
 
@@ -92,7 +92,7 @@ def run_score(args: argparse.Namespace) -> int:
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)
-        prm = ProcessRewardModel.load(_checkpoint(args.prm), dtype=placement.weight_dtype, trust_remote_code=args.trust_remote_code)
+        scorer = load_scorer(args.prm, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     for rejected in read.rejected[:5]:
@@ -105,8 +105,7 @@ def run_score(args: argparse.Namespace) -> int:
         args.prm,
         placement.describe(),
     )
-    prm.to(placement.device)
-    scored = score_solutions(prm, read.solutions, placement, batch_size=args.batch_size, select_by=args.select_by)
+    scored = score_solutions(scorer, read.solutions, select_by=args.select_by)
     _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
     summary = {
         "solutions": len(scored),
@@ -121,12 +120,6 @@ def run_score(args: argparse.Namespace) -> int:
     text = json.dumps(summary, indent=1) if run_options.json else "\n".join(f"{key:<21}: {value}" for key, value in summary.items())
     print(text, file=summary_stream)
     return EXIT_OK
-
-
-def _checkpoint(path: str) -> str:
-    """A run folder stands for its best checkpoint."""
-    best = os.path.join(path, "best")
-    return best if not os.path.isfile(os.path.join(path, "prm.json")) and os.path.isdir(best) else path
 
 
 def _write_lines(lines, output: str | None) -> None:

@@ -1,5 +1,5 @@
-"""Scoring solutions with a trained PRM: the step probabilities, then the solution scores and
-best-of-N of `labeler.prm.solution_scores`.
+"""Scoring solutions: a step scorer's probabilities (`labeler.prm.scorers`), then the solution
+scores and best-of-N of `labeler.prm.solution_scores`.
 
 Steps cut off by the PRM's length limit get no score (None).
 """
@@ -15,6 +15,7 @@ from labeler.prm.devices import Placement
 from labeler.prm.data import pad
 from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
+from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.solution_scores import AGGREGATES, ScoredSolution, aggregate, mark_best_of_n
 
@@ -40,14 +41,19 @@ def step_logits(
     return results
 
 
-def score_solutions(
-    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8, select_by: str = "min"
-) -> list[ScoredSolution]:
+def checkpoint_step_scores(
+    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8
+) -> list[list[float | None]]:
+    """Step probabilities of one of our checkpoints: sigmoid of the head's logit after each step."""
     rendered = [render_solution(prm.tokenizer, s.problem, s.steps, prm.settings.max_length) for s in solutions]
     logits = step_logits(prm, [(r.input_ids, r.score_positions) for r in rendered], batch_size, placement)
+    return [[_sigmoid(x) for x in step_logit] for step_logit in logits]
+
+
+def score_solutions(scorer: StepScorer, solutions: Sequence[SolutionToScore], select_by: str = "min") -> list[ScoredSolution]:
     scored = []
-    for solution, step_logit in zip(solutions, logits):
-        scores: list[float | None] = [_sigmoid(x) for x in step_logit]
+    for solution, step_scores in zip(solutions, scorer.step_scores(solutions), strict=True):
+        scores: list[float | None] = list(step_scores)
         scores += [None] * (len(solution.steps) - len(scores))
         aggregates = {how: aggregate(scores, how) for how in AGGREGATES}
         scored.append(ScoredSolution(solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates))
