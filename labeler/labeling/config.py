@@ -130,8 +130,34 @@ INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"
 CLUSTER = "Ray cluster (without --workers the job runs in this process)"
 
 
+class JobSettings:
+    """What the job machinery (labeler/labeling/job.py) reads of a job's settings dataclass, whatever
+    the job does (LabelConfig here, JudgeConfig in labeler/judging/config.py): which settings decide
+    what it writes (`output_settings`, hashed into `config_hash`) and which are the engine's.
+
+    A subclass sets ENGINE_ONLY (its `may_change_on_resume` fields: the output location and the engine
+    settings) and GUARDS (its `guard` fields) after its declaration, with `names_with`."""
+
+    ENGINE_ONLY: tuple[str, ...] = ()
+    GUARDS: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def output_settings(self) -> dict:
+        """The settings that decide what the job writes; a rerun must match them to resume."""
+        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
+
+    def config_hash(self) -> str:
+        return stable_id(json.dumps(self.output_settings(), sort_keys=True))
+
+    def engine_settings(self) -> dict:
+        """The engine settings as asked for (what the engines resolved them to is in the engine records)."""
+        return {key: getattr(self, key) for key in self.ENGINE_ONLY if key != "output"}
+
+
 @dataclass(frozen=True)
-class LabelConfig:
+class LabelConfig(JobSettings):
     input: str = setting(
         help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]",
         group=INPUT_OUTPUT,
@@ -287,16 +313,6 @@ class LabelConfig:
             stop=DEFAULT_STOP + tuple(self.stop),
             answer_marker=ANSWER_MARKER if self.stop_after_answer else None,
         )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def output_settings(self) -> dict:
-        """The settings that decide what the job writes; a rerun must match them to resume."""
-        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
-
-    def config_hash(self) -> str:
-        return stable_id(json.dumps(self.output_settings(), sort_keys=True))
 
 
 # The output location and the engine settings: a resumed job may change them (the dtype and context
