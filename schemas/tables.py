@@ -1,4 +1,5 @@
-"""Arrow schemas of the three output tables. Bump SCHEMA_VERSION on any change of columns or meaning."""
+"""Arrow schemas of the labeling job's three output tables (a judge's judgments table: schemas/judgments.py).
+Bump SCHEMA_VERSION on any change of columns or meaning."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import pyarrow as pa
 # 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
 #      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
 #      carry their own tokens and whether their budget cut them; rollouts record their token budget.
-SCHEMA_VERSION = "1.2"
+# 1.3: a solution says where its labels come from (label_source, the last column; 1.2 shards, which lack
+#      it, read as "monte-carlo"); label_method gains "judge" (a step labelled from an LLM judge's first error).
+SCHEMA_VERSION = "1.3"
+READABLE_LABELS_VERSIONS = ("1.2", "1.3")  # shards the readers take: a 1.2 shard's label_source is "monte-carlo"
 
 
 class SchemaError(ValueError):
@@ -40,7 +44,9 @@ LABELS_SCHEMA = _versioned(
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
-        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps).
+        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps);
+        # "judge": from an LLM judge's first error (labeler consensus): steps before it positive, it and
+        # the steps after it negative, soft null, no counted rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
@@ -58,6 +64,9 @@ LABELS_SCHEMA = _versioned(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("schema_version", pa.string(), nullable=False),
+        # Where the solution's labels come from (LABEL_SOURCES): "monte-carlo" (labeler label), "judge" (an
+        # LLM judge's first error), "consensus" (Monte-Carlo labels whose first error the judge confirmed), "human".
+        pa.field("label_source", pa.string(), nullable=False),
     ],
     "labels",
 )
@@ -95,5 +104,7 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
-LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "judge")
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
+MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every row of a 1.2 shard
