@@ -15,6 +15,7 @@ LAYERS = [
     "labeler.store",
     "labeler.labeling",
     "labeler.evaluation",
+    "labeler.judging",
     "labeler.prm",
     "workers",
     "labeler.api",

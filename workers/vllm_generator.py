@@ -228,7 +228,8 @@ class VLLMGenerator:
 
 
 def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:
-    """The engine a labeling job asks for: `model` (None: the embedded default) with the job's engine settings."""
+    """The engine a job asks for: `model` (None: the embedded default) with the job's engine settings and
+    seed (those of a LabelConfig, or of a JudgeConfig, which declares the same fields)."""
     from workers.model_source import resolve_model
 
     source = resolve_model(model)

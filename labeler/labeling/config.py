@@ -116,7 +116,7 @@ def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
     `source` instance (derived ones from its attribute of the same name)."""
     by_name = {f.name: f for f in dataclasses.fields(source)}
     specs = [(n, kind, field(default=MISSING)) for n, kind in derived.items()]
-    specs += [(n, by_name[n].type, field(default=by_name[n].default, metadata=by_name[n].metadata)) for n in names]
+    specs += [(n, by_name[n].type, _same_field(by_name[n])) for n in names]
 
     def of(cls, config):
         return cls(**{n: getattr(config, n) for n in (*derived, *names)})
@@ -124,6 +124,11 @@ def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
     view = dataclasses.make_dataclass(name, specs, frozen=True, kw_only=True, namespace={"of": classmethod(of)})
     view.__doc__ = f"A view of {source.__name__}: {', '.join(names)}, and {', '.join(derived)} derived from it."
     return view
+
+
+def _same_field(f: dataclasses.Field):
+    """A field declared as `f` is: its default (or default factory) and its metadata."""
+    return field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
 
 
 INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"

@@ -280,7 +280,7 @@ def run_units(
     is recorded in the manifest ("job") for a job other than labeling, whose manifests have none."""
     store = store or ShardStore(task.config.output)
     with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
-        warnings = list(lock_warnings) + _open_store(store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest)
+        warnings = list(lock_warnings) + open_output(store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest)
         if retry_rejected and (reopened := store.reopen_failed_units()):
             warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
         store.remove_uncommitted()
@@ -291,7 +291,7 @@ def run_units(
         return summarise(store, len(pending))
 
 
-def _open_store(
+def open_output(
     store: ShardStore,
     config: JobSettings,
     plan: JobPlan,
