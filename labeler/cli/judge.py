@@ -45,11 +45,11 @@ def config_from_args(args: argparse.Namespace, model_name: str):
     from labeler.judging.config import JudgeConfig
     from labeler.judging.prompts import DEFAULT_TEMPLATE, TemplateError
 
-    values = flag_values(args, JudgeConfig)
+    values = flag_values(args, JudgeConfig) | {"model": model_name}
     path = values.pop("template")
     template = DEFAULT_TEMPLATE if path is None else read_template(path)
     try:
-        return JudgeConfig(**values, template=template, model=model_name)
+        return JudgeConfig(**values, template=template)
     except TemplateError as error:
         raise ValueError(f"--prompt-template {path}: {error}") from error
 
