@@ -142,7 +142,10 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
             stats.solutions_dropped,
         )
         if not built:
-            raise TrainingError(f"{source.path}: no step with a {config.target} label to train on")
+            raise TrainingError(
+                f"{source.path}: no step with a {config.target} label to train on "
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
+            )
         examples += built
     train_set, validation_set = split_by_problem(examples, config.validation_fraction, config.seed)
     log.info(
