@@ -12,9 +12,11 @@ from labeler.importing.config import ImportConfig
 from labeler.importing.job import run_import
 from labeler.inputs.answers import read_answer_book
 from labeler.inputs.human_labels import AFTER_FIRST_ERROR, NEUTRAL_EXCLUDED, NO_RATING
+from labeler.inputs.presets import PresetOptions, to_source_row
 from labeler.inputs.readers import InputError
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import plan_job
+from labeler.records import RowError
 from labeler.store.reader import read_labelled_rows
 from schemas import validate_labels
 from tests.conftest import shared_data, write_jsonl
@@ -132,6 +134,13 @@ def test_an_answers_file_in_gsm8k_format_and_one_without_answers(tmp_path):
     gsm8k = write_jsonl(tmp_path / "gsm8k.jsonl", [{"question": "What is\n2 + 2?", "answer": "2 + 2 = 4\n#### 4"}])
     book = read_answer_book(str(gsm8k))
     assert book.answer_for("What is 2 + 2? ", "why") == "4"
+    # a ProcessBench row from the hub has no answer column: the book fills it in, the row's own answer comes first
+    row = {"id": "pb-0", "problem": "What is 2 + 2?", "steps": ["2 + 2 = 4."], "label": -1}
+    with_book = PresetOptions(answers=book)
+    assert to_source_row("processbench", 0, row, with_book).reference_answer == "4"
+    assert to_source_row("processbench", 0, row | {"answer": "5"}, with_book).reference_answer == "5"
+    with pytest.raises(RowError, match="missing column 'answer', and the problem is not in --answers"):
+        to_source_row("processbench", 0, row | {"problem": "What is 3 + 3?"}, with_book)
     useless = write_jsonl(tmp_path / "useless.jsonl", [{"problem": "What is 1 + 1?", "answer": ""}])
     with pytest.raises(InputError, match="--answers .*useless.jsonl: no row with a problem and an answer; e.g. row 0: answer"):
         read_answer_book(str(useless))
