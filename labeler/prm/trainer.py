@@ -3,9 +3,10 @@
 One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumulation and
 clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
 `labeler.prm.data`), scaled by the weight of the step's label source (--labels DIR:WEIGHT; several
-sources train together, split into train and validation by problem across all of them). After every epoch it measures the validation problems (loss, step accuracy
-and AUC against hard labels), appends a line to OUT/metrics.jsonl, writes OUT/last (with the
-training state) and, when the selected metric improved, OUT/best.
+sources train together, split into train and validation by problem across all of them). After
+every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
+appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
+selected metric improved, OUT/best.
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
