@@ -112,7 +112,7 @@ def _read_row(raw: RawRow, preset: str, options: PresetOptions, neutral: str) ->
     source = to_source_row(preset, raw.row_index, raw.data, options)
     if source.steps is None:
         raise RowError("steps", "the row has no solution steps to label")
-    row_labels = step_labels(preset, raw.data, len(source.steps), neutral)
+    row_labels = step_labels(preset, raw.data, len(source.steps), neutral, options.solution_column or "input")
     if all(label.correct is None for label in row_labels):
         raise RowError("label", f"no step has a label ({row_labels[0].reason})")
     return source, row_labels

@@ -41,8 +41,9 @@ class StepLabel:
     reason: str | None = None
 
 
-def step_labels(preset: str, row: dict, n_steps: int, neutral: str = "exclude") -> list[StepLabel]:
-    """One StepLabel per step of the `n_steps` steps the preset read from `row`."""
+def step_labels(preset: str, row: dict, n_steps: int, neutral: str = "exclude", input_column: str = "input") -> list[StepLabel]:
+    """One StepLabel per step of the `n_steps` steps the preset read from `row` (math-shepherd: from
+    its `input_column`, `--solution-column` when given)."""
     if preset == "processbench":
         first_error = processbench_first_error(row, n_steps)
         if first_error < 0:
@@ -53,7 +54,7 @@ def step_labels(preset: str, row: dict, n_steps: int, neutral: str = "exclude") 
             raise ValueError(f"neutral must be one of {', '.join(NEUTRAL_MODES)}, got {neutral!r}")
         return [_rated(rating, neutral) for rating in prm800k_ratings(row, n_steps)]
     if preset == "math-shepherd":
-        return [StepLabel(tag) for tag in math_shepherd_tags(row, n_steps)]
+        return [StepLabel(tag) for tag in math_shepherd_tags(row, n_steps, input_column)]
     raise ValueError(f"preset {preset!r} carries no step labels; one of {', '.join(HUMAN_LABEL_PRESETS)} does")
 
 
@@ -82,9 +83,9 @@ def rating_is_positive(rating: int | None, neutral: str) -> bool | None:
     return {"positive": True, "negative": False, "exclude": None}[neutral]
 
 
-def math_shepherd_tags(row: dict, n_steps: int) -> tuple[bool, ...]:
+def math_shepherd_tags(row: dict, n_steps: int, input_column: str = "input") -> tuple[bool, ...]:
     """The `+`/`-` of each step tag: `label` must be `input` with each `ки` replaced by one of them."""
-    text, label = row.get("input"), row.get("label")
+    text, label = row.get(input_column), row.get("label")
     if not isinstance(label, str):
         raise RowError("label", f"expected text with a '+' or '-' in place of each '{KI_TAG}' of 'input', got {type(label).__name__}")
     pieces = text.split(KI_TAG)
