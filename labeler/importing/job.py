@@ -161,9 +161,9 @@ def imported_labels_table(unit: WorkUnit, labels: dict[int, list[StepLabel]], pr
     return pa.Table.from_pylist(rows, schema=LABELS_SCHEMA)
 
 
-def _labels_row(planned: PlannedRow, unit_id: str, step_labels: list[StepLabel], preset: str, config_hash: str) -> dict:
+def _labels_row(planned: PlannedRow, unit_id: str, labels: list[StepLabel], preset: str, config_hash: str) -> dict:
     solution = planned.given_solution()
-    hard = [label.correct for label in step_labels]
+    hard = [label.correct for label in labels]
     k = len(hard)
     return {
         "problem_id": solution.problem_id,
@@ -176,8 +176,8 @@ def _labels_row(planned: PlannedRow, unit_id: str, step_labels: list[StepLabel],
         "n_correct": [0] * k,
         "n_rollouts": [0] * k,
         "n_truncated": [0] * k,
-        "label_method": ["unlabelled" if label.correct is None else "human" for label in step_labels],
-        "unlabelled_reason": [label.reason if label.correct is None else None for label in step_labels],
+        "label_method": ["unlabelled" if label.correct is None else "human" for label in labels],
+        "unlabelled_reason": [label.reason if label.correct is None else None for label in labels],
         "first_error": next((i for i, correct in enumerate(hard) if correct is False), -1),
         "generated_tokens": 0,
         "solution_tokens": 0,
