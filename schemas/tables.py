@@ -9,10 +9,12 @@ import pyarrow as pa
 # 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
 #      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
 #      carry their own tokens and whether their budget cut them; rollouts record their token budget.
-# 1.3: a solution says where its labels come from (label_source, the last column; 1.2 shards, which lack
-#      it, read as "monte-carlo"); label_method gains "judge" (a step labelled from an LLM judge's first error).
+# 1.3: label_method gains "human" (a label the input dataset gives, imported by `labeler import`: hard
+#      label only, soft null, no rollouts) and "judge" (from an LLM judge's first error: labeler consensus);
+#      each solution says where its labels come from (label_source, the last column: "monte-carlo",
+#      "judge", "consensus", "human"). Shards of 1.2 have no label_source: readers take it as
+#      "monte-carlo", the only source 1.2 knew.
 SCHEMA_VERSION = "1.3"
-READABLE_LABELS_VERSIONS = ("1.2", "1.3")  # shards the readers take: a 1.2 shard's label_source is "monte-carlo"
 
 
 class SchemaError(ValueError):
@@ -45,7 +47,8 @@ LABELS_SCHEMA = _versioned(
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
         # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps);
-        # "judge": from an LLM judge's first error (labeler consensus): steps before it positive, it and
+        # "human": given by the input dataset (`labeler import`), hard label only, soft null, no rollouts;
+        # "judge": from an LLM judge's first error (`labeler consensus`): steps before it positive, it and
         # the steps after it negative, soft null, no counted rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
@@ -64,8 +67,10 @@ LABELS_SCHEMA = _versioned(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("schema_version", pa.string(), nullable=False),
-        # Where the solution's labels come from (LABEL_SOURCES): "monte-carlo" (labeler label), "judge" (an
-        # LLM judge's first error), "consensus" (Monte-Carlo labels whose first error the judge confirmed), "human".
+        # Who made this solution's labels (LABEL_SOURCES): "monte-carlo" for `labeler label`; an import
+        # says what the dataset's labels are ("human" for PRM800K and ProcessBench, "monte-carlo" for
+        # Math-Shepherd's released automatic labels); "judge" and "consensus" for `labeler consensus`
+        # (an LLM judge's first error; Monte-Carlo labels whose first error the judge confirmed).
         pa.field("label_source", pa.string(), nullable=False),
     ],
     "labels",
@@ -104,7 +109,7 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
-LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "judge")
-MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "human", "judge")
 LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
-MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every row of a 1.2 shard
+MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every 1.2 shard
+MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")

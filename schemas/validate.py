@@ -29,6 +29,9 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
     per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
+    sources = set(pc.unique(table.column("label_source")).to_pylist())
+    if not sources <= set(LABEL_SOURCES):
+        raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
     rows = table.select(["solution_id", "steps", *per_step, "first_error", "label_source"]).to_pylist()
     seen: set[str] = set()
     for row in rows:
@@ -68,10 +71,8 @@ def validate_labels(table: pa.Table) -> None:
 
 
 def _check_label_source(row: dict, where: str) -> None:
-    """A known label_source; judge labels (label_method "judge") on every step of a "judge" row and on no other."""
+    """Judge labels (label_method "judge") on every step of a row whose label_source is "judge", and on no other."""
     source = row["label_source"]
-    if source not in LABEL_SOURCES:
-        raise SchemaError(f"{where}: unknown label_source {source!r}")
     judged = [method == "judge" for method in row["label_method"]]
     if source == "judge" and not all(judged):
         raise SchemaError(f"{where}: a row with label_source judge has steps labelled otherwise")

@@ -75,6 +75,13 @@ def setting(
     return field(default=default, default_factory=default_factory, metadata=metadata)
 
 
+def same_setting(source, name: str):
+    """The setting `name` of the settings class `source`, for another class that takes it too: one
+    declaration (default, help, range, flag) for both."""
+    declared = {f.name: f for f in dataclasses.fields(source)}[name]
+    return field(default=declared.default, default_factory=declared.default_factory, metadata=declared.metadata)
+
+
 def names_with(cls, key: str) -> tuple[str, ...]:
     """The names of the fields of `cls` whose metadata sets `key`, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(key))
@@ -160,6 +167,10 @@ class JobSettings:
         """The engine settings as asked for (what the engines resolved them to is in the engine records)."""
         return {key: getattr(self, key) for key in self.ENGINE_ONLY if key != "output"}
 
+    def answers_file(self) -> str | None:
+        """The file of reference answers the job reads beside its input (LabelConfig's --answers), if it has one."""
+        return getattr(self, "answers", None)
+
 
 @dataclass(frozen=True)
 class LabelConfig(JobSettings):
@@ -201,6 +212,15 @@ class LabelConfig(JobSettings):
         help="column holding the {key}, for a format no preset knows or to override the preset",
         group=INPUT_OUTPUT,
         default_text="the preset's column",
+    )
+    answers: str | None = setting(
+        None,
+        metavar="FILE",
+        help="reference answers joined by problem text (whitespace normalised), for rows that carry none, such as "
+        "Math-Shepherd rows whose final step is tagged '-': a jsonl, json or parquet file of GSM8K rows, MATH rows or "
+        "{problem, answer} rows; a row still without an answer is rejected",
+        group=INPUT_OUTPUT,
+        default_text="none",
     )
     rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
     temperature: float = setting(0.7, at_least=0, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
@@ -318,6 +338,13 @@ class LabelConfig(JobSettings):
             stop=DEFAULT_STOP + tuple(self.stop),
             answer_marker=ANSWER_MARKER if self.stop_after_answer else None,
         )
+
+    def output_settings(self) -> dict:
+        """The settings that decide what the job writes; a rerun must match them to resume."""
+        settings = super().output_settings()
+        if settings["answers"] is None:  # added after jobs were started: without it they keep their config hash and resume
+            del settings["answers"]
+        return settings
 
 
 # The output location and the engine settings: a resumed job may change them (the dtype and context

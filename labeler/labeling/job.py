@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from labeler import __version__
 from labeler.labeling.config import JobSettings, LabelConfig
+from labeler.inputs.answers import read_answer_book
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
 from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
 from labeler.store.manifest import (
@@ -127,9 +128,12 @@ def input_path(spec: str) -> str:
 
 
 def preset_options(config: LabelConfig) -> PresetOptions:
-    """How rows are read: the input-format settings (preset, split rule, row size, column flags) of a
-    job's settings (LabelConfig, or another job's settings that declare the same fields)."""
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
+    """How the presets read the job's rows: the input-format settings (preset, split rule, row size, column
+    flags) of a job's settings (LabelConfig, or another job's that declares the same fields); reads the
+    --answers file, if any (InputError when it cannot)."""
+    answers_file = config.answers_file()
+    answers = read_answer_book(answers_file, config.trust_remote_code) if answers_file else None
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:
@@ -330,7 +334,8 @@ def open_output(
                 "preset": plan.preset,
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),
-            },
+            }
+            | ({"answers": {"spec": answers, "fingerprint": input_fingerprint(answers)}} if (answers := config.answers_file()) else {}),
             units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
         )
         if job_kind is not None:

@@ -4,6 +4,9 @@
 A labels path is a job's output directory (local or an object-store URI such as s3://bucket/job:
 only the shards of committed units are read, so a running or interrupted job is read safely),
 a local folder of Parquet shards (`labels/` itself, or any folder of shards), or one Parquet file.
+
+Shards of schema 1.2 and older have no `label_source`: every label they hold came from Monte-Carlo
+rollouts, so they read as "monte-carlo".
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeler.store.manifest import JOB_KIND_KEY
@@ -73,7 +77,7 @@ def open_job(path: str | Path, error: type[ShardsError] = LabelsError) -> ShardS
 
 
 # The jobs whose output holds each kind of shards (the manifest's JOB_KIND_KEY; None: `labeler label`).
-_WRITTEN_BY = {LABELS_DIR: (None, "consensus"), JUDGMENTS_DIR: ("judge",)}
+_WRITTEN_BY = {LABELS_DIR: (None, "import", "consensus"), JUDGMENTS_DIR: ("judge",)}
 
 
 def read_labels_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
@@ -89,10 +93,11 @@ LABEL_SOURCE = "label_source"
 
 
 def with_label_source(table: pa.Table) -> pa.Table:
-    """A labels table with its label_source column, "monte-carlo" where the shard predates it (schema 1.2)."""
-    if LABEL_SOURCE in table.column_names:
-        return table
-    return table.append_column(pa.field(LABEL_SOURCE, pa.string(), nullable=False), pa.array([MONTE_CARLO] * table.num_rows, pa.string()))
+    """A labels table with its label_source on every row: "monte-carlo" where the shard predates it (schema 1.2)."""
+    if LABEL_SOURCE not in table.column_names:
+        return table.append_column(pa.field(LABEL_SOURCE, pa.string(), nullable=False), pa.array([MONTE_CARLO] * table.num_rows, pa.string()))
+    index = table.column_names.index(LABEL_SOURCE)
+    return table.set_column(index, LABEL_SOURCE, pc.fill_null(table.column(LABEL_SOURCE), MONTE_CARLO))
 
 
 def read_judgments_table(path: str | Path) -> pa.Table:
