@@ -202,11 +202,11 @@ class AnswerChecker:
         ref = _extract_reference(reference)
         if ref is None:
             return _Outcome(Verdict.UNPARSEABLE, "no reference answer", None, "", None)
+        rn = _normalise(ref)
         if self.last_number == "auto":
-            use_last = _is_plain_number_reference(ref)
+            use_last = _is_plain_number_reference(rn)
         else:
             use_last = bool(self.last_number)
-        rn = _normalise(ref)
         extracted, how = extract_answer_traced(prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1)
         if extracted is None:
             return _Outcome(Verdict.UNPARSEABLE, "no answer in the prediction", None, how, ref)

@@ -106,7 +106,7 @@ def _last_boxed(text: str) -> tuple[int, str | None, int] | None:
 # "we may check our answer: 17 * 44 = 748".
 _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer\s*(?:is\s*:?|:|=)?"
-    r"|\b(?:the|my|our|correct)\s+answer\s+is\s*:?"
+    r"|\b(?:the|my|our|correct)\s+(?:answer|option|choice)\s+is\s*:?"
     r"|(?:^|(?<=[\n*#>])|(?<=[.!?]\s))[ \t*#]*answer\s*(?:is\s*:?|:|=))",
     re.IGNORECASE,
 )
@@ -185,17 +185,41 @@ _NOT_AN_ANSWER = re.compile(
 )
 
 
+_PHRASE_WINDOW = 1500
+_PHRASE_KEYWORD = re.compile("answer|option|choice")
+
+
+def _phrases(text: str, start: int):
+    """The answer phrases from `start` on, in order. Every phrase contains one of the words
+    "answer", "option", "choice": the regex runs only around them (a scan of the whole text costs
+    ten times more)."""
+    low = text.lower()
+    last_end = start
+    for k in _PHRASE_KEYWORD.finditer(low, start):
+        p = k.start()
+        if p >= last_end:
+            m = _ANSWER_PHRASE.search(text, max(last_end, p - 24), p + 64)
+            if m is not None and m.start() <= p:
+                last_end = m.end()
+                yield m
+
+
 def _last_phrase(text: str) -> tuple[int, str] | None:
     """The last "answer is ..." / "Final Answer: ..." / "#### N", with its position."""
     best: tuple[int, str] | None = None
-    matches: deque[re.Match] = deque(maxlen=16)
-    matches.extend(_ANSWER_PHRASE.finditer(text))
     # The last phrase that states something ("Final Answer: The final answer is 5" -> the second);
-    # "so our answer is correct" states nothing.
-    for m in reversed(matches):
-        ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
-        if ans is not None and not _NOT_AN_ANSWER.match(ans):
-            best = (m.start(), ans)
+    # "so our answer is correct" states nothing. The closing part of the text first (cheap); the
+    # whole text only when no phrase there states an answer (the same result: the last 16 phrases).
+    starts = (len(text) - _PHRASE_WINDOW, 0) if len(text) > 2 * _PHRASE_WINDOW else (0,)
+    for start in starts:
+        matches: deque[re.Match] = deque(maxlen=16)
+        matches.extend(_phrases(text, start))
+        for m in reversed(matches):
+            ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
+            if ans is not None and not _NOT_AN_ANSWER.match(ans):
+                best = (m.start(), ans)
+                break
+        if best is not None or len(matches) == 16:
             break
     idx = text.rfind("####")
     if idx >= 0 and (best is None or idx > best[0]):
@@ -217,6 +241,8 @@ _MATH_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\[|\\\(")
 _BOLD_RE = re.compile(r"\*\*([^*\n]{1,120})\*\*")
 
 
+# "$f(x) = x^2$ for every real number $x$.": a qualifier ends the statement
+_QUALIFYING_REST = re.compile(r"(?:for\s+(?:all|every|each|any)|where|with)\b[^.!?\n]{0,80}[.!?]?\s*$", re.IGNORECASE)
 _JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or|;)\s*")
 
 
@@ -280,6 +306,7 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
         following = para[end:].lstrip()
         display = para.startswith(("\\[", "$$"), start)
         ended = content.rstrip().endswith(".") or not following or following[0] in ".!?" or (display and following[0].isupper())
+        ended = ended or bool(_QUALIFYING_REST.match(following))
         if not ended:
             after = _first_sentence(following)
             # only a few unit words may follow ("... is $12$ square units.")
@@ -314,7 +341,7 @@ _PLAIN_STATEMENT = re.compile(
     re.IGNORECASE,
 )
 _SUBORDINATE = re.compile(r"\b(?:when|whenever|if|unless|where|while|since|because|assuming|suppose|supposing|provided|until|after|before)\b", re.IGNORECASE)
-_WORD_STATEMENT = re.compile(r"\b(?:is|are|was|were|be|:)\s+(?:the\s+)?\**(?P<word>[A-Za-z][A-Za-z\-]{1,30})\**\s*[.!]?\s*$", re.IGNORECASE)
+_WORD_STATEMENT = re.compile(r"\b(?:is|are|was|were|be|on|:)\s+(?:the\s+)?\**(?P<word>[A-Za-z][A-Za-z\-]{1,30})\**\s*[.!]?\s*$", re.IGNORECASE)
 _BOLD_LINE = re.compile(r"^\s*\*\*(?:[^*:\n]{0,40}:\s*)?(?P<content>[^*\n]{1,80}?)\s*\*\*\s*\.?\s*$")
 
 
@@ -334,6 +361,9 @@ def _plain_statement(text: str, expect_word: bool) -> str | None:
     m = _PLAIN_STATEMENT.search(sentence)
     if m is not None and _SUBORDINATE.search(sentence[: m.start()].rsplit(",", 1)[-1]):
         m = None  # "the expression equals 1 when x is 2": a condition, not the conclusion
+    named = _named_statement(sentence)
+    if named is not None:
+        return named
     if m is not None:
         tail = m.group("tail").strip()
         values = m.group("values").strip()
@@ -343,6 +373,26 @@ def _plain_statement(text: str, expect_word: bool) -> str | None:
         if m is not None:
             return m.group("word")
     return None
+
+
+_NAMED_CLAUSE = re.compile(
+    r"^(?:(?:so|thus|therefore|hence|finally)\b,?\s*)?(?:the\s+)?(?P<name>[A-Za-z]+)(?:\s+[a-z]+){0,2}?\s+(?:is|=|equals|has|gets)\s+(?P<value>-?(?:\d+(?:\.\d+)?(?:/\d+)?|\.\d+))$",
+    re.IGNORECASE,
+)
+
+
+def _named_statement(sentence: str) -> str | None:
+    """"The largest value is 5 and the smallest is -5." -> "largest = 5, smallest = -5"."""
+    clauses = [c.strip() for c in re.split(r",\s*(?:and\s+)?|\s+and\s+", sentence.rstrip(" .!")) if c.strip()]
+    if len(clauses) < 2:
+        return None
+    out = []
+    for c in clauses:
+        m = _NAMED_CLAUSE.match(c)
+        if m is None:
+            return None
+        out.append(f"{m.group('name')} = {m.group('value')}")
+    return ", ".join(out)
 
 
 def _bold_final_line(text: str) -> str | None:

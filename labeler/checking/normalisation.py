@@ -8,6 +8,7 @@ import enum
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from labeler.checking.extraction import _strip_math_delimiters
 from labeler.checking.quantities import MULTIPLIERS, Noun, parse_noun
@@ -70,7 +71,10 @@ _DOMAIN_WORDS = (
 _COUNTED = re.compile(r"(?P<num>[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[+-]?\.\d+)\s+(?P<words>[A-Za-z][A-Za-z'\- /]{0,60}?)\s*[.!]?")
 
 
+@lru_cache(maxsize=16384)
 def _normalise(s: str) -> _Norm:
+    """The normal form of an answer (a pure function of the text, cached: references and common
+    answers repeat across rollouts)."""
     s = s.strip()
     s = _strip_math_delimiters(s)
     s = s.replace("\\varnothing", "\\emptyset")
@@ -255,8 +259,8 @@ def _equation_rhs(t: str) -> str | None:
     return rhs
 
 
-def _is_plain_number_reference(ref: str) -> bool:
-    n = _normalise(ref)
+def _is_plain_number_reference(ref: str | _Norm) -> bool:
+    n = ref if isinstance(ref, _Norm) else _normalise(ref)
     return _parse_number(n.text) is not None and "\\frac" not in n.text and "^" not in n.text
 
 
