@@ -93,6 +93,7 @@ def _compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Dec
 # Single answers
 # ---------------------------------------------------------------------------------------------
 
+_CONSTANTS = frozenset({"e", "i"})
 _FAST_RULES = {
     _Fast.CORRECT: Verdict.CORRECT,
     _Fast.INCORRECT: Verdict.INCORRECT,
@@ -105,6 +106,11 @@ def _atoms(pn: _Norm, rn: _Norm) -> Decision:
         return _done(_FAST_RULES[fast], "fast path: " + _fast_rule_name(pn, rn, fast), pn.spaced, rn.spaced)
     if not pn.text:
         return _done(Verdict.UNPARSEABLE, "empty answer", pn.spaced, rn.spaced)
+    if "=" not in pn.spaced + rn.spaced and "\\begin" not in pn.spaced + rn.spaced:
+        p_vars, r_vars = forms.letters(pn.spaced) - _CONSTANTS, forms.letters(rn.spaced) - _CONSTANTS
+        if p_vars != r_vars:
+            # "2m" is not 2 (math-verify would read m as metres), "2w" is not "2x"
+            return _done(Verdict.INCORRECT, f"different variables ({', '.join(sorted(p_vars)) or 'none'} vs {', '.join(sorted(r_vars)) or 'none'})", pn.spaced, rn.spaced)
     return Decision(None, "symbolic: math-verify equivalence", ("plain", tuple(symbolic_variants(pn, rn)), tuple(symbolic_variants(rn, pn))), pn.spaced, rn.spaced)
 
 
@@ -289,7 +295,8 @@ def _lists(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decis
         return None
     if len(r_items) < 2 and len(p_items) < 2:
         return None
-    ordered = rkind == "paren" or (rkind == "bare" and question is not None and question.ordered is True)
+    tuples = all(forms.container(r) == "paren" for r in r_items)
+    ordered = rkind == "paren" or (rkind == "bare" and not tuples and question is not None and question.ordered is True)
     if rkind == "brace" or (rkind == "bare" and pkind == "brace" and not ordered):
         ordered = False
     if ordered:

@@ -243,6 +243,8 @@ _BOLD_RE = re.compile(r"\*\*([^*\n]{1,120})\*\*")
 
 # "$f(x) = x^2$ for every real number $x$.": a qualifier ends the statement
 _QUALIFYING_REST = re.compile(r"(?:for\s+(?:all|every|each|any)|where|with)\b[^.!?\n]{0,80}[.!?]?\s*$", re.IGNORECASE)
+# "Comparing coefficients, $a = 3$ and $b = 5$.": an introductory phrase and a comma lead to the statement
+_INTRO_PHRASE = re.compile(r"\W*(?:[A-Za-z]+\s+){0,4}[A-Za-z]+\s*,\s*")
 _JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or|;)\s*")
 
 
@@ -299,7 +301,7 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
         before = para[:first].rstrip()
         sentence = before[_sentence_start(before) :]
         lead = sentence
-        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
+        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE) or _INTRO_PHRASE.fullmatch(lead)):
             continue
         if content.rstrip().endswith((",", ";")):
             continue  # the sentence goes on

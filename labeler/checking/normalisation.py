@@ -45,6 +45,9 @@ class _Norm:
     domains: frozenset[str] = frozenset()  # number sets the qualifier names (integer, real, ...)
 
 
+_TEXT_UNIT = re.compile(
+    r"(?:(?<=[\d}])|(?<=[\d}]\s)|(?<=[\d}]\s\s))\s*\\(?:text|mbox|mathrm)\s*\{\s*(" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?)\s*\.?\s*\}(\s*\^\s*\{?\d\}?)?"
+)
 # Ordinal suffixes after a number: 3^{rd}, 21st, 9\text{th} (\text already unwrapped).
 _ORDINAL = re.compile(r"(?<=\d)\s*(?:\^\s*\{\s*(?:st|nd|rd|th)\s*\}|\^\s*(?:st|nd|rd|th)|(?:st|nd|rd|th))(?![A-Za-z])")
 # A trailing clause that qualifies the answer: "for all real x", ", where c is any integer",
@@ -95,11 +98,8 @@ def _normalise(s: str) -> _Norm:
         s = _PERCENT.sub("", s)
     s = _CURRENCY.sub("", s)
     # \text{...}: a unit after a quantity is dropped, otherwise the text is kept (\text{Friday}).
-    s = re.sub(
-        r"(?:(?<=[\d}])|(?<=[\d}]\s)|(?<=[\d}]\s\s))\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}(?:\s*\^\s*\{?\d\}?)?",
-        "",
-        s,
-    )
+    # At the end it stays, unwrapped, for the trailing-unit rule below to record ("5 \text{ cm}" vs "5 m").
+    s = _TEXT_UNIT.sub(lambda m: " " + m.group(1) + (m.group(2) or "") if not s[m.end() :].strip(" .") else "", s)
     for _ in range(4):
         new = _TEXT_CMD.sub(lambda m: m.group(1), s)
         if new == s:
