@@ -134,6 +134,10 @@ COUNTS = [
     ("The answer is: 2 dozen eggs", "2", None, I),
     ("The answer is: 3 thousand bricks", "3000", None, C),
     ("The answer is: 12 hundred", "12", None, I),
+    ("The answer is: 4 dozen", "48", None, C),
+    ("The answer is: 3 pairs of socks", "6", "Tim buys 3 packs of socks. How many socks does he buy?", C),  # pairs of what is counted
+    ("The answer is: 3 pairs of socks", "3", "Tim buys some socks. How many socks does he buy?", I),
+    ("The answer is: 3 pairs of socks", "3", "How many pairs of socks does Tim buy?", C),
     ("The answer is: 10 apples and 5 oranges", "10", None, I),  # two quantities, not a count noun
     # with the question: the noun must name the quantity asked
     ("The answer is: 56 apples", "56", "Lena sells 8 apples a day at $1 each. How much money does she earn in a week?", I),
@@ -209,6 +213,14 @@ INTERVALS = [
     ("\\boxed{-\\sqrt{3} < x < \\sqrt{3}}", "(-\\sqrt{3}, \\sqrt{3})", C),
     ("\\boxed{-\\sqrt{3} \\le x < \\sqrt{3}}", "(-\\sqrt{3}, \\sqrt{3})", I),
     ("\\boxed{x \\in [2,3]}", "[2,3]", C),
+    ("\\boxed{0<x<5}", "(0, 5)", C),  # no spaces around the operators
+    ("\\boxed{3<x}", "(3,\\infty)", C),
+    ("\\boxed{0<x\\le5}", "(0,5)", I),
+    ("\\boxed{|x| \\le 4}", "[-4, 4]", C),  # absolute values
+    ("\\boxed{|x| > 4}", "(-\\infty, -4) \\cup (4, \\infty)", C),
+    ("\\boxed{|x| < 4}", "[-4, 4]", I),
+    ("\\boxed{\\{x \\mid 2 < x \\le 5\\}}", "(2, 5]", C),  # set-builder notation
+    ("\\boxed{\\{x : 2 \\le x \\le 5\\}}", "(2, 5]", I),
 ]
 
 
@@ -236,6 +248,10 @@ PERIODIC = [
     ("\\boxed{\\frac{(2k+1)\\pi}{2}}", "\\frac{\\pi}{2}+k\\pi", C),
     ("\\boxed{x = 2\\pi j \\text{ for integers } j}", "2k\\pi", C),
     ("\\boxed{\\frac{2\\pi}{3} + 2k\\pi, \\frac{4\\pi}{3} + 2k\\pi}", "\\pm \\frac{2\\pi}{3} + 2k\\pi", C),
+    ("\\boxed{(-1)^k \\frac{\\pi}{6} + k\\pi}", "\\frac{\\pi}{6} + 2k\\pi, \\frac{5\\pi}{6} + 2k\\pi", C),  # alternating form
+    ("\\boxed{(-1)^k \\frac{\\pi}{6} + k\\pi}", "\\frac{\\pi}{6} + k\\pi", I),
+    ("\\boxed{180^\\circ n + 90^\\circ}", "90^\\circ + 180^\\circ k", C),  # in degrees
+    ("\\boxed{360^\\circ n + 90^\\circ}", "90^\\circ + 180^\\circ k", I),
 ]
 
 
@@ -304,3 +320,74 @@ def test_questions_must_line_up_with_the_pairs(checker):
         checker.check_many([("1", "1")], ["a", "b"])
     with pytest.raises(TypeError, match="question 0"):
         checker.check_many([("1", "1")], [3])
+
+
+# ---------------------------------------------------------------------------------------------
+# labeler check --explain
+# ---------------------------------------------------------------------------------------------
+
+
+def _run_cli(argv: list[str]) -> int:
+    import argparse
+
+    from labeler.cli import check as check_command
+
+    parser = argparse.ArgumentParser(prog="labeler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check_command.register(sub)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_cli_explain_prints_the_answers_the_rule_and_the_forms(capsys):
+    argv = ["check", "--gold", "(3,5)", "--pred", "Comparing coefficients, $b=5$ and $a=3$.", "--question", ORDERED_AB, "--explain"]
+    assert _run_cli(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "correct"  # the verdict first, as without --explain
+    text = "\n".join(out[1:])
+    assert "prediction's answer: 'b=5, a=3' (found by: closing statement)" in text
+    assert "reference answer:    '(3,5)'" in text
+    assert "question says:       ordered=True" in text
+    assert "rule:                named components, in the question's order of the names" in text
+    assert "compared:            (3, 5)  vs  (3, 5)" in text
+
+
+def test_cli_explain_shows_the_symbolic_task(capsys):
+    assert _run_cli(["check", "--gold", "\\frac{\\pi}{4}+k\\pi", "--pred", "\\boxed{\\frac{5\\pi}{4} + n\\pi}", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("correct\n") and "residues" in out and 'symbolic task:       ["periodic"' in out
+
+
+def test_cli_explain_on_pairs_adds_an_explanation_per_line(tmp_path, capsys):
+    import json
+
+    lines = [
+        {"id": "a", "gold": "56", "pred": "The answer is: 56 apples", "question": "Apples sell at $1 each; she sells 56 apples. How much money does she make?"},
+        {"id": "b", "gold": "56", "pred": "The answer is: 56 apples"},
+        {"id": "c", "gold": "(1,2]", "pred": "\\boxed{1 < x \\le 2}"},
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    assert _run_cli(["check", "--pairs", str(path), "--explain"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [o["verdict"] for o in out] == ["incorrect", "correct", "correct"]
+    assert out[0]["explanation"]["rule"].startswith("count noun:") and out[0]["explanation"]["question"]["asks_for"] == "money"
+    assert out[2]["explanation"]["prediction_form"] == "(1, 2]" and out[2]["rule"].startswith("sets of reals")
+    assert all(o["rule"] == o["explanation"]["rule"] for o in out)
+
+
+def test_cli_question_needs_gold_and_pred(capsys):
+    assert _run_cli(["check", "--pairs", "x.jsonl", "--question", "Why?"]) == 2
+    assert "--question" in capsys.readouterr().err
+
+
+def test_cli_explain_in_a_real_process():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "labeler.cli", "check", "--gold", "10", "--pred", "The answer is: 10 pencils", "--explain"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "correct" and "10 pencils" in out.stdout and "rule:" in out.stdout

@@ -74,12 +74,19 @@ def _noun_mismatch(pn: _Norm, rn: _Norm, question: Question | None) -> str | Non
 def _compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
     if pn.unscaled is not None and question is not None and question.quantity.nouns & {lemma(w) for w in MULTIPLIERS}:
         pn = _normalise(pn.unscaled)  # "7 dozen" when the question counts dozens
+    if question is not None and pn.noun is not None and pn.noun.head == "pair" and "of" in pn.noun.words:
+        inner_noun = lemma(pn.noun.words[pn.noun.words.index("of") + 1]) if pn.noun.words[-1] != "of" else ""
+        value = _parse_number(pn.text)
+        if inner_noun in question.quantity.nouns and "pair" not in question.quantity.nouns and value is not None:
+            # "3 pairs of socks" when the question counts socks: 6
+            pn = _normalise(str(value * 2) if (value * 2).denominator == 1 else f"{(value * 2).numerator}/{(value * 2).denominator}")
     if pn.domains and rn.domains and pn.domains != rn.domains:
         return _done(Verdict.INCORRECT, "qualifiers name different number sets", pn.qualifier or "", rn.qualifier or "")
     if pn.text == rn.text and pn.percent == rn.percent:
         return _done(Verdict.CORRECT, "same normal form", pn.spaced, rn.spaced)
     structured = depth < MAX_DEPTH and "\\begin" not in pn.text + rn.text and (
         any(h in pn.spaced for h in _STRUCTURE_HINTS) or any(h in rn.spaced for h in _STRUCTURE_HINTS)
+        or pn.int_params or rn.int_params or (pn.degrees and rn.degrees)
     )
     if structured and not (_parse_number(pn.text) is not None and _parse_number(rn.text) is not None):
         for rule in (_real_sets, _families, _functions, _named, _lists):
@@ -193,8 +200,8 @@ def _same_end(a, b) -> bool:
 
 
 def _families(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
-    pk = forms.family_param(pn.spaced, pn.int_params)
-    rk = forms.family_param(rn.spaced, rn.int_params)
+    pk = forms.family_param(pn.spaced, pn.int_params, pn.degrees)
+    rk = forms.family_param(rn.spaced, rn.int_params, rn.degrees)
     if pk is None or rk is None:
         return None
     pi, ri = forms.family_items(pn.spaced, pk), forms.family_items(rn.spaced, rk)

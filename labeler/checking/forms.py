@@ -198,11 +198,13 @@ class Interval:
         return ("[" if self.lo_closed else "(") + f"{self.lo}, {self.hi}" + ("]" if self.hi_closed else ")")
 
 
-_OPERATOR = re.compile(r"(\\leqslant|\\geqslant|\\leq|\\geq|\\le|\\ge|\\neq|\\ne|<=|>=|<|>|≤|≥|≠)(?![A-Za-z])")
+_OPERATOR = re.compile(r"((?:\\leqslant|\\geqslant|\\leq|\\geq|\\le|\\ge|\\neq|\\ne)(?![A-Za-z])|<=|>=|<|>|≤|≥|≠)")
 _OPS = {"\\leqslant": "<=", "\\leq": "<=", "\\le": "<=", "<=": "<=", "≤": "<=", "<": "<",
         "\\geqslant": ">=", "\\geq": ">=", "\\ge": ">=", ">=": ">=", "≥": ">=", ">": ">",
         "\\neq": "!=", "\\ne": "!=", "≠": "!="}
 _VARIABLE = re.compile(r"^(?:[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|omega|sigma|tau|rho)|[A-Za-z]_\{?\w+\}?)$")
+_ABSOLUTE = re.compile(r"^\|\s*(?:[A-Za-z]|\\[a-z]+)\s*\|$")
+_SET_BUILDER = re.compile(r"^([A-Za-z])\s*(?:\\in\s*\\mathbb\{R\}\s*)?(?:\\mid|\||:|\\colon)\s*(.+)$")
 _ALL_REALS = re.compile(r"^(?:\\mathbb\{R\}|\\R|\(-\\infty,\s*\\infty\)|(?:all|any)\s+reals?(?:\s+numbers?)?(?:\s+[a-z])?|all\s+real\s+values(?:\s+of\s+[a-z])?|[a-z]\s*\\in\s*\\mathbb\{R\})$", re.IGNORECASE)
 
 
@@ -216,6 +218,17 @@ def _inequality(s: str) -> list[Interval] | None:
     if not all(exprs):
         return None
     var_at = [i for i, e in enumerate(exprs) if _VARIABLE.match(e)]
+    if len(exprs) == 2 and not var_at:
+        absolute = [i for i, e in enumerate(exprs) if _ABSOLUTE.match(e)]
+        if absolute in ([0], [1]):
+            op = ops[0] if absolute == [0] else {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(ops[0], "!=")
+            a = exprs[1 - absolute[0]]
+            if op == "!=" or _parse_number(a.replace(" ", "")) is None or _parse_number(a.replace(" ", "")) < 0:
+                return None
+            neg = a[1:] if a.startswith("-") else "-" + a
+            if op[0] == "<":  # |x| < a: (-a, a)
+                return [Interval(neg, op == "<=", a, op == "<=")]
+            return [Interval(NEG_INF, False, neg, op == ">="), Interval(a, op == ">=", INF, False)]
     if len(exprs) == 3:
         if var_at != [1] or "!=" in ops:
             return None
@@ -260,6 +273,11 @@ def real_set(s: str, *, tuples_are_intervals: bool) -> list[Interval] | None:
     (3, \\infty)", "x \\in [2, 3]") or "all real numbers"; None for anything else. A parenthesised
     pair "(a, b)" counts as an interval only when `tuples_are_intervals` (it is also an ordered pair)."""
     t = re.sub(r"^\s*[A-Za-z]\s*\\in\s*", "", s.strip())
+    if container(t) == "brace":  # set-builder: \\{x \\mid 2 < x \\le 5\\}
+        m = _SET_BUILDER.match(inner(t))
+        if m is None:
+            return None
+        t = m.group(2).strip()
     if _ALL_REALS.match(t) or _ALL_REALS.match(s.strip()):
         return [Interval(NEG_INF, False, INF, False)]
     if _OPERATOR.search(t):
@@ -325,14 +343,15 @@ def intervals_latex(intervals: list[Interval]) -> str:
 _IMPLICIT_PARAMS = "knmjl"
 
 
-def family_param(s: str, declared: frozenset[str]) -> str | None:
+def family_param(s: str, declared: frozenset[str], degrees: bool = False) -> str | None:
     """The integer parameter of a family of solutions: a letter the answer declares an integer
-    ("n \\in \\mathbb{Z}", "for integers j"), or k/n/m/j/l beside \\pi; None when there is none."""
+    ("n \\in \\mathbb{Z}", "for integers j"), or k/n/m/j/l beside \\pi or in degrees; None when
+    there is none."""
     found = letters(s)
     for name in sorted(declared):
         if name in found:
             return name
-    if "\\pi" in s or "π" in s:
+    if "\\pi" in s or "π" in s or degrees:
         for name in _IMPLICIT_PARAMS:
             if name in found:
                 return name

@@ -43,6 +43,7 @@ class _Norm:
     qualifier: str | None = None  # a trailing "for all real x" / "where c is any integer", stripped
     int_params: frozenset[str] = frozenset()  # letters the qualifier declares integers ("n \in \mathbb{Z}")
     domains: frozenset[str] = frozenset()  # number sets the qualifier names (integer, real, ...)
+    degrees: bool = False  # it had a degree sign (a family "90^\circ + 180^\circ k" has no \pi)
 
 
 _TEXT_UNIT = re.compile(
@@ -92,6 +93,7 @@ def _normalise(s: str) -> _Norm:
     if _TRIG.search(s):
         # inside trigonometry a degree sign is a unit to convert: \sin 15^\circ = \sin(15 pi/180)
         s = re.sub(r"(\d+(?:\.\d+)?)\s*(?:" + _DEGREE.pattern + ")", r"\\frac{\1\\pi}{180}", s)
+    degrees = bool(_DEGREE.search(s))
     s = _DEGREE.sub("", s)
     percent = bool(_PERCENT.search(s))
     if percent:
@@ -134,7 +136,7 @@ def _normalise(s: str) -> _Norm:
             if noun is not None:
                 s = m.group("num")
                 first = words[0].lower()
-                if first in MULTIPLIERS and (len(words) > 1 or first not in ("dozen", "dozens")):
+                if first in MULTIPLIERS:
                     value = _parse_number(s.replace(" ", ""))
                     if value is not None:
                         unscaled = s
@@ -150,7 +152,7 @@ def _normalise(s: str) -> _Norm:
     s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
     s = s.strip().rstrip(".").strip()
     spaced = re.sub(r"\s+", " ", s)
-    return _Norm(re.sub(r"\s+", "", s), spaced, percent, noun, unscaled, qualifier, int_params, domains)
+    return _Norm(re.sub(r"\s+", "", s), spaced, percent, noun, unscaled, qualifier, int_params, domains, degrees)
 
 
 _NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")

@@ -167,14 +167,30 @@ def _family(items, param: str):
             continue
         if e.free_symbols - {k}:
             return None
-        f0, f1, f2 = (sympy.simplify(e.subs(k, v)) for v in (0, 1, 2))
-        if sympy.simplify(f2 - 2 * f1 + f0) != 0:
-            return None
-        period = sympy.Abs(sympy.simplify(f1 - f0))
-        if period == 0:
-            return None
-        out.append((f0, period))
+        progression = _progression(e, k)
+        if progression is None:
+            # "(-1)^k a + k b": linear on the even and on the odd k, each a progression of its own
+            j = sympy.Symbol("j", integer=True)
+            halves = [_progression(e.subs(k, 2 * j + r), j) for r in (0, 1)]
+            if None in halves:
+                return None
+            out.extend(halves)
+            continue
+        out.append(progression)
     return out
+
+
+def _progression(e, k):
+    """(offset, period) when e is linear in k, else None."""
+    import sympy
+
+    f0, f1, f2 = (sympy.simplify(e.subs(k, v)) for v in (0, 1, 2))
+    if sympy.simplify(f2 - 2 * f1 + f0) != 0:
+        return None
+    period = sympy.Abs(sympy.simplify(f1 - f0))
+    if period == 0 or not period.is_number:
+        return None
+    return (f0, period)
 
 
 def _same_families(pred_items, pred_param: str, ref_items, ref_param: str) -> str:
