@@ -12,7 +12,7 @@ Math-Verify, and fast-path throughput.
    Math-Verify's verdicts in bench/checker_eval/naive_math_verify.json for the tests.
 3. Throughput of the fast path (in-process), one core, whole GSM8K-style solutions: verdicts per
    CPU-second of this process (what a core gives, whatever else runs) and per wall-second, with
-   the load average, its normal-form cache emptied before each pass over the rows.
+   the load average, its caches emptied before each pass over the rows.
 
     PYTHONPATH=. python bench/checker.py [--data ../shared/data] [--workers N] [--verbose]
 """
@@ -200,8 +200,8 @@ def bench_eval_sets(checker: AnswerChecker, data: Path, verbose: bool, record_na
 
 def bench_throughput(rows: list[dict], seconds: float = 3.0) -> dict:
     """Verdicts per second on one core for GSM8K-style answers (fast path, in-process): per
-    CPU-second of this process and per wall-second. The normal-form cache is emptied before each
-    pass, so repeated passes do not measure the cache."""
+    CPU-second of this process and per wall-second. The caches of normal forms and numbers are
+    emptied before each pass, so repeated passes do not measure them."""
     checker = AnswerChecker(workers=1)
     pairs = [("\n\n".join(r["steps"]), r["answer"]) for r in rows]
     for p, g in pairs:  # warm up (regex compilation)
@@ -210,7 +210,7 @@ def bench_throughput(rows: list[dict], seconds: float = 3.0) -> dict:
     n = 0
     c0, w0 = time.process_time(), time.perf_counter()
     while time.process_time() - c0 < seconds:
-        normalisation._normalise.cache_clear()
+        normalisation.clear_caches()
         for p, g in pairs:
             checker._fast(p, g)  # noqa: SLF001
             n += 1

@@ -71,15 +71,33 @@ def _noun_mismatch(pn: _Norm, rn: _Norm, question: Question | None) -> str | Non
     return None
 
 
-def _compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
-    if pn.unscaled is not None and question is not None and question.quantity.nouns & {lemma(w) for w in MULTIPLIERS}:
-        pn = _normalise(pn.unscaled)  # "7 dozen" when the question counts dozens
-    if question is not None and pn.noun is not None and pn.noun.head == "pair" and "of" in pn.noun.words:
-        inner_noun = lemma(pn.noun.words[pn.noun.words.index("of") + 1]) if pn.noun.words[-1] != "of" else ""
+def _as_asked(pn: _Norm, question: Question | None) -> tuple[_Norm, str | None]:
+    """The prediction's number in the unit the question counts: "7 dozen" stays 7 when it counts
+    dozens; "3 pairs of socks" is 6 when it counts socks."""
+    if question is None or pn.noun is None and pn.unscaled is None:
+        return pn, None
+    asked = question.quantity.nouns
+    if pn.unscaled is not None and asked & {lemma(w) for w in MULTIPLIERS}:
+        return _normalise(pn.unscaled), f"not scaled: the question counts {' '.join(sorted(asked))}"
+    noun = pn.noun
+    if noun is not None and noun.head == "pair" and "of" in noun.words[:-1]:
         value = _parse_number(pn.text)
-        if inner_noun in question.quantity.nouns and "pair" not in question.quantity.nouns and value is not None:
-            # "3 pairs of socks" when the question counts socks: 6
-            pn = _normalise(str(value * 2) if (value * 2).denominator == 1 else f"{(value * 2).numerator}/{(value * 2).denominator}")
+        if value is not None and lemma(noun.words[noun.words.index("of") + 1]) in asked and "pair" not in asked:
+            doubled = value * 2
+            text = str(doubled.numerator) if doubled.denominator == 1 else f"{doubled.numerator}/{doubled.denominator}"
+            return _normalise(text), f"{pn.text} pairs counted as {text}: the question counts {' '.join(sorted(asked))}"
+    return pn, None
+
+
+def _compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
+    pn, note = _as_asked(pn, question)
+    decision = _compare_shapes(pn, rn, question, depth)
+    if note:
+        decision.notes.append(note)
+    return decision
+
+
+def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
     if pn.domains and rn.domains and pn.domains != rn.domains:
         return _done(Verdict.INCORRECT, "qualifiers name different number sets", pn.qualifier or "", rn.qualifier or "")
     if pn.text == rn.text and pn.percent == rn.percent:

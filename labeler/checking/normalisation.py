@@ -49,6 +49,14 @@ class _Norm:
 _TEXT_UNIT = re.compile(
     r"(?:(?<=[\d}])|(?<=[\d}]\s)|(?<=[\d}]\s\s))\s*\\(?:text|mbox|mathrm)\s*\{\s*(" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?)\s*\.?\s*\}(\s*\^\s*\{?\d\}?)?"
 )
+_BACKSLASH_DIGIT = re.compile(r"\\(?=\d)")
+_TRAILING_UNIT = re.compile(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", re.IGNORECASE)
+_TOKEN = r"(\\[A-Za-z]+|[0-9A-Za-z])"
+_FRAC_TT = re.compile(r"\\frac\s*" + _TOKEN + r"\s*" + _TOKEN)  # \frac12 -> \frac{1}{2}, \frac\pi2
+_FRAC_T = re.compile(r"\\frac\s*" + _TOKEN + r"\s*\{")  # \frac1{2x} -> \frac{1}{2x}
+_FRAC_BT = re.compile(r"\\frac\s*\{([^{}]*)\}\s*" + _TOKEN)  # \frac{3}4 -> \frac{3}{4}
+_SQRT_DIGITS = re.compile(r"\\sqrt\s*(\d+)")  # \sqrt2 -> \sqrt{2}
+_WHITESPACE = re.compile(r"\s+")
 # Ordinal suffixes after a number: 3^{rd}, 21st, 9\text{th} (\text already unwrapped).
 _ORDINAL = re.compile(r"(?<=\d)\s*(?:\^\s*\{\s*(?:st|nd|rd|th)\s*\}|\^\s*(?:st|nd|rd|th)|(?:st|nd|rd|th))(?![A-Za-z])")
 # A trailing clause that qualifies the answer: "for all real x", ", where c is any integer",
@@ -87,7 +95,8 @@ def _normalise(s: str) -> _Norm:
     s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
     s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
     s = _SPACES_CMD.sub(" ", s)
-    s = re.sub(r"\\(?=\d)", "", s)  # "\15" (a mangled "\$15") is 15
+    if "\\" in s:
+        s = _BACKSLASH_DIGIT.sub("", s)  # "\15" (a mangled "\$15") is 15
     s = s.rstrip("\\").rstrip() if s.endswith("\\") else s  # a stray trailing backslash
     s = s.replace("~", " ")
     if _TRIG.search(s):
@@ -121,7 +130,7 @@ def _normalise(s: str) -> _Norm:
     noun = None
     unscaled = None
     # Trailing unit words after a number: "18 dollars", "5 cm^2".
-    m = re.search(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", s, flags=re.IGNORECASE)
+    m = _TRAILING_UNIT.search(s) if re.search("[A-Za-z]", s) else None
     if m and not m.group(0)[:1].isspace() and re.fullmatch(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?", m.group(0).strip()) and not re.fullmatch(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*", m.group(0).strip()):
         m = None  # "2m", "3h": a variable after a coefficient, not a unit
     if m:
@@ -144,15 +153,16 @@ def _normalise(s: str) -> _Norm:
                         s = str(scaled.numerator) if scaled.denominator == 1 else f"{scaled.numerator}/{scaled.denominator}"
                         noun = parse_noun(words[1:]) if len(words) > 1 else parse_noun(words)
     # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
-    tok = r"(\\[A-Za-z]+|[0-9A-Za-z])"
-    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*" + tok + r"\s*\{", r"\\frac{\1}{", s)
-    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*" + tok, r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
+    if "\\frac" in s:
+        s = _FRAC_TT.sub(r"\\frac{\1}{\2}", s)
+        s = _FRAC_T.sub(r"\\frac{\1}{", s)
+        s = _FRAC_BT.sub(r"\\frac{\1}{\2}", s)
+    if "\\sqrt" in s:
+        s = _SQRT_DIGITS.sub(r"\\sqrt{\1}", s)
     s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
     s = s.strip().rstrip(".").strip()
-    spaced = re.sub(r"\s+", " ", s)
-    return _Norm(re.sub(r"\s+", "", s), spaced, percent, noun, unscaled, qualifier, int_params, domains, degrees)
+    spaced = _WHITESPACE.sub(" ", s)
+    return _Norm(_WHITESPACE.sub("", s), spaced, percent, noun, unscaled, qualifier, int_params, domains, degrees)
 
 
 _NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")
@@ -164,6 +174,7 @@ _NUM_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\{(?P<a>[+-]?\d+)\}\{(?P<b>[+-]?\d
 _NUM_SLASH = re.compile(r"(?P<a>[+-]?\d+)/(?P<b>[+-]?\d+)")
 
 
+@lru_cache(maxsize=16384)
 def _parse_number(t: str) -> Fraction | None:
     """An exact number from a normalised, space-free string, or None. Never evaluates code."""
     if not t or len(t) > _MAX_NUMBER_DIGITS:
@@ -195,6 +206,12 @@ def _parse_number(t: str) -> Fraction | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
+
+
+def clear_caches() -> None:
+    """Empty the caches of normal forms and parsed numbers (for benchmarks that must not measure them)."""
+    _normalise.cache_clear()
+    _parse_number.cache_clear()
 
 
 def _decimals(t: str) -> int | None:

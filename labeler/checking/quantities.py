@@ -130,8 +130,8 @@ def parse_noun(words: list[str]) -> Noun | None:
         low_core = low
     if any(w in _NOT_A_NOUN for w in low_core) or not all(_WORD.fullmatch(w) or "/" in w for w in low):
         return None
-    if not low_core or low_core[0] in _ADJUNCT_START and not (len(low_core) > 1 and low_core[0] in ("a", "an") and False):
-        if low_core and low_core[0] in ("per", "a", "an", "every", "each") and len(low_core) > 1:
+    if not low_core or low_core[0] in _ADJUNCT_START:
+        if len(low_core) > 1 and low_core[0] in ("per", "a", "an", "every", "each"):
             return Noun(tuple(low), "", None, True)  # "2 per hour", "34 a month": a rate of what the question asks
         return Noun(tuple(low), "", None, False)
     rate = any("/" in w for w in low_core)
