@@ -104,7 +104,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     args.labels, args.scores, args.judgments = args.labels or [], args.scores or [], args.judgments or []
     if not args.labels and not args.scores and not args.judgments:
-        return usage_error(COMMAND, "give --labels DIR, --scores FILE or --judgments DIR (or several)")
+        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --judgments DIR (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
     if args.threshold is not None and not args.labels and not args.scores:
