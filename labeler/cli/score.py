@@ -88,7 +88,7 @@ def run_score(args: argparse.Namespace) -> int:
         check_format_flags(args)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
-    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args))
+    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args), args.max_steps)
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)

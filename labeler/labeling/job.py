@@ -89,7 +89,7 @@ def input_path(spec: str) -> str:
 
 
 def preset_options(config: LabelConfig) -> PresetOptions:
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, config.max_steps)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:
