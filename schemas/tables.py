@@ -8,7 +8,11 @@ import pyarrow as pa
 # 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
 #      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
 #      carry their own tokens and whether their budget cut them; rollouts record their token budget.
-SCHEMA_VERSION = "1.2"
+# 1.3: trajectory-level labels beside the step labels: thinking_steps (a reasoning trace's thinking,
+#      then its response), trajectory_verdict and trajectory_label (does the final answer it states,
+#      a trace's response, match the reference). Shards of 1.1 and 1.2 stay readable
+#      (labeler/store/reader.py): they read as plain solutions with no trajectory label.
+SCHEMA_VERSION = "1.3"
 
 
 class SchemaError(ValueError):
@@ -44,6 +48,15 @@ LABELS_SCHEMA = _versioned(
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
+        # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
+        # rest its response. 0: a plain step-by-step solution.
+        pa.field("thinking_steps", pa.int32(), nullable=False),
+        # The trajectory as a whole: the checker's verdict on the final answer it states (a trace: its
+        # response): correct, incorrect, unparseable (it states none), timeout, or unfinished (it stops
+        # before its answer: thinking cut off, a PRM800K trajectory that gave up, a sampled solution cut
+        # by its budget). trajectory_label: verdict == correct; null on timeout (not known).
+        pa.field("trajectory_verdict", pa.string(), nullable=False),
+        pa.field("trajectory_label", pa.bool_(), nullable=True),
         # Tokens generated for this solution: its rollouts, plus solution_tokens when the job sampled
         # the solution itself (problem-only rows; 0 otherwise). solution_truncated: its budget cut it.
         pa.field("generated_tokens", pa.int64(), nullable=False),
@@ -97,3 +110,4 @@ REJECTED_SCHEMA = _versioned(
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
 LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled")
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+TRAJECTORY_VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "unfinished")

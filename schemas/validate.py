@@ -11,6 +11,7 @@ from schemas.tables import (
     MEASURED_METHODS,
     REJECTED_SCHEMA,
     ROLLOUTS_SCHEMA,
+    TRAJECTORY_VERDICTS,
     VERDICTS,
     SchemaError,
 )
@@ -27,7 +28,8 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
     per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
-    rows = table.select(["solution_id", "steps", *per_step, "first_error"]).to_pylist()
+    trajectory = ("thinking_steps", "trajectory_verdict", "trajectory_label")
+    rows = table.select(["solution_id", "steps", *per_step, "first_error", *trajectory]).to_pylist()
     seen: set[str] = set()
     for row in rows:
         where = f"labels row solution_id={row['solution_id']}"
@@ -62,6 +64,13 @@ def validate_labels(table: pa.Table) -> None:
         expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)
         if row["first_error"] != expected_first_error:
             raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
+        if not 0 <= row["thinking_steps"] <= k:
+            raise SchemaError(f"{where}: thinking_steps={row['thinking_steps']} for {k} steps")
+        verdict, label = row["trajectory_verdict"], row["trajectory_label"]
+        if verdict not in TRAJECTORY_VERDICTS:
+            raise SchemaError(f"{where}: unknown trajectory_verdict {verdict!r}")
+        if label != (None if verdict == "timeout" else verdict == "correct"):
+            raise SchemaError(f"{where}: trajectory_label={label} disagrees with trajectory_verdict {verdict!r}")
 
 
 def validate_rollouts(table: pa.Table) -> None:

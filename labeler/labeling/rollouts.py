@@ -58,6 +58,7 @@ class RolloutRecord:
 class LabelledSolution:
     solution: Solution
     steps: list[StepCounts]
+    trajectory_verdict: str | None = None  # the solution as a whole (labeler/labeling/trajectory.py)
 
     @property
     def generated_tokens(self) -> int:

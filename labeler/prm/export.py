@@ -124,6 +124,8 @@ def _jsonl_record(row: LabelledRow) -> dict:
         "n_rollouts": list(row.n_rollouts),
         "label_method": list(row.label_method),
         "first_error": row.first_error,
+        "thinking_steps": row.thinking_steps,
+        "trajectory_label": row.trajectory_label,
     }
 
 
