@@ -133,7 +133,7 @@ def test_train_config_json_keys_are_pinned():
     assert sorted(TrainConfig(labels="l", output="o", model="m").to_dict()) == [
         "batch_size", "device", "epochs", "gradient_accumulation_steps", "gradient_checkpointing", "labels", "learning_rate",
         "max_grad_norm", "max_length", "max_steps", "model", "model_name", "output", "precision", "save_steps", "seed",
-        "select_best", "target", "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
+        "select_best", "target", "trajectory_loss_weight", "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
     ]  # fmt: skip
     assert TrainConfig.RESUMABLE == {"output", "epochs", "device", "save_steps", "max_steps", "labels"}
 

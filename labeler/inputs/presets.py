@@ -88,7 +88,7 @@ _DEFAULT_COLUMNS = {
     "processbench": _Columns(problem="problem", steps="steps", answer="answer"),
     "math-shepherd": _Columns(solution="input"),
     "prm800k": _Columns(),
-    "trace": _Columns(),  # each field from the first of its candidate columns the row has (_TRACE_COLUMNS)
+    "trace": _Columns(),  # each field from the first of its candidate columns the row has (TRACE_COLUMNS)
     "columns": _Columns(),
 }
 _ALL_FLAGS = frozenset(f.name for f in fields(_Columns))
@@ -98,7 +98,7 @@ _ACCEPTED_FLAGS = {
     "prm800k": frozenset({"id"}),  # its fields are nested objects
     "trace": frozenset({"problem", "answer", "solution", "reasoning", "id"}),
 }
-_TRACE_COLUMNS = {  # where the trace preset looks for each field, in order, unless a column flag names it
+TRACE_COLUMNS = {  # where the trace preset looks for each field, in order, unless a column flag names it
     "problem": ("problem", "question", "prompt"),
     "answer": ("answer", "reference_answer", "ground_truth"),
     "solution": ("response", "output", "completion", "generation", "content"),
@@ -194,8 +194,8 @@ def last_boxed(text: str) -> str | None:
 
 def _looks_like_trace(row: dict) -> bool:
     """A reasoning field, or a response field holding think tags."""
-    return any(isinstance(row.get(name), str) for name in _TRACE_COLUMNS["reasoning"]) or any(
-        has_think_tags(row.get(name)) for name in _TRACE_COLUMNS["solution"]
+    return any(isinstance(row.get(name), str) for name in TRACE_COLUMNS["reasoning"]) or any(
+        has_think_tags(row.get(name)) for name in TRACE_COLUMNS["solution"]
     )
 
 
@@ -351,7 +351,7 @@ def _completion_text(completion) -> object:
 def _read_trace(row: dict, columns: _Columns, options: PresetOptions):
     """Problem, reference, the thinking's steps then the response as one step, how many steps are
     thinking, and whether the trace got to its response."""
-    column = lambda field: getattr(columns, field) or next((c for c in _TRACE_COLUMNS[field] if c in row), _TRACE_COLUMNS[field][0])
+    column = lambda field: getattr(columns, field) or next((c for c in TRACE_COLUMNS[field] if c in row), TRACE_COLUMNS[field][0])
     problem = _required(row, column("problem"), "problem")
     answer = _required(row, column("answer"), "answer", numbers=True)
     if THINK_CLOSE in answer:
@@ -368,7 +368,7 @@ def _read_trace(row: dict, columns: _Columns, options: PresetOptions):
             raise RowError("reasoning", f"thinking twice: column '{reasoning_column}' and a {THINK_CLOSE} block in column '{response_column}'")
         thinking, response, finished = reasoning, parsed.response, bool(parsed.response)
     elif parsed.thinking is None:
-        looked = ", ".join(f"'{c}'" for c in ((columns.reasoning,) if columns.reasoning else _TRACE_COLUMNS["reasoning"]))
+        looked = ", ".join(f"'{c}'" for c in ((columns.reasoning,) if columns.reasoning else TRACE_COLUMNS["reasoning"]))
         if not text:
             raise RowError("response", _why_absent(row, response_column))
         raise RowError("reasoning", f"no thinking: no {THINK_CLOSE} in column '{response_column}' and no reasoning column ({looked})")

@@ -3,6 +3,9 @@
 Targets per step: `soft` is the soft label (an "inferred" step, which has only a hard label,
 uses it as 0/1); `hard` is the hard label. Steps with no label ("unlabelled") and steps cut off
 by the length limit get no target. Accuracy and AUC are always measured against hard labels.
+
+The trajectory target (labels of schema 1.3) is the solution's trajectory label, 0/1, read at the
+last step's position; a solution cut by the length limit, or without a trajectory label, has none.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class PRMExample:
     score_positions: list[int]  # steps with a target only
     targets: list[float]
     hard_labels: list[bool | None]
+    trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
+    trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_leng
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     for row in rows:
-        rendered = render_solution(tokenizer, row.problem, row.steps, max_length)
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
         truncated += len(row.steps) - rendered.steps_kept
         positions, targets, hard = [], [], []
         for i, position in enumerate(rendered.score_positions):
@@ -58,7 +63,15 @@ def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_leng
         if not positions:
             dropped += 1
             continue
-        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard))
+        whole = rendered.steps_kept == len(row.steps)
+        trajectory = _as_float(row.trajectory_label) if whole else None
+        examples.append(
+            PRMExample(
+                row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard,
+                trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
+                trajectory_target=trajectory,
+            )
+        )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
 
@@ -90,9 +103,13 @@ class Batch:
     attention_mask: torch.Tensor
     step_mask: torch.Tensor  # True at score positions that carry a target
     targets: torch.Tensor  # float, meaningful where step_mask
+    # [batch]: where each solution's trajectory score is read (-1: no trajectory target), and its target
+    trajectory_positions: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.step_mask.to(device), self.targets.to(device))
+        moved = [None if t is None else t.to(device) for t in (self.trajectory_positions, self.trajectory_targets)]
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.step_mask.to(device), self.targets.to(device), *moved)
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,7 +130,9 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
     for row, example in enumerate(examples):
         step_mask[row, example.score_positions] = True
         targets[row, example.score_positions] = torch.tensor(example.targets)
-    return Batch(input_ids, attention_mask, step_mask, targets)
+    trajectory_positions = torch.tensor([-1 if e.trajectory_position is None else e.trajectory_position for e in examples])
+    trajectory_targets = torch.tensor([0.0 if e.trajectory_target is None else e.trajectory_target for e in examples])
+    return Batch(input_ids, attention_mask, step_mask, targets, trajectory_positions, trajectory_targets)
 
 
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
@@ -133,5 +152,6 @@ def data_fingerprint(examples: Sequence[PRMExample]) -> str:
     """Which solutions, with which targets: a resumed run must train on the same data."""
     digest = hashlib.sha256()
     for example in sorted(examples, key=lambda e: e.solution_id):
-        digest.update(f"{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+        trajectory = "" if example.trajectory_target is None else f":{example.trajectory_target}"  # runs on 1.2 labels keep their fingerprint
+        digest.update(f"{example.solution_id}:{len(example.input_ids)}:{example.targets}{trajectory}\n".encode())
     return digest.hexdigest()[:16]

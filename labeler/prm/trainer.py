@@ -4,7 +4,9 @@ One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumu
 clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
 `labeler.prm.data`). After every epoch it measures the validation problems (loss, step accuracy
 and AUC against hard labels), appends a line to OUT/metrics.jsonl, writes OUT/last (with the
-training state) and, when the selected metric improved, OUT/best.
+training state) and, when the selected metric improved, OUT/best. Labels with trajectory labels
+also train a trajectory head beside the step head (labeler/prm/trajectory.py), its loss added with
+--trajectory-loss-weight, and validate it (val_trajectory_*).
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
@@ -39,7 +41,8 @@ from labeler.evaluation.metrics import roc_auc
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.scoring import step_logits
+from labeler.prm.scoring import step_and_trajectory_logits
+from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
 from labeler.prm.config import TrainConfig
 
 log = logging.getLogger("labeler.train")
@@ -85,6 +88,7 @@ def train(config: TrainConfig) -> TrainResult:
             dtype=placement.weight_dtype,
             trust_remote_code=config.trust_remote_code,
             name=config.model_name,
+            trajectory_head=_wants_trajectory_head(config, rows),
         )
 
     train_set, validation_set = _examples(config, prm, rows)
@@ -107,6 +111,14 @@ def train(config: TrainConfig) -> TrainResult:
 
     loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, train_set, validation_set, fingerprint, state)
     return loop.run()
+
+
+def _wants_trajectory_head(config: TrainConfig, rows: list[LabelledRow]) -> bool:
+    """A trajectory head when its loss counts and some solution has a trajectory label to train it on."""
+    labelled = any(row.trajectory_label is not None for row in rows)
+    if config.trajectory_loss_weight > 0 and not labelled:
+        log.info("no trajectory labels in %s (labels of schema 1.2 or older): the PRM gets no trajectory head", config.labels)
+    return config.trajectory_loss_weight > 0 and labelled
 
 
 def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
@@ -220,8 +232,9 @@ class _TrainingLoop:
             batch = batch.to(self.placement.device)
             group_size = min(accumulation, total_batches - (self.batches_done // accumulation) * accumulation)
             with self.placement.autocast():
-                logits = self.prm(batch.input_ids, batch.attention_mask)
+                logits, trajectory_logits = self.prm.step_and_trajectory_logits(batch.input_ids, batch.attention_mask)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[batch.step_mask], batch.targets[batch.step_mask])
+            loss = self._plus_trajectory_loss(loss, trajectory_logits, batch)
             (loss / group_size).backward()
             self.loss_sum += loss.item()
             self.loss_count += 1
@@ -250,6 +263,13 @@ class _TrainingLoop:
                 self._save_last()
         self._finish_epoch(time.monotonic() - started)
         return config.max_steps is not None and self.global_step >= config.max_steps and self.epoch < config.epochs
+
+    def _plus_trajectory_loss(self, loss: torch.Tensor, trajectory_logits: torch.Tensor | None, batch) -> torch.Tensor:
+        """The step loss plus --trajectory-loss-weight x the trajectory head's loss, where the batch has trajectory targets."""
+        if trajectory_logits is None or batch.trajectory_positions is None:
+            return loss
+        extra = trajectory_loss(trajectory_logits, batch.trajectory_positions, batch.trajectory_targets)
+        return loss if extra is None else loss + self.config.trajectory_loss_weight * extra
 
     def _optimizer_step(self) -> None:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
@@ -302,15 +322,16 @@ class _TrainingLoop:
     def _validate(self) -> dict:
         if not self.validation_set:
             return {}
-        sequences = [(e.input_ids, e.score_positions) for e in self.validation_set]
-        logits = step_logits(self.prm, sequences, self.config.batch_size, self.placement)
+        sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
+        logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
         flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
         flat_targets = torch.tensor([t for e in self.validation_set for t in e.targets], dtype=torch.float64)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets).item()
         hard_pairs = [(x, h) for row, e in zip(logits, self.validation_set) for x, h in zip(row, e.hard_labels) if h is not None]
         accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
         auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
-        return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
+        record = {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
+        return record | trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
 
     def _save_last(self) -> None:
         state = {
