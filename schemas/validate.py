@@ -7,11 +7,13 @@ import pyarrow.compute as pc
 
 from schemas.tables import (
     LABEL_METHODS,
+    LABEL_SOURCES,
     LABELS_SCHEMA,
     MEASURED_METHODS,
     REJECTED_SCHEMA,
     ROLLOUTS_SCHEMA,
     TRAJECTORY_VERDICTS,
+    UNCHECKED,
     VERDICTS,
     SchemaError,
 )
@@ -28,6 +30,9 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
     per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
+    sources = set(pc.unique(table.column("label_source")).to_pylist())
+    if not sources <= set(LABEL_SOURCES):
+        raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
     trajectory = ("thinking_steps", "trajectory_verdict", "trajectory_label")
     rows = table.select(["solution_id", "steps", *per_step, "first_error", *trajectory]).to_pylist()
     seen: set[str] = set()
@@ -69,7 +74,7 @@ def validate_labels(table: pa.Table) -> None:
         verdict, label = row["trajectory_verdict"], row["trajectory_label"]
         if verdict not in TRAJECTORY_VERDICTS:
             raise SchemaError(f"{where}: unknown trajectory_verdict {verdict!r}")
-        if label != (None if verdict == "timeout" else verdict == "correct"):
+        if label != (None if verdict in ("timeout", UNCHECKED) else verdict == "correct"):
             raise SchemaError(f"{where}: trajectory_label={label} disagrees with trajectory_verdict {verdict!r}")
 
 

@@ -1,4 +1,4 @@
-"""Trajectory-level labels beside the step labels (schema 1.3), and labels shards of 1.2 still read."""
+"""Trajectory-level labels beside the step labels (schema 1.4), and labels shards of 1.3 and older still read."""
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,9 +63,9 @@ def test_the_response_is_checked_for_the_trajectory_even_when_its_step_is_rolled
     assert (row["trajectory_verdict"], row["trajectory_label"]) == ("incorrect", False)  # the response says 41
 
 
-def test_a_labels_shard_of_schema_1_2_reads_beside_one_of_1_3(tmp_path):
+def test_a_labels_shard_of_schema_1_3_reads_beside_one_of_1_4(tmp_path):
     new = labels_row("p1", "s-new", "Add.", ["1 + 1 = 2."], [1.0], [True], thinking_steps=1, trajectory_verdict="correct", trajectory_label=True)
-    old = labels_row("p2", "s-old", "Add.", ["1 + 1 = 3."], [0.0], [False], schema_version="1.2")
+    old = labels_row("p2", "s-old", "Add.", ["1 + 1 = 3."], [0.0], [False], schema_version="1.3")
     write_labels(tmp_path / "new", [new])
     old_schema = pa.schema([f for f in LABELS_SCHEMA if f.name not in ("thinking_steps", "trajectory_verdict", "trajectory_label")])
     for key in ("thinking_steps", "trajectory_verdict", "trajectory_label"):

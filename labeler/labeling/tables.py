@@ -12,6 +12,7 @@ from labeler.labeling.rollouts import LabelledSolution, RolloutRecord
 from labeler.labeling.trajectory import trajectory_label
 from labeler.records import RejectedRow
 from schemas import LABELS_SCHEMA, REJECTED_SCHEMA, ROLLOUTS_SCHEMA, SCHEMA_VERSION
+from schemas.tables import MONTE_CARLO
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "seed": provenance.seed,
                 "config_hash": provenance.config_hash,
                 "schema_version": SCHEMA_VERSION,
+                "label_source": MONTE_CARLO,
             }
         )
     return pa.Table.from_pylist(rows, schema=LABELS_SCHEMA)

@@ -2,11 +2,13 @@
 
 One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumulation and
 clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
-`labeler.prm.data`). After every epoch it measures the validation problems (loss, step accuracy
-and AUC against hard labels), appends a line to OUT/metrics.jsonl, writes OUT/last (with the
-training state) and, when the selected metric improved, OUT/best. Labels with trajectory labels
-also train a trajectory head beside the step head (labeler/prm/trajectory.py), its loss added with
---trajectory-loss-weight, and validate it (val_trajectory_*).
+`labeler.prm.data`), scaled by the weight of the step's label source (--labels DIR:WEIGHT; several
+sources train together, split into train and validation by problem across all of them). After
+every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
+appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
+selected metric improved, OUT/best. Labels with trajectory labels also train a trajectory head
+beside the step head (labeler/prm/trajectory.py), its loss added with --trajectory-loss-weight,
+and validate it (val_trajectory_*).
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
@@ -39,7 +41,7 @@ from labeler.prm.checkpoints import (
 from labeler.prm.devices import Placement, place
 from labeler.evaluation.metrics import roc_auc
 from labeler.store.reader import LabelledRow, read_labelled_rows
-from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem
+from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem, weighted_loss
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
@@ -70,7 +72,7 @@ def train(config: TrainConfig) -> TrainResult:
     run_dir = Path(config.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     placement = place(config.device, config.precision)
-    rows = read_labelled_rows(config.labels)  # before loading a model: bad labels fail fast
+    rows = [read_labelled_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config)
 
     if state is not None:
@@ -113,11 +115,11 @@ def train(config: TrainConfig) -> TrainResult:
     return loop.run()
 
 
-def _wants_trajectory_head(config: TrainConfig, rows: list[LabelledRow]) -> bool:
-    """A trajectory head when its loss counts and some solution has a trajectory label to train it on."""
-    labelled = any(row.trajectory_label is not None for row in rows)
+def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -> bool:
+    """A trajectory head when its loss counts and some solution of some source has a trajectory label to train it on."""
+    labelled = any(row.trajectory_label is not None for source_rows in rows for row in source_rows)
     if config.trajectory_loss_weight > 0 and not labelled:
-        log.info("no trajectory labels in %s (labels of schema 1.2 or older): the PRM gets no trajectory head", config.labels)
+        log.info("no trajectory labels in the labels (schema 1.3 or older, or imported): the PRM gets no trajectory head")
     return config.trajectory_loss_weight > 0 and labelled
 
 
@@ -135,21 +137,29 @@ def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
     return state
 
 
-def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[LabelledRow]) -> tuple[list[PRMExample], list[PRMExample]]:
-    examples, stats = build_examples(rows, prm.tokenizer, config.target, config.max_length)
-    log.info(
-        "labels %s: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
-        config.labels,
-        stats.solutions,
-        stats.steps_with_target,
-        config.target,
-        stats.steps_unlabelled,
-        stats.steps_truncated,
-        config.max_length,
-        stats.solutions_dropped,
-    )
-    if not examples:
-        raise TrainingError(f"{config.labels}: no step with a {config.target} label to train on")
+def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
+    """The examples of every source, in --labels order, split by problem across all of them."""
+    examples: list[PRMExample] = []
+    for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
+        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index)
+        log.info(
+            "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
+            source.describe(),
+            ", ".join(sorted({row.label_source for row in source_rows})) or "empty",
+            stats.solutions,
+            stats.steps_with_target,
+            config.target,
+            stats.steps_unlabelled,
+            stats.steps_truncated,
+            config.max_length,
+            stats.solutions_dropped,
+        )
+        if not built:
+            raise TrainingError(
+                f"{source.path}: no step with a {config.target} label to train on "
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
+            )
+        examples += built
     train_set, validation_set = split_by_problem(examples, config.validation_fraction, config.seed)
     log.info(
         "split by problem: %d train solutions, %d validation solutions (%d problems)",
@@ -233,7 +243,8 @@ class _TrainingLoop:
             group_size = min(accumulation, total_batches - (self.batches_done // accumulation) * accumulation)
             with self.placement.autocast():
                 logits, trajectory_logits = self.prm.step_and_trajectory_logits(batch.input_ids, batch.attention_mask)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[batch.step_mask], batch.targets[batch.step_mask])
+            mask = batch.step_mask
+            loss = weighted_loss(logits[mask], batch.targets[mask], batch.weights[mask])
             loss = self._plus_trajectory_loss(loss, trajectory_logits, batch)
             (loss / group_size).backward()
             self.loss_sum += loss.item()
@@ -324,14 +335,16 @@ class _TrainingLoop:
             return {}
         sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
         logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
-        flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
-        flat_targets = torch.tensor([t for e in self.validation_set for t in e.targets], dtype=torch.float64)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets).item()
-        hard_pairs = [(x, h) for row, e in zip(logits, self.validation_set) for x, h in zip(row, e.hard_labels) if h is not None]
-        accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
-        auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
-        record = {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
-        return record | trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
+        record = _validation_metrics(logits, self.validation_set)
+        record |= trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
+        if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
+            by_source = {}
+            for index, source in enumerate(self.config.sources):
+                mine = [(row, e) for row, e in zip(logits, self.validation_set) if e.source == index]
+                if mine:
+                    by_source[source.path] = _validation_metrics([row for row, _ in mine], [e for _, e in mine], weighted=False)["val_loss"]
+            record["val_loss_by_source"] = by_source
+        return record
 
     def _save_last(self) -> None:
         state = {
@@ -349,6 +362,18 @@ class _TrainingLoop:
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         save_checkpoint(self.run_dir, LAST, self.prm, state)
+
+
+def _validation_metrics(logits: list[list[float]], examples: list[PRMExample], weighted: bool = True) -> dict:
+    """Validation loss (weighted as in training, or not), and step accuracy and AUC against hard labels."""
+    flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
+    flat_targets = torch.tensor([t for e in examples for t in e.targets], dtype=torch.float64)
+    flat_weights = torch.tensor([e.weight if weighted else 1.0 for e in examples for _ in e.targets], dtype=torch.float64)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets, weight=flat_weights).item()
+    hard_pairs = [(x, h) for row, e in zip(logits, examples) for x, h in zip(row, e.hard_labels) if h is not None]
+    accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
+    auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
+    return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
 
 
 def _fmt(value: float | None) -> str:

@@ -1,6 +1,6 @@
 """The trajectory side of a PRM: its loss in training, and how its score joins the step scores.
 
-A PRM trained on labels with trajectory labels (schema 1.3) has a second linear head beside the
+A PRM trained on labels with trajectory labels (schema 1.4) has a second linear head beside the
 step head (labeler/prm/model.py). Its logit, read at the last step's score position, is trained
 with binary cross-entropy on the trajectory label (does the stated final answer, a trace's response,
 match the reference), weighted by --trajectory-loss-weight against the step loss.

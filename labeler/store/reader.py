@@ -3,6 +3,9 @@
 A labels path is a job's output directory (local or an object-store URI such as s3://bucket/job:
 only the shards of committed units are read, so a running or interrupted job is read safely),
 a local folder of Parquet shards (`labels/` itself, or any folder of shards), or one Parquet file.
+
+Shards of schema 1.2 and older have no `label_source`: every label they hold came from Monte-Carlo
+rollouts, so they read as "monte-carlo".
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeler.store.shard_store import LABELS_DIR, ShardStore
+from schemas.tables import MONTE_CARLO
 
 
 class LabelsError(ValueError):
@@ -37,7 +42,8 @@ class LabelledRow:
     label_method: tuple[str, ...]
     first_error: int
     generated_tokens: int
-    # Trajectory-level (schema 1.3; shards written before it read as a plain solution with no label):
+    label_source: str = MONTE_CARLO  # who made the labels: schemas/tables.py LABEL_SOURCES
+    # Trajectory-level (schema 1.4; shards written before it read as a plain solution with no label):
     thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking
     trajectory_label: bool | None = None  # its stated final answer (a trace: its response) is right
 
@@ -80,9 +86,18 @@ def read_labels_table(path: str | Path, columns: list[str] | None = None) -> pa.
         except (OSError, pa.ArrowException) as error:
             raise LabelsError(f"{name}: cannot read labels shard: {error}") from error
     try:
-        return pa.concat_tables(tables, promote_options="permissive")
+        table = pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as error:
         raise LabelsError(f"{path}: labels shards have incompatible columns: {error}") from error
+    return _with_label_source(table) if columns is None or "label_source" in columns else table
+
+
+def _with_label_source(table: pa.Table) -> pa.Table:
+    """`label_source` on every row: "monte-carlo" where a shard of schema 1.2 had none."""
+    if "label_source" not in table.column_names:
+        return table.append_column("label_source", pa.array([MONTE_CARLO] * table.num_rows, pa.string()))
+    index = table.column_names.index("label_source")
+    return table.set_column(index, "label_source", pc.fill_null(table.column("label_source"), MONTE_CARLO))
 
 
 def _parquet_files(path: Path) -> list[Path]:
@@ -112,9 +127,10 @@ _ROW_COLUMNS = (
     "label_method",
     "first_error",
     "generated_tokens",
+    "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
-_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label")  # absent before schema 1.3
+_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label")  # absent before schema 1.4
 
 
 def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
@@ -127,7 +143,7 @@ def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
     rows = []
     for row in table.select([*_ROW_COLUMNS, *optional]).to_pylist():
         check_alignment(row)
-        if row.get("thinking_steps") is None:  # a shard of schema 1.2 or older among newer ones
+        if row.get("thinking_steps") is None:  # a shard of schema 1.3 or older among newer ones
             row["thinking_steps"] = 0
         rows.append(LabelledRow(**{key: tuple(value) if key == "steps" or key in _PER_STEP else value for key, value in row.items()}))
     return rows
