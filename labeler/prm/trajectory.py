@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from labeler.labeling.config import check_numbers, setting
+
+if TYPE_CHECKING:  # torch is imported where it is used: the CLI builds its flags from CombinedScore without it
+    import torch
 
 TRAJECTORY_SCORES = "trajectory scores"
 
@@ -54,6 +56,8 @@ class CombinedScore:
 def trajectory_loss(trajectory_logits: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
     """Binary cross-entropy of each solution's trajectory logit at its position ([batch] positions,
     -1 for a solution without a trajectory target); None when no solution of the batch has one."""
+    import torch
+
     rows = (positions >= 0).nonzero(as_tuple=True)[0]
     if not len(rows):
         return None
@@ -63,6 +67,8 @@ def trajectory_loss(trajectory_logits: torch.Tensor, positions: torch.Tensor, ta
 
 def trajectory_metrics(logits: Sequence[float | None], targets: Sequence[float | None]) -> dict:
     """Validation loss, accuracy and AUC of the trajectory logits against the trajectory labels."""
+    import torch
+
     from labeler.evaluation.metrics import roc_auc
 
     pairs = [(x, t) for x, t in zip(logits, targets) if x is not None and t is not None]
