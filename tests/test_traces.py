@@ -162,3 +162,22 @@ def test_a_prefix_inside_the_thinking_leaves_it_open():
     assert assistant_prefix(steps, thinking_steps=2) == "<think>\na\n\nb\n</think>\n\nThe answer is 4\n\n"
     assert assistant_prefix(steps[:2]) == "a\n\nb\n\n"  # a plain solution, as before
     assert render_trace(steps, 2) == "<think>\na\n\nb\n</think>\n\nThe answer is 4"
+
+
+def test_a_chat_template_that_opens_the_thinking_is_not_given_a_second_think():
+    from labeler.labeling.generation import GenerationRequest
+    from workers.vllm_generator import VLLMGenerator
+
+    class OpensThinking:  # what DeepSeek-R1's template does: the assistant turn starts inside <think>
+        chat_template = "..."
+
+        @staticmethod
+        def apply_chat_template(messages, add_generation_prompt, tokenize):
+            return f"<user>{messages[0]['content']}<assistant><think>\n"
+
+    generator = VLLMGenerator.__new__(VLLMGenerator)  # no engine: only the prompt rendering
+    generator.tokenizer = OpensThinking()
+    trace = GenerationRequest("Q", assistant_prefix(("a", "b"), thinking_steps=2), n=1, seed=0)
+    assert generator.render(trace) == "<user>Q<assistant><think>\na\n\nb\n\n"
+    plain = GenerationRequest("Q", assistant_prefix(("a", "b")), n=1, seed=0)
+    assert generator.render(plain) == "<user>Q<assistant><think>\na\n\nb\n\n"  # a plain prefix is left as it is
