@@ -42,6 +42,7 @@ def label_trajectories(outcome: BatchOutcome, checker: Checker) -> BatchOutcome:
             to_check.append(item)
     if to_check:
         pairs = [(response_part(item.solution.steps[-1]), item.solution.reference_answer) for item in to_check]
-        for item, result in zip(to_check, checker.check_many(pairs)):
+        questions = [item.solution.problem for item in to_check]
+        for item, result in zip(to_check, checker.check_many(pairs, questions)):
             item.trajectory_verdict = result.verdict.value
     return outcome
