@@ -14,7 +14,11 @@ import pyarrow as pa
 #      each solution says where its labels come from (label_source, the last column: "monte-carlo",
 #      "judge", "consensus", "human"). Shards of 1.2 have no label_source: readers take it as
 #      "monte-carlo", the only source 1.2 knew.
-SCHEMA_VERSION = "1.3"
+# 1.4: trajectory-level labels beside the step labels: thinking_steps (a reasoning trace's thinking,
+#      then its response), trajectory_verdict and trajectory_label (does the final answer it states,
+#      a trace's response, match the reference). Shards of 1.3 and older stay readable
+#      (labeler/store/reader.py): they read as plain solutions with no trajectory label.
+SCHEMA_VERSION = "1.4"
 
 
 class SchemaError(ValueError):
@@ -53,6 +57,16 @@ LABELS_SCHEMA = _versioned(
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
+        # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
+        # rest its response. 0: a plain step-by-step solution.
+        pa.field("thinking_steps", pa.int32(), nullable=False),
+        # The trajectory as a whole: the checker's verdict on the final answer it states (a trace: its
+        # response): correct, incorrect, unparseable (it states none), timeout, or unfinished (it stops
+        # before its answer: thinking cut off, a PRM800K trajectory that gave up, a sampled solution cut
+        # by its budget), or unchecked (labels imported by `labeler import`). trajectory_label: verdict ==
+        # correct; null on timeout and unchecked (not known).
+        pa.field("trajectory_verdict", pa.string(), nullable=False),
+        pa.field("trajectory_label", pa.bool_(), nullable=True),
         # Tokens generated for this solution: its rollouts, plus solution_tokens when the job sampled
         # the solution itself (problem-only rows; 0 otherwise). solution_truncated: its budget cut it.
         pa.field("generated_tokens", pa.int64(), nullable=False),
@@ -113,3 +127,5 @@ LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabell
 LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
 MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every 1.2 shard
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+UNCHECKED = "unchecked"  # trajectory_verdict of labels imported from a dataset, or older than 1.4: no answer was checked
+TRAJECTORY_VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "unfinished", UNCHECKED)

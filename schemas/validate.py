@@ -13,6 +13,8 @@ from schemas.tables import (
     MEASURED_METHODS,
     REJECTED_SCHEMA,
     ROLLOUTS_SCHEMA,
+    TRAJECTORY_VERDICTS,
+    UNCHECKED,
     VERDICTS,
     SchemaError,
 )
@@ -32,7 +34,8 @@ def validate_labels(table: pa.Table) -> None:
     sources = set(pc.unique(table.column("label_source")).to_pylist())
     if not sources <= set(LABEL_SOURCES):
         raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
-    rows = table.select(["solution_id", "steps", *per_step, "first_error", "label_source"]).to_pylist()
+    trajectory = ("thinking_steps", "trajectory_verdict", "trajectory_label")
+    rows = table.select(["solution_id", "steps", *per_step, "first_error", *trajectory, "label_source"]).to_pylist()
     seen: set[str] = set()
     for row in rows:
         where = f"labels row solution_id={row['solution_id']}"
@@ -67,6 +70,13 @@ def validate_labels(table: pa.Table) -> None:
         expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)
         if row["first_error"] != expected_first_error:
             raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
+        if not 0 <= row["thinking_steps"] <= k:
+            raise SchemaError(f"{where}: thinking_steps={row['thinking_steps']} for {k} steps")
+        verdict, label = row["trajectory_verdict"], row["trajectory_label"]
+        if verdict not in TRAJECTORY_VERDICTS:
+            raise SchemaError(f"{where}: unknown trajectory_verdict {verdict!r}")
+        if label != (None if verdict in ("timeout", UNCHECKED) else verdict == "correct"):
+            raise SchemaError(f"{where}: trajectory_label={label} disagrees with trajectory_verdict {verdict!r}")
         _check_label_source(row, where)
 
 

@@ -11,7 +11,7 @@ import pytest
 from labeler.cli import main
 from labeler.judging.consensus import ConsensusConfig, run_consensus
 from labeler.store.reader import read_labelled_rows, read_labels_table
-from schemas import JUDGMENTS_SCHEMA, JUDGMENTS_SCHEMA_VERSION, LABELS_SCHEMA, SchemaError, validate_judgments, validate_labels
+from schemas import JUDGMENTS_SCHEMA, JUDGMENTS_SCHEMA_VERSION, LABELS_SCHEMA, SCHEMA_VERSION, SchemaError, validate_judgments, validate_labels
 from schemas.judgments import majority
 from tests.synthetic_labels import labels_row, write_labels
 
@@ -169,17 +169,22 @@ def test_a_rerun_resumes_and_other_settings_are_refused(inputs, tmp_path, capsys
 
 
 def test_labels_of_schema_1_2_read_as_monte_carlo(tmp_path):
-    old_schema = pa.schema([field for field in LABELS_SCHEMA if field.name != "label_source"])
-    old_rows = [{key: value for key, value in row.items() if key != "label_source"} | {"schema_version": "1.2"} for row in LABELS[:3]]
+    newer = ("label_source", "thinking_steps", "trajectory_verdict", "trajectory_label")  # columns 1.2 did not have
+    old_schema = pa.schema([field for field in LABELS_SCHEMA if field.name not in newer])
+    old_rows = [{key: value for key, value in row.items() if key not in newer} | {"schema_version": "1.2"} for row in LABELS[:3]]
     folder = tmp_path / "mixed" / "labels"
     folder.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(old_rows, schema=old_schema), folder / "part-00000.parquet")  # a 1.2 shard
-    pq.write_table(pa.Table.from_pylist(LABELS[3:], schema=LABELS_SCHEMA), folder / "part-00001.parquet")  # beside a 1.3 one
+    pq.write_table(pa.Table.from_pylist(LABELS[3:], schema=LABELS_SCHEMA), folder / "part-00001.parquet")  # beside a current one
     assert [row.label_source for row in read_labelled_rows(tmp_path / "mixed")] == ["monte-carlo"] * 6
     assert read_labels_table(tmp_path / "mixed", columns=["solution_id", "label_source"]).column("label_source").to_pylist() == ["monte-carlo"] * 6
     result = run_consensus(ConsensusConfig(labels=str(tmp_path / "mixed"), judgments=str(write_judgments(tmp_path / "j", JUDGMENTS)), output=str(tmp_path / "out")))
     assert result["agreed"] == 2
-    assert set(read_labels_table(tmp_path / "out").column("schema_version").to_pylist()) == {"1.3"}
+    written = read_labels_table(tmp_path / "out")
+    assert set(written.column("schema_version").to_pylist()) == {SCHEMA_VERSION}
+    # the old shard's solutions had no trajectory check: written as unchecked, with no trajectory label
+    verdicts = dict(zip(written.column("solution_id").to_pylist(), written.column("trajectory_verdict").to_pylist()))
+    assert verdicts["s0"] == "unchecked" and verdicts["s1"] == "unchecked"
 
 
 def test_labels_that_are_not_monte_carlo_or_steps_that_differ_are_refused(tmp_path, capsys):

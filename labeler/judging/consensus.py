@@ -37,7 +37,7 @@ from labeler.store.reader import read_judgments_table, read_labels_table
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ShardStore
 from labeler.labeling.tables import rejected_table
 from schemas.judgments import NO_ERROR
-from schemas.tables import LABELS_SCHEMA, MONTE_CARLO, SCHEMA_VERSION
+from schemas.tables import LABELS_SCHEMA, MONTE_CARLO, SCHEMA_VERSION, UNCHECKED
 
 JOB_KIND = "consensus"
 SUMMARY_NAME = "consensus.json"
@@ -138,6 +138,14 @@ def consensus_rows(joined: list[tuple[dict, dict, Comparison]], on_disagreement:
     return rows
 
 
+def with_trajectory(row: dict) -> dict:
+    """A labels row with the trajectory columns of schema 1.4: a row of an older shard has none, and
+    its trajectory was never checked (trajectory_verdict "unchecked", no trajectory label)."""
+    if "trajectory_verdict" in row and row["trajectory_verdict"] is not None:
+        return row
+    return {**row, "thinking_steps": 0, "trajectory_verdict": UNCHECKED, "trajectory_label": None}
+
+
 def _relabelled(row: dict, source: str) -> dict:
     return {**row, "label_source": source, "schema_version": SCHEMA_VERSION}
 
@@ -205,7 +213,7 @@ def _by_position(comparisons: list[Comparison], position) -> list[dict]:
 def run_consensus(config: ConsensusConfig, *, overwrite: bool = False, lock_output: bool = True) -> dict:
     """Write the consensus labels of `config` into config.output (resumable like a job: a rerun of the
     same command completes an interrupted run, and refuses other settings or inputs) and return the summary."""
-    labels = read_labels_table(config.labels).to_pylist()
+    labels = [with_trajectory(row) for row in read_labels_table(config.labels).to_pylist()]
     judgments = read_judgments_table(config.judgments).to_pylist()
     joined, left_out = compare(labels, judgments)
     written = consensus_rows(joined, config.on_disagreement)

@@ -16,7 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field
 from labeler.ids import stable_id
 from labeler.labeling.bounds import Bounds
 from labeler.inputs.presets import COLUMN_FIELDS, PRESET_NAMES
-from labeler.inputs.splitting import SPLIT_RULES
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, SPLIT_RULES
 from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
@@ -193,6 +193,14 @@ class LabelConfig(JobSettings):
         None, at_least=1, help="take only the first K rows", metavar="K", group=INPUT_OUTPUT, default_text="all rows"
     )
     split_rule: str = setting("auto", flag="--split", choices=SPLIT_RULES, help="how solution text is cut into steps", group=INPUT_OUTPUT)
+    max_steps: int = setting(
+        DEFAULT_MAX_STEPS,
+        at_least=1,
+        metavar="K",
+        help="thinking split rule (a trace's thinking, or --split thinking): merge paragraphs into at most K steps "
+        "of about equal length in characters",
+        group=INPUT_OUTPUT,
+    )
     max_row_chars: int = setting(50_000, at_least=1, help="rows longer than this are rejected", group=INPUT_OUTPUT)
     max_rejected_share: float = setting(
         0.5,
@@ -232,6 +240,14 @@ class LabelConfig(JobSettings):
         group=ROLLOUTS,
     )
     max_new_tokens: int = setting(256, at_least=1, help="token budget of each completion", group=ROLLOUTS)
+    min_rollout_tokens: int = setting(
+        16,
+        at_least=1,
+        help="a prefix so deep in a long trace that the model's context leaves fewer tokens than this for its "
+        "rollouts is not sampled: it and the longer prefixes are unlabelled, with the reason (above it, the budget "
+        "shrinks to what the context leaves, recorded in each rollout's token_budget)",
+        group=ROLLOUTS,
+    )
     seed: int = setting(0, help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)", group=ROLLOUTS)
     shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
     solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
@@ -335,6 +351,7 @@ class LabelConfig(JobSettings):
             temperature=self.temperature,
             top_p=self.top_p,
             max_new_tokens=budget,
+            min_budget=min(self.min_rollout_tokens, budget),
             stop=DEFAULT_STOP + tuple(self.stop),
             answer_marker=ANSWER_MARKER if self.stop_after_answer else None,
         )

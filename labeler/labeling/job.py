@@ -133,7 +133,7 @@ def preset_options(config: LabelConfig) -> PresetOptions:
     --answers file, if any (InputError when it cannot)."""
     answers_file = config.answers_file()
     answers = read_answer_book(answers_file, config.trust_remote_code) if answers_file else None
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers)
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers, max_steps=config.max_steps)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:

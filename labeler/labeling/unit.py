@@ -83,6 +83,7 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
         sampling=config.solution_sampling,
         seed=config.seed,
         split_rule=config.split_rule,
+        max_steps=config.max_steps,
     )
     watch = TimeoutWatch()
     watched = None if checker is None else watch.wrap(checker)

@@ -52,7 +52,10 @@ class LabelledRow:
     label_method: tuple[str, ...]
     first_error: int
     generated_tokens: int
-    label_source: str = MONTE_CARLO  # where the labels come from (schemas/tables.py: LABEL_SOURCES)
+    label_source: str = MONTE_CARLO  # who made the labels: schemas/tables.py LABEL_SOURCES
+    # Trajectory-level (schema 1.4; shards written before it read as a plain solution with no label):
+    thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking
+    trajectory_label: bool | None = None  # its stated final answer (a trace: its response) is right
 
     def soft_or_hard(self, i: int) -> float | None:
         """The soft label of step i, or its hard label as 0/1 when it has no soft label."""
@@ -165,6 +168,7 @@ _ROW_COLUMNS = (
     "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
+_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label")  # absent before schema 1.4
 
 
 def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
@@ -173,9 +177,12 @@ def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
     missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
     if missing:
         raise LabelsError(f"{path}: not a labels table, missing columns {', '.join(missing)}")
+    optional = [column for column in _OPTIONAL_COLUMNS if column in table.column_names]
     rows = []
-    for row in table.select(list(_ROW_COLUMNS)).to_pylist():
+    for row in table.select([*_ROW_COLUMNS, *optional]).to_pylist():
         check_alignment(row)
+        if row.get("thinking_steps") is None:  # a shard of schema 1.3 or older among newer ones
+            row["thinking_steps"] = 0
         rows.append(LabelledRow(**{key: tuple(value) if key == "steps" or key in _PER_STEP else value for key, value in row.items()}))
     return rows
 
