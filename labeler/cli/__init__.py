@@ -20,7 +20,7 @@ from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USA
 from labeler.labeling.unit_failures import UnitsKeepFailingError
 from labeler.store.errors import StorageError
 
-from labeler.cli import check, consensus, eval, export, import_labels, judge, label, report, score, select, status, train
+SUBCOMMANDS = (label, import_labels, judge, consensus, status, check, train, score, select, eval, export, report)
 
 
 def build_parser() -> argparse.ArgumentParser:
