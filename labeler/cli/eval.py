@@ -2,6 +2,11 @@
 
     labeler eval --labels OUT --reference processbench/gsm8k.jsonl --reference processbench/math.jsonl
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
+    labeler eval --prm runs/prm --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --reference processbench/gsm8k.jsonl
+
+--prm (repeatable) scores the reference solutions themselves with each PRM (a folder saved by
+`labeler train`, or KIND:MODEL for a public PRM, as `labeler score` takes it) and prints one table
+per PRM, or with --json a list of reports in the order of the --prm flags.
 
 Rows are matched by problem_id (and by their steps when a problem has several solutions).
 ProcessBench files (steps, label = first wrong step or -1): accuracy on erroneous rows (predicted
@@ -11,16 +16,18 @@ first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 
 A step is predicted wrong when its hard label is False (--labels), when its soft label is below
 --threshold (--labels with --threshold), or when its score is below --threshold (--scores,
-default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
+--prm, default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
 from labeler.cli.flags import add_flags
+from labeler.prm.config import TrainConfig
 
 COMMAND = "eval"
 
@@ -28,6 +35,7 @@ COMMAND = "eval"
 def register(subparsers) -> None:
     from labeler.evaluation.metrics import NEUTRAL_MODES
     from labeler.evaluation.references import REFERENCE_FORMATS
+    from labeler.prm.scorers import PRM_SPEC_HELP
 
     parser = add_command(
         subparsers,
@@ -39,6 +47,7 @@ def register(subparsers) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
     source.add_argument("--scores", metavar="FILE.jsonl", help="the output of `labeler score`")
+    source.add_argument("--prm", action="append", metavar="SPEC", help=f"score the reference solutions with this PRM (repeatable): {PRM_SPEC_HELP}")
     parser.add_argument(
         "--reference",
         required=True,
@@ -60,7 +69,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
-    add_flags(parser, RunOptions, only=("json",))
+    run = parser.add_argument_group("run (with --prm)")
+    run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
+    add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, RunOptions, only=("json", "quiet", "verbose"))
     parser.set_defaults(handler=run_eval)
 
 
@@ -71,16 +83,46 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
+    if args.batch_size < 1:
+        return usage_error(COMMAND, "--batch-size must be at least 1")
+    score_threshold = DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold
     try:
+        references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
+        if args.prm:
+            return _eval_prms(args, references, score_threshold)
         if args.labels:
             predictions = predictions_from_labels(args.labels, args.threshold)
         else:
-            predictions = predictions_from_scores(args.scores, DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold)
-        references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
+            predictions = predictions_from_scores(args.scores, score_threshold)
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     report = evaluate(references, predictions, args.neutral)
-    threshold = args.threshold if args.threshold is not None or args.labels else DEFAULT_SCORE_THRESHOLD
+    threshold = args.threshold if args.labels else score_threshold
     report = {"predictions": args.labels or args.scores, "kind": "labels" if args.labels else "scores", "threshold": threshold} | report
     print(json.dumps(report, indent=1) if args.json else format_table(report))
+    return EXIT_OK
+
+
+def _eval_prms(args: argparse.Namespace, references, threshold: float) -> int:
+    """Each PRM scores the reference solutions; one report per PRM. ValueError when one cannot load."""
+    from labeler.evaluation.human_agreement import evaluate, format_table, predictions_from_step_scores, reference_solutions
+    from labeler.prm.devices import place
+    from labeler.prm.scorers import load_scorer
+
+    log_to_stderr(args.quiet)
+    if not args.verbose:
+        quiet_transformers()
+    placement = place(args.device, args.precision)
+    solutions = reference_solutions(references)
+    reports = []
+    for spec in args.prm:
+        scorer = load_scorer(spec, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
+        logging.getLogger("labeler.eval").info("scoring %d reference solutions with %s on %s", len(solutions), spec, placement.describe())
+        predictions = predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)
+        reports.append({"predictions": spec, "kind": "prm", "threshold": threshold} | evaluate(references, predictions, args.neutral))
+        del scorer  # one PRM in memory at a time
+    if args.json:
+        print(json.dumps(reports, indent=1))
+    else:
+        print("\n\n".join(f"prm {report['predictions']} (threshold {threshold})\n{format_table(report)}" for report in reports))
     return EXIT_OK

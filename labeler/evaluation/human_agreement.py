@@ -1,8 +1,9 @@
 """`labeler eval`: how far step labels, or a PRM's step scores, agree with human labels.
 
 Predictions come from labels shards (a step is predicted wrong when its hard label is False, or,
-with a threshold, when its soft label is below it) or from `labeler score` output (wrong when the
-step's probability is below the threshold). They are matched to reference rows by problem_id;
+with a threshold, when its soft label is below it), from `labeler score` output, or from a step
+scorer run on the reference solutions themselves (wrong when the step's probability is below the
+threshold). They are matched to reference rows by problem_id;
 when several predicted solutions share a problem_id, the one with the reference's steps is used.
 A match whose step count differs from the reference's is not compared.
 """
@@ -16,6 +17,7 @@ from statistics import mean
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, step_metrics
 from labeler.store.reader import read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
+from labeler.evaluation.solutions import SolutionToScore
 
 DEFAULT_SCORE_THRESHOLD = 0.5
 
@@ -61,6 +63,30 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
         raise PredictionsError(f"{path}:{number}: not a `labeler score` line ({error})") from error
+    return predictions
+
+
+def reference_solutions(references: list[ReferenceSet]) -> list[SolutionToScore]:
+    """The distinct solutions of the reference files (problem and steps), for a PRM to score."""
+    seen: dict[tuple[str, tuple[str, ...]], SolutionToScore] = {}
+    for reference in references:
+        for solution in reference.solutions:
+            key = (solution.problem_id, solution.steps)
+            if key not in seen:
+                solution_id = f"{reference.name}:{solution.row_index}"
+                seen[key] = SolutionToScore(solution.problem_id, solution_id, solution.problem, solution.steps, solution.row_index)
+    return list(seen.values())
+
+
+def predictions_from_step_scores(
+    solutions: list[SolutionToScore], step_scores: list[list[float | None]], threshold: float = DEFAULT_SCORE_THRESHOLD
+) -> list[Prediction]:
+    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file)."""
+    predictions = []
+    for solution, scores in zip(solutions, step_scores, strict=True):
+        scores = tuple(scores) + (None,) * (len(solution.steps) - len(scores))  # steps past the PRM's length limit
+        correct = tuple(None if score is None else score >= threshold for score in scores)
+        predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, len(solution.steps), correct, scores))
     return predictions
 
 

@@ -28,6 +28,8 @@ class ReferenceSolution:
     steps: tuple[str, ...]
     first_error: int | None  # ProcessBench's label; None for PRM800K (it depends on the neutral mode)
     ratings: tuple[int | None, ...] | None = None  # PRM800K only, one per step
+    problem: str = ""  # the problem text, for scoring the reference's solutions with a PRM
+    row_index: int | None = None
 
 
 @dataclass
@@ -75,7 +77,7 @@ def _processbench(row_index: int, row: dict, options: PresetOptions) -> Referenc
     source = to_source_row("processbench", row_index, with_placeholder_answer("processbench", row, options), options)
     if label >= len(source.steps):
         raise RowError("label", f"first error {label} is past the last of {len(source.steps)} steps")
-    return ReferenceSolution(source.problem_id, source.steps, label)
+    return ReferenceSolution(source.problem_id, source.steps, label, problem=source.problem, row_index=row_index)
 
 
 def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolution:
@@ -84,7 +86,7 @@ def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolu
         row = {**row, "question": {**question, "ground_truth_answer": ANSWER_PLACEHOLDER}}
     source = to_source_row("prm800k", row_index, row, options)
     ratings = [_step_rating(step) for step in row["label"]["steps"][: len(source.steps)]]
-    return ReferenceSolution(source.problem_id, source.steps, None, tuple(ratings))
+    return ReferenceSolution(source.problem_id, source.steps, None, tuple(ratings), problem=source.problem, row_index=row_index)
 
 
 def _step_rating(step: dict) -> int | None:
