@@ -3,6 +3,15 @@
 Targets per step: `soft` is the soft label (an "inferred" step, which has only a hard label,
 uses it as 0/1); `hard` is the hard label. Steps with no label ("unlabelled") and steps cut off
 by the length limit get no target. Accuracy and AUC are always measured against hard labels.
+
+Batches. An epoch's shuffled order (`epoch_order`) is cut into micro-batches of `batch_size`
+solutions. `packed` (the default) lays a micro-batch's solutions end to end in as few rows of at
+most `pack_length` tokens as hold them, balanced so the rows come out about equally long
+(`pack_rows`); each solution's position ids restart at 0, which keeps its attention within itself
+(transformers reads packed rows from the position ids). The same solutions train together as with
+`padded`, the layout before packing, where each solution is a row padded to the longest of its
+micro-batch: the same loss, with far fewer pad tokens (on ProcessBench MATH by the SmolLM2
+tokenizer, 1.06 tokens per real token at batch 16 instead of 2.3).
 """
 
 from __future__ import annotations
@@ -127,6 +136,105 @@ def batches(examples: Sequence[PRMExample], order: Sequence[int], batch_size: in
     """Batches of `examples` taken in `order`, leaving out the first `skip` batches."""
     for start in range(skip * batch_size, len(order), batch_size):
         yield collate([examples[i] for i in order[start : start + batch_size]], pad_token_id)
+
+
+class ExampleTensors:
+    """The training examples as tensors, made once, so that building a batch in the training loop
+    is a few concatenations and no per-token Python work."""
+
+    def __init__(self, examples: Sequence[PRMExample]):
+        self.examples = list(examples)
+        self.input_ids = [torch.tensor(e.input_ids, dtype=torch.long) for e in examples]
+        self.positions = [torch.tensor(e.score_positions, dtype=torch.long) for e in examples]
+        self.targets = [torch.tensor(e.targets, dtype=torch.float32) for e in examples]
+        self.lengths = [len(e.input_ids) for e in examples]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+@dataclass
+class PackedBatch:
+    """Solutions laid end to end in rows; no attention mask (position ids restart at 0 in each
+    solution); the score positions as flat indices into the [rows, length] grid."""
+
+    input_ids: torch.Tensor  # [rows, length]
+    position_ids: torch.Tensor  # [rows, length]
+    score_index: torch.Tensor  # [steps] indices into input_ids.flatten()
+    targets: torch.Tensor  # [steps]
+    solutions: int
+    real_tokens: int
+
+    @property
+    def padded_tokens(self) -> int:
+        return self.input_ids.numel()
+
+    def to(self, device: torch.device) -> PackedBatch:
+        move = lambda t: t.to(device, non_blocking=True)
+        return PackedBatch(move(self.input_ids), move(self.position_ids), move(self.score_index), move(self.targets), self.solutions, self.real_tokens)
+
+    def pin_memory(self) -> PackedBatch:
+        pin = lambda t: t.pin_memory()
+        return PackedBatch(pin(self.input_ids), pin(self.position_ids), pin(self.score_index), pin(self.targets), self.solutions, self.real_tokens)
+
+
+def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Indices of `lengths` grouped into rows: the fewest rows of at most `capacity` tokens
+    (capacity is raised to the longest item) that longest-first placement, each item into the
+    shortest row so far, fits them in; rows then differ little in length, so little is padded."""
+    capacity = max(capacity, max(lengths))
+    rows = max(1, math.ceil(sum(lengths) / capacity))
+    by_length = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    while True:
+        members: list[list[int]] = [[] for _ in range(rows)]
+        filled = [0] * rows
+        for i in by_length:
+            row = min(range(rows), key=lambda r: (filled[r], r))
+            members[row].append(i)
+            filled[row] += lengths[i]
+        if max(filled) <= capacity or rows >= len(lengths):
+            return [sorted(row) for row in members if row]
+        rows += 1
+
+
+def collate_packed(data: ExampleTensors, indices: Sequence[int], pad_token_id: int, pack_length: int) -> PackedBatch:
+    rows = pack_rows([data.lengths[i] for i in indices], pack_length)
+    rows = [[indices[k] for k in row] for row in rows]
+    width = max(sum(data.lengths[i] for i in row) for row in rows)
+    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    position_ids = torch.zeros((len(rows), width), dtype=torch.long)
+    score_index, targets = [], []
+    for r, row in enumerate(rows):
+        offset = 0
+        for i in row:
+            length = data.lengths[i]
+            input_ids[r, offset : offset + length] = data.input_ids[i]
+            position_ids[r, offset : offset + length] = torch.arange(length)
+            score_index.append(data.positions[i] + (r * width + offset))
+            targets.append(data.targets[i])
+            offset += length
+        if offset < width:  # the pad tail is a sequence of its own: nothing real attends to it
+            position_ids[r, offset:] = torch.arange(width - offset)
+    real = sum(data.lengths[i] for i in indices)
+    return PackedBatch(input_ids, position_ids, torch.cat(score_index), torch.cat(targets), len(indices), real)
+
+
+def micro_batches(count: int, order: Sequence[int], batch_size: int) -> list[list[int]]:
+    """The epoch's order cut into micro-batches of `batch_size` (the last may be smaller)."""
+    return [list(order[start : start + batch_size]) for start in range(0, count, batch_size)]
+
+
+def padding_ratio(lengths: Sequence[int], groups: Sequence[Sequence[int]], batching: str, pack_length: int) -> float:
+    """Tokens in the batch tensors per real token, for micro-batches `groups` of items of `lengths`."""
+    real = sum(lengths[i] for group in groups for i in group)
+    if batching == "padded":
+        padded = sum(len(group) * max(lengths[i] for i in group) for group in groups)
+    else:
+        padded = 0
+        for group in groups:
+            rows = pack_rows([lengths[i] for i in group], pack_length)
+            padded += len(rows) * max(sum(lengths[group[k]] for k in row) for row in rows)
+    return padded / real
 
 
 def data_fingerprint(examples: Sequence[PRMExample]) -> str:

@@ -63,16 +63,20 @@ class ProcessRewardModel(nn.Module):
         dtype: torch.dtype = torch.float32,
         trust_remote_code: bool = False,
         name: str | None = None,
+        attention: str | None = None,
     ) -> ProcessRewardModel:
-        """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head."""
-        backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code)
+        """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head.
+        `attention`: the attention kernels transformers runs (sdpa, flash_attention_2, eager; None: its default)."""
+        backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
         prm = cls(backbone, tokenizer, PRMSettings(base_model=name or model, max_length=max_length, target=target))
         nn.init.normal_(prm.head.weight, std=0.02)
         nn.init.zeros_(prm.head.bias)
         return prm
 
     @classmethod
-    def load(cls, directory: str | Path, *, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> ProcessRewardModel:
+    def load(
+        cls, directory: str | Path, *, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, attention: str | None = None
+    ) -> ProcessRewardModel:
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -85,7 +89,7 @@ class ProcessRewardModel(nn.Module):
             raise PRMLoadError(f"{settings_path}: unreadable PRM settings: {error}") from error
         if settings.format != FORMAT or settings.format_version > FORMAT_VERSION:
             raise PRMLoadError(f"{directory}: PRM format {settings.format} v{settings.format_version} is not one this version reads")
-        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code)
+        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention)
         prm = cls(backbone, tokenizer, settings)
         try:
             prm.head.load_state_dict(load_file(str(directory / HEAD_NAME)))
@@ -110,20 +114,32 @@ class ProcessRewardModel(nn.Module):
                 return token_id
         return 0  # padded positions are masked out, any valid id will do
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """One logit per token, [batch, length], in float32."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        score_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """One logit per token, [batch, length], in float32; with `score_index` (flat indices into
+        [batch, length]) only the logits there, [steps], the head running at those tokens alone.
+        Packed rows (several solutions end to end) pass no attention mask and position ids that
+        restart at 0 in each solution: transformers then keeps attention within each solution."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).last_hidden_state
+        if score_index is not None:
+            hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, score_index)
         return self.head(hidden.float()).squeeze(-1)
 
 
-def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool):
+def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None):
     from transformers import AutoModel, AutoTokenizer
 
+    kernels = {"attn_implementation": attention} if attention else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         # AutoModel gives the bare transformer of a causal LM checkpoint: no vocabulary-sized output layer.
-        backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as error:
+        backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+    except (OSError, ValueError, KeyError, ImportError) as error:  # ImportError: flash_attention_2 without flash-attn
         raise PRMLoadError(f"cannot load model {model}: {str(error).splitlines()[0]}") from error
     return backbone, tokenizer
 

@@ -1,0 +1,137 @@
+"""The trainer's batches: packed rows keep each solution's attention to itself, so training on them
+follows the padded layout's loss curve with a fraction of the pad tokens; data-parallel training
+under torchrun (two CPU processes, gloo) trains the model one process trains with twice the
+accumulation, and resumes to it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio
+from labeler.prm.devices import place
+from labeler.prm.model import ProcessRewardModel
+from labeler.prm.trainer import packing_keeps_solutions_apart, train
+from labeler.store.reader import read_labelled_rows
+from tests.synthetic_labels import arithmetic_rows, write_labels
+from tests.test_prm_training import model_state, small_config, small_labels
+from tests.tiny_prm_backbone import build_windowed_mistral
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def windowed_model_dir(tiny_model_dir, tmp_path_factory):
+    return build_windowed_mistral(tmp_path_factory.mktemp("windowed-mistral"), tiny_model_dir)
+
+
+def test_rows_hold_every_solution_once_within_the_capacity_and_come_out_balanced():
+    lengths = [50, 30, 30, 20, 10, 40, 25, 5]
+    rows = pack_rows(lengths, capacity=80)
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    filled = [sum(lengths[i] for i in row) for row in rows]
+    assert len(rows) == 3 and max(filled) <= 80 and max(filled) - min(filled) <= 10
+    assert pack_rows([100, 10], capacity=60) == [[0], [1]]  # a solution longer than the capacity gets a row of its own
+    assert pack_rows([3, 4], capacity=100) == [[0, 1]]
+
+
+def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
+    examples = [PRMExample("p", f"s{i}", list(range(10 * i + 1, 10 * i + 1 + n)), positions, targets, [True] * len(targets))
+                for i, (n, positions, targets) in enumerate([(6, [2, 5], [1.0, 0.0]), (3, [2], [0.5]), (4, [1, 3], [0.25, 1.0])])]  # fmt: skip
+    batch = collate_packed(ExampleTensors(examples), [0, 1, 2], pad_token_id=0, pack_length=7)
+    assert batch.input_ids.shape == (2, 7) and batch.real_tokens == 13 and batch.solutions == 3
+    flat_ids = batch.input_ids.flatten()
+    # solution i's tokens are 10i+1, 10i+2, ...: row 0 holds solution 0, row 1 solutions 1 and 2
+    assert flat_ids[batch.score_index].tolist() == [3, 6, 13, 22, 24]
+    assert batch.targets.tolist() == [1.0, 0.0, 0.5, 0.25, 1.0]
+    for row in batch.position_ids.tolist():
+        assert row[0] == 0  # each row starts a solution; positions restart at every solution
+    assert sorted(batch.position_ids[batch.input_ids != 0].tolist()) == sorted([*range(6), *range(3), *range(4)])
+    assert padding_ratio([6, 3, 4], [[0, 1, 2]], "packed", 7) == pytest.approx(14 / 13)
+    assert padding_ratio([6, 3, 4], [[0, 1, 2]], "padded", 7) == pytest.approx(18 / 13)
+
+
+@pytest.mark.parametrize("backbone", ["tiny_llama", "windowed_mistral"])
+@torch.no_grad()
+def test_packed_solutions_get_the_logits_they_get_alone(backbone, tiny_model_dir, windowed_model_dir, tmp_path):
+    folder = tiny_model_dir if backbone == "tiny_llama" else windowed_model_dir
+    prm = ProcessRewardModel.from_backbone(str(folder), max_length=128, target="soft").eval()
+    torch.nn.init.normal_(prm.head.weight, std=1.0)  # a head that shows differences in the hidden states
+    rows = read_labelled_rows(write_labels(tmp_path, arithmetic_rows(problems=6, solutions_per_problem=2, seed=3)))
+    examples, _ = build_examples(rows, prm.tokenizer, "soft", 128)
+    data = ExampleTensors(examples)
+    packed = collate_packed(data, list(range(len(examples))), prm.pad_token_id, pack_length=60)
+    assert packed.input_ids.shape[0] < len(examples)  # several solutions share rows
+    got = prm(packed.input_ids, position_ids=packed.position_ids, score_index=packed.score_index)
+    padded = collate(examples, prm.pad_token_id)
+    expected = prm(padded.input_ids, padded.attention_mask)
+    # the packed row order differs from the example order: compare per solution
+    by_solution = []
+    for i, example in enumerate(examples):
+        by_solution.append(expected[i, example.score_positions])
+    row_order = [i for row in pack_rows(data.lengths, 60) for i in row]
+    torch.testing.assert_close(got, torch.cat([by_solution[i] for i in row_order]), rtol=1e-5, atol=1e-5)
+    assert packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"), 128)
+
+
+def test_the_packing_check_catches_a_backbone_that_lets_solutions_attend_to_each_other(tiny_model_dir, tmp_path):
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft")
+    rows = read_labelled_rows(write_labels(tmp_path, arithmetic_rows(problems=2, solutions_per_problem=1, seed=3)))
+    data = ExampleTensors(build_examples(rows, prm.tokenizer, "soft", 128)[0])
+    backbone_forward = prm.backbone.forward
+    prm.backbone.forward = lambda position_ids=None, **kwargs: backbone_forward(**kwargs)  # drops the position ids
+    assert not packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"), 128)
+
+
+def metrics(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path, problems=16)
+    common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25}
+    padded = train(small_config(labels, tmp_path / "padded", tiny_model_dir, batching="padded", **common))
+    packed = train(small_config(labels, tmp_path / "packed", tiny_model_dir, **common))  # rows of up to --max-length 128 tokens
+    assert padded.global_step == packed.global_step == 4
+    for old, new in zip(metrics(tmp_path / "padded"), metrics(tmp_path / "packed"), strict=True):
+        assert new["train_loss"] == pytest.approx(old["train_loss"], rel=1e-4)
+        assert new["val_loss"] == pytest.approx(old["val_loss"], rel=1e-4)
+        assert new["padded_per_real_token"] < old["padded_per_real_token"]
+        assert {"solutions_per_second", "tokens_per_second"} <= set(new)
+    old_weights, new_weights = model_state(tmp_path / "padded" / "last"), model_state(tmp_path / "packed" / "last")
+    initial = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").state_dict()
+    moved = max((old_weights[name] - initial[name]).abs().max().item() for name in initial if name.startswith("backbone."))
+    assert moved > 1e-3  # training changed the weights by far more than the tolerance below
+    for name in old_weights:
+        torch.testing.assert_close(new_weights[name], old_weights[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def torchrun(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "labeler.cli", "train", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_resume_to_it(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path, problems=14)  # 12 train problems, 24 solutions: 6 micro-batches of 4 an epoch
+    one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
+    assert one.global_step == 6  # 3 steps an epoch, 2 epochs
+
+    flags = ["--labels", str(labels), "--model", str(tiny_model_dir), "--epochs", "2", "--batch-size", "4", "--learning-rate", "1e-3",
+             "--max-length", "128", "--validation-fraction", "0.15", "--device", "cpu", "--json"]  # fmt: skip
+    stopped = torchrun(*flags, "--output", str(tmp_path / "two"), "--max-steps", "4")
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert json.loads(stopped.stdout)["global_step"] == 4  # process 0 alone prints the result
+    resumed = torchrun(*flags, "--output", str(tmp_path / "two"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout)
+    assert result["resumed"] and result["global_step"] == 6 and result["epochs_done"] == 2
+
+    alone, together = model_state(tmp_path / "one" / "last"), model_state(tmp_path / "two" / "last")
+    for name in alone:
+        torch.testing.assert_close(together[name], alone[name], rtol=1e-4, atol=1e-5, msg=name)
+    for a, b in zip(metrics(tmp_path / "one"), metrics(tmp_path / "two"), strict=True):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4) and b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
