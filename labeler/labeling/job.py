@@ -222,7 +222,10 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),
             },
-            units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+            units=[
+                {"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "n_solutions": _planned_solutions(u, config), "shard": u.shard_name}
+                for u in plan.units
+            ],
         )
         # the engine settings as asked for; what the engines resolved them to is in engine_records
         manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
