@@ -79,7 +79,9 @@ def random_copy(model_dir: Path, out: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="ProcessBench rows (default: ProcessBench MATH)")
-    parser.add_argument("--backbone", type=Path, default=None, help="a model folder (default: a tiny random Llama on the embedded SmolLM2's tokenizer)")
+    parser.add_argument(
+        "--backbone", type=Path, default=None, help="a model folder (default: a tiny random Llama on the embedded SmolLM2's tokenizer)"
+    )
     parser.add_argument("--random-weights", action="store_true", help="train --backbone's architecture with random weights")
     parser.add_argument("--solutions", type=int, default=96, help="solutions each layout trains on (default: 96)")
     parser.add_argument("--epochs", type=int, default=2)

@@ -36,7 +36,7 @@ QWEN_TEMPLATE = (
 )
 
 # Remote code of the tiny Qwen PRM with a one-layer head: what `trust_remote_code` runs.
-REMOTE_MODELING = '''
+REMOTE_MODELING = """
 from dataclasses import dataclass
 
 import torch
@@ -63,7 +63,7 @@ class Qwen2ForProcessRewardModel(PreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, **kwargs):
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
         return StepLogits(logits=self.score(hidden))
-'''
+"""
 
 
 def build_tokenizer(path: Path, *, special: list[str], added: tuple[str, ...] = (), bos: str | None, eos: str, pad: str,
@@ -110,7 +110,9 @@ def build_math_shepherd(path: Path, seed: int = 0) -> Path:
     from transformers import MistralConfig, MistralForCausalLM
 
     path = Path(path)
-    tokenizer = build_tokenizer(path, special=["<s>", "</s>"], added=("ки",), bos="<s>", eos="</s>", pad="</s>", chat_template=None, bos_in_encoding=True)
+    tokenizer = build_tokenizer(
+        path, special=["<s>", "</s>"], added=("ки",), bos="<s>", eos="</s>", pad="</s>", chat_template=None, bos_in_encoding=True
+    )
     torch.manual_seed(seed)
     MistralForCausalLM(_small(MistralConfig, tokenizer, head_dim=32, tie_word_embeddings=False)).save_pretrained(path)
     return path
@@ -122,7 +124,9 @@ def build_rlhflow(path: Path, seed: int = 1) -> Path:
 
     path = Path(path)
     special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-    tokenizer = build_tokenizer(path, special=special, bos="<|begin_of_text|>", eos="<|eot_id|>", pad="<|end_of_text|>", chat_template=LLAMA3_TEMPLATE)
+    tokenizer = build_tokenizer(
+        path, special=special, bos="<|begin_of_text|>", eos="<|eot_id|>", pad="<|end_of_text|>", chat_template=LLAMA3_TEMPLATE
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(_small(LlamaConfig, tokenizer, tie_word_embeddings=False)).save_pretrained(path)
     return path

@@ -80,8 +80,13 @@ def test_rlhflow_reads_the_assistants_answer_to_each_user_step(models):
         for i in range(len(solution.steps)):
             turns = []
             for j, step in enumerate(solution.steps[: i + 1]):
-                turns += [{"role": "user", "content": f"{solution.problem} {step}" if j == 0 else step}, {"role": "assistant", "content": "+"}]
-            ids = tokenizer(tokenizer.apply_chat_template(turns, tokenize=False), add_special_tokens=False, return_tensors="pt")["input_ids"]
+                turns += [
+                    {"role": "user", "content": f"{solution.problem} {step}" if j == 0 else step},
+                    {"role": "assistant", "content": "+"},
+                ]
+            ids = tokenizer(tokenizer.apply_chat_template(turns, tokenize=False), add_special_tokens=False, return_tensors="pt")[
+                "input_ids"
+            ]
             assert ids[0, -2] == plus and ids[0, -1] == tokenizer.convert_tokens_to_ids("<|eot_id|>")
             expected.append(lm(ids).logits[0, -3, [plus, minus]].softmax(-1)[0])
         torch.testing.assert_close(torch.tensor(got), torch.stack(expected), rtol=1e-5, atol=1e-6)
@@ -169,7 +174,10 @@ def test_specs_of_the_wrong_kind_are_refused_with_the_kind_to_use(models, tiny_m
 def test_score_and_eval_take_public_prms_beside_our_checkpoints(models, tiny_model_dir, tmp_path, capsys):
     ours = tmp_path / "run" / "best"
     ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=256, target="soft").save(ours)
-    rows = [{"id": f"math-{i}", "problem": s.problem, "steps": list(s.steps), "label": [-1, 0, 1][i], "answer": "5"} for i, s in enumerate(SOLUTIONS)]
+    rows = [
+        {"id": f"math-{i}", "problem": s.problem, "steps": list(s.steps), "label": [-1, 0, 1][i], "answer": "5"}
+        for i, s in enumerate(SOLUTIONS)
+    ]
     reference = write_jsonl(tmp_path / "bench.jsonl", rows)
 
     out = tmp_path / "scores.jsonl"

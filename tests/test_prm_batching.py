@@ -39,8 +39,11 @@ def test_rows_hold_every_solution_once_within_the_capacity_and_come_out_balanced
 
 
 def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
-    examples = [PRMExample("p", f"s{i}", list(range(10 * i + 1, 10 * i + 1 + n)), positions, targets, [True] * len(targets))
-                for i, (n, positions, targets) in enumerate([(6, [2, 5], [1.0, 0.0]), (3, [2], [0.5]), (4, [1, 3], [0.25, 1.0])])]  # fmt: skip
+    shapes = [(6, [2, 5], [1.0, 0.0]), (3, [2], [0.5]), (4, [1, 3], [0.25, 1.0])]  # tokens, score positions, targets
+    examples = [
+        PRMExample("p", f"s{i}", list(range(10 * i + 1, 10 * i + 1 + n)), positions, targets, [True] * len(targets))
+        for i, (n, positions, targets) in enumerate(shapes)
+    ]
     batch = collate_packed(ExampleTensors(examples), [0, 1, 2], pad_token_id=0, pack_length=7)
     assert batch.input_ids.shape == (2, 7) and batch.real_tokens == 13 and batch.solutions == 3
     flat_ids = batch.input_ids.flatten()

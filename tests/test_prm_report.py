@@ -13,13 +13,22 @@ from PIL import Image
 
 from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
-from labeler.evaluation.report import ReportInputs, Rejections, first_error_section, measured_soft_labels_by_step, spend_section, write_report
+from labeler.evaluation.report import (
+    Rejections,
+    ReportInputs,
+    first_error_section,
+    measured_soft_labels_by_step,
+    spend_section,
+    write_report,
+)
 from labeler.store.reader import read_labelled_rows
 from schemas import REJECTED_SCHEMA
 from tests.synthetic_labels import arithmetic_rows, labels_row, write_labels
 
 PLOTS = ("soft_labels.png", "first_error.png", "soft_label_by_step.png", "spend.png", "rejected.png")
-LONG_REASON = "the row has 61234 characters of text, over max_row_chars=50000; split it or raise --max-row-chars to label it as one solution"
+LONG_REASON = (
+    "the row has 61234 characters of text, over max_row_chars=50000; split it or raise --max-row-chars to label it as one solution"
+)
 
 
 def write_rejected(job, reasons):
@@ -38,7 +47,9 @@ def embedded_pngs(page: str) -> list[bytes]:
 
 def test_report_writes_a_page_and_png_plots(tmp_path, capsys):
     job = write_labels(tmp_path / "job", arithmetic_rows(problems=10, solutions_per_problem=3, seed=0))
-    write_rejected(job, [("row", "12034 characters of text, over max_row_chars=50000"), ("row", LONG_REASON), ("answer", "missing column 'answer'")])
+    write_rejected(
+        job, [("row", "12034 characters of text, over max_row_chars=50000"), ("row", LONG_REASON), ("answer", "missing column 'answer'")]
+    )
     assert main(["report", str(job)]) == 0
     page = job / "report" / "index.html"
     assert capsys.readouterr().out.strip() == str(page)
@@ -60,9 +71,13 @@ def test_report_writes_a_page_and_png_plots(tmp_path, capsys):
 
 def test_mean_soft_label_by_step_counts_only_steps_measured_by_rollouts(tmp_path):
     rows = [
-        labels_row("p", "a", "Q", ["s1", "s2", "s3"], [0.5, 0.25, 1.0], [True, True, True], label_method=["rollouts", "rollouts", "final_answer"]),
+        labels_row(
+            "p", "a", "Q", ["s1", "s2", "s3"], [0.5, 0.25, 1.0], [True, True, True], label_method=["rollouts", "rollouts", "final_answer"]
+        ),
         labels_row("p", "b", "Q", ["s1", "s2"], [1.0, 0.0], [True, False], label_method=["rollouts", "final_answer"]),
-        labels_row("q", "c", "Q", ["s1", "s2", "s3"], [0.75, None, None], [True, True, None], label_method=["rollouts", "inferred", "unlabelled"]),
+        labels_row(
+            "q", "c", "Q", ["s1", "s2", "s3"], [0.75, None, None], [True, True, None], label_method=["rollouts", "inferred", "unlabelled"]
+        ),
     ]
     labels = read_labelled_rows(write_labels(tmp_path / "job", rows))
     by_index, left_out = measured_soft_labels_by_step(labels)
@@ -82,7 +97,9 @@ def test_count_axes_have_whole_number_ticks(tmp_path):
 
 
 def test_sections_with_nothing_to_show_are_a_line_not_an_empty_plot(tmp_path):
-    rows = [labels_row("p", f"s{i}", "Q", ["a", "b"], [None, None], [True, None], label_method=["inferred", "unlabelled"]) for i in range(3)]
+    rows = [
+        labels_row("p", f"s{i}", "Q", ["a", "b"], [None, None], [True, None], label_method=["inferred", "unlabelled"]) for i in range(3)
+    ]
     job = write_labels(tmp_path / "job", rows)
     page = write_report(str(job)).read_text()
     assert sorted(p.name for p in (job / "report").glob("*.png")) == ["first_error.png", "spend.png"]
@@ -97,16 +114,18 @@ def checker():
 
 
 def test_an_interrupted_job_is_reported_incomplete_then_finished(tmp_path, checker):
+    from tests.conftest import write_jsonl
     from tests.fakes import Crash, CrashingGenerator
     from tests.test_job import PROBLEMS, config, input_rows, run
-    from tests.conftest import write_jsonl
 
     dataset = write_jsonl(tmp_path / "input.jsonl", input_rows())  # 11 solutions (one row rejected) in 4 units of 3 rows
     out = tmp_path / "out"
     with pytest.raises(Crash):
         run(config(dataset, out), checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
     page = write_report(str(out)).read_text()
-    banner = "incomplete: 6 of 11 solutions (2 of 4 units committed); the job was interrupted: rerun its `labeler label` command to finish it"
+    banner = (
+        "incomplete: 6 of 11 solutions (2 of 4 units committed); the job was interrupted: rerun its `labeler label` command to finish it"
+    )
     assert f"<p class=incomplete>{banner}</p>" in page
     assert "<th>job</th><td class=number>incomplete: 6 of 11 solutions</td>" in page
     run(config(dataset, out), checker)

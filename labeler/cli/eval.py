@@ -47,7 +47,9 @@ def register(subparsers) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
     source.add_argument("--scores", metavar="FILE.jsonl", help="the output of `labeler score`")
-    source.add_argument("--prm", action="append", metavar="SPEC", help=f"score the reference solutions with this PRM (repeatable): {PRM_SPEC_HELP}")
+    source.add_argument(
+        "--prm", action="append", metavar="SPEC", help=f"score the reference solutions with this PRM (repeatable): {PRM_SPEC_HELP}"
+    )
     parser.add_argument(
         "--reference",
         required=True,
@@ -77,9 +79,15 @@ def register(subparsers) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from labeler.evaluation.human_agreement import DEFAULT_SCORE_THRESHOLD, evaluate, format_table, predictions_from_labels, predictions_from_scores
-    from labeler.inputs.readers import InputError
+    from labeler.evaluation.human_agreement import (
+        DEFAULT_SCORE_THRESHOLD,
+        evaluate,
+        format_table,
+        predictions_from_labels,
+        predictions_from_scores,
+    )
     from labeler.evaluation.references import read_reference
+    from labeler.inputs.readers import InputError
 
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")

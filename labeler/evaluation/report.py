@@ -90,7 +90,8 @@ class Completion:
             state = f"the job is still running (host {self.driver['host']}, pid {self.driver['pid']})"
         else:
             state = "the job was interrupted: rerun its `labeler label` command to finish it"
-        return f"incomplete: {self.done} of {self.planned} {self.planned_what} ({self.units_committed} of {self.units} units committed); {state}"
+        progress = f"{self.done} of {self.planned} {self.planned_what} ({self.units_committed} of {self.units} units committed)"
+        return f"incomplete: {progress}; {state}"
 
 
 @dataclass
@@ -232,7 +233,9 @@ def measured_soft_labels_by_step(rows: list[LabelledRow]) -> tuple[dict[int, lis
 def soft_label_by_step_section(inputs: ReportInputs) -> Section:
     title = "Mean soft label by step index"
     by_index, checks = measured_soft_labels_by_step(inputs.rows)
-    left_out = f"; {checks} final-answer checks are left out (0 or 1 by construction, they would mix a check into an estimate)" if checks else ""
+    left_out = (
+        f"; {checks} final-answer checks are left out (0 or 1 by construction, they would mix a check into an estimate)" if checks else ""
+    )
     if not by_index:
         return Section(title, html=_note(f"No step was measured by rollouts{left_out}."))
     indices = sorted(by_index)
@@ -251,7 +254,7 @@ def soft_label_by_step_section(inputs: ReportInputs) -> Section:
     axes.patch.set_visible(False)
     axes.set_title(title)
     caption = (
-        f"Mean soft label of the steps measured by rollouts (label_method \"{MEASURED}\"), by their position in the solution{left_out}. "
+        f'Mean soft label of the steps measured by rollouts (label_method "{MEASURED}"), by their position in the solution{left_out}. '
         "Grey bars: how many steps each point averages; a point over few steps is noisy."
     )
     return Section(title, [Plot("soft_label_by_step.png", title, caption, _png(figure), figure)])
@@ -264,14 +267,19 @@ def spend_section(inputs: ReportInputs) -> Section:
     tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
     tokens_axes.set_xlabel("generated tokens per solution")
     tokens_axes.set_ylabel("solutions")
-    rollouts_axes.hist([sum(row.n_rollouts) for row in rows], bins=_integer_bins([sum(row.n_rollouts) for row in rows]), color="#937860", edgecolor="white")
+    rollouts_axes.hist(
+        [sum(row.n_rollouts) for row in rows], bins=_integer_bins([sum(row.n_rollouts) for row in rows]), color="#937860", edgecolor="white"
+    )
     rollouts_axes.set_xlabel("rollouts per solution")
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
     tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
     rollouts_axes.set_title(f"Rollouts spent: {sum(sum(row.n_rollouts) for row in rows)} in all")
-    return Section("Tokens and rollouts spent", [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)])
+    return Section(
+        "Tokens and rollouts spent",
+        [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],
+    )
 
 
 def rejected_section(inputs: ReportInputs) -> Section:

@@ -223,7 +223,13 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
                 "rows_rejected": len(plan.rejected),
             },
             units=[
-                {"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "n_solutions": _planned_solutions(u, config), "shard": u.shard_name}
+                {
+                    "unit_id": u.unit_id,
+                    "index": u.index,
+                    "n_rows": len(u.rows),
+                    "n_solutions": _planned_solutions(u, config),  # read by `labeler report` ("8 of 20 solutions")
+                    "shard": u.shard_name,
+                }
                 for u in plan.units
             ],
         )

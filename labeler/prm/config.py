@@ -63,7 +63,9 @@ class TrainConfig:
     )
     # `padded` is the layout before packing (each solution a row, padded to the longest of its
     # micro-batch): the same batches and loss; kept to compare against (tests, bench/trainer.py).
-    batching: str = setting("packed", choices=BATCHING, cli=False, help="packed rows or one padded row per solution", may_change_on_resume=True)
+    batching: str = setting(
+        "packed", choices=BATCHING, cli=False, help="packed rows or one padded row per solution", may_change_on_resume=True
+    )
     attention: str = setting(
         "sdpa",
         choices=ATTENTION,

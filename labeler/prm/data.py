@@ -170,12 +170,14 @@ class PackedBatch:
         return self.input_ids.numel()
 
     def to(self, device: torch.device) -> PackedBatch:
-        move = lambda t: t.to(device, non_blocking=True)
-        return PackedBatch(move(self.input_ids), move(self.position_ids), move(self.score_index), move(self.targets), self.solutions, self.real_tokens)
+        return self._map(lambda t: t.to(device, non_blocking=True))
 
     def pin_memory(self) -> PackedBatch:
-        pin = lambda t: t.pin_memory()
-        return PackedBatch(pin(self.input_ids), pin(self.position_ids), pin(self.score_index), pin(self.targets), self.solutions, self.real_tokens)
+        return self._map(lambda t: t.pin_memory())
+
+    def _map(self, change) -> PackedBatch:
+        tensors = (self.input_ids, self.position_ids, self.score_index, self.targets)
+        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens)
 
 
 def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:

@@ -13,7 +13,7 @@ nothing here does anything.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,7 +23,7 @@ class Processes:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
-    device: torch.device = torch.device("cpu")  # where collective operations put their tensors
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where collective operations put their tensors
     started_here: bool = False
 
     @property

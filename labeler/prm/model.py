@@ -125,7 +125,8 @@ class ProcessRewardModel(nn.Module):
         [batch, length]) only the logits there, [steps], the head running at those tokens alone.
         Packed rows (several solutions end to end) pass no attention mask and position ids that
         restart at 0 in each solution: transformers then keeps attention within each solution."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).last_hidden_state
+        output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        hidden = output.last_hidden_state
         if score_index is not None:
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, score_index)
         return self.head(hidden.float()).squeeze(-1)

@@ -25,4 +25,6 @@ def load_public_scorer(
         from labeler.prm.adapters.qwen_prm import QwenPRMScorer as scorer_class
     else:
         raise ValueError(f"no adapter for PRM kind {kind!r}")
-    return scorer_class.load(model, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length, name=name)
+    return scorer_class.load(
+        model, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length, name=name
+    )

@@ -53,7 +53,9 @@ class MathShepherdScorer(TokenPairScorer):
         try:
             scorer.render(PROBE)
         except RenderError as error:
-            raise PRMLoadError(f"{name}: the tokenizer does not keep the step tag {STEP_TAG!r} one token in a solution ({error})") from error
+            raise PRMLoadError(
+                f"{name}: the tokenizer does not keep the step tag {STEP_TAG!r} one token in a solution ({error})"
+            ) from error
         return scorer
 
     def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:

@@ -56,7 +56,11 @@ class StepClassifierHead(nn.Module):
 
 def render_messages(problem: str, steps) -> list[dict]:
     response = "".join(step.replace(SEPARATOR, "").strip() + SEPARATOR for step in steps)
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": problem.strip()}, {"role": "assistant", "content": response}]
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": problem.strip()},
+        {"role": "assistant", "content": response},
+    ]
 
 
 class QwenPRMScorer(PositionScorer):
@@ -111,7 +115,9 @@ class QwenPRMScorer(PositionScorer):
         return scorer
 
     def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
-        text = self.tokenizer.apply_chat_template(render_messages(solution.problem, solution.steps), tokenize=False, add_generation_prompt=False)
+        text = self.tokenizer.apply_chat_template(
+            render_messages(solution.problem, solution.steps), tokenize=False, add_generation_prompt=False
+        )
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         positions = [i for i, token in enumerate(ids) if token == self.separator_id]
         if len(positions) != len(solution.steps):
@@ -179,11 +185,15 @@ def _builtin(spec: str, folder: str, config: dict, tensors: dict, hidden_size: i
     """The Qwen2 backbone transformers ships, and our copy of the head: no remote code runs."""
     from transformers import MODEL_MAPPING, AutoConfig
 
-    settings = {key: value for key, value in config.items() if key not in ("auto_map", "architectures", "model_type", "transformers_version")}
+    settings = {
+        key: value for key, value in config.items() if key not in ("auto_map", "architectures", "model_type", "transformers_version")
+    }
     try:
         backbone_config = AutoConfig.for_model(config.get("model_type", "qwen2"), **settings)
         backbone_class = MODEL_MAPPING[type(backbone_config)]
-        backbone, info = backbone_class.from_pretrained(folder, config=backbone_config, dtype=placement.weight_dtype, output_loading_info=True)
+        backbone, info = backbone_class.from_pretrained(
+            folder, config=backbone_config, dtype=placement.weight_dtype, output_loading_info=True
+        )
     except (OSError, ValueError, KeyError) as error:
         raise PRMLoadError(f"{spec}: cannot load the backbone of {folder}: {str(error).splitlines()[0]}") from error
     missing = sorted(info.get("missing_keys") or [])

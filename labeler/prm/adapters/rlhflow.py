@@ -56,7 +56,9 @@ class RLHFlowScorer(TokenPairScorer):
         try:
             scorer.render(PROBE)
         except RenderError as error:
-            raise PRMLoadError(f"{name}: its chat template does not show the assistant's '+' answers as RLHFlow's format does ({error})") from error
+            raise PRMLoadError(
+                f"{name}: its chat template does not show the assistant's '+' answers as RLHFlow's format does ({error})"
+            ) from error
         return scorer
 
     def _text(self, turns: list[dict], open_assistant_turn: bool) -> str:
