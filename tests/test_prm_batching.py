@@ -1,27 +1,27 @@
 """The trainer's batches: packed rows keep each solution's attention to itself, so training on them
 follows the padded layout's loss curve with a fraction of the pad tokens; data-parallel training
-under torchrun (two CPU processes, gloo) trains the model one process trains with twice the
-accumulation, and resumes to it."""
+(two CPU processes with the environment torchrun gives them, gloo) trains the model one process
+trains with twice the accumulation, and resumes to it."""
 
 import json
+import multiprocessing
 import os
-import subprocess
-import sys
+import socket
+from dataclasses import asdict
 
 import pytest
 import torch
 
+from labeler.cli import main
+
 from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio
 from labeler.prm.devices import place
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.trainer import packing_keeps_solutions_apart, train
+from labeler.prm.trainer import TrainingError, TrainResult, packing_keeps_solutions_apart, train
 from labeler.store.reader import read_labelled_rows
 from tests.synthetic_labels import arithmetic_rows, write_labels
 from tests.test_prm_training import model_state, small_config, small_labels
 from tests.tiny_prm_backbone import build_windowed_mistral
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 @pytest.fixture(scope="module")
 def windowed_model_dir(tiny_model_dir, tmp_path_factory):
@@ -112,10 +112,31 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
         torch.testing.assert_close(new_weights[name], old_weights[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-def torchrun(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "labeler.cli", "train", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+def _data_parallel_worker(rank: int, world_size: int, port: int, config, results) -> None:
+    # the environment torchrun gives each of its processes
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    results.put((rank, asdict(train(config))))
+
+
+def train_data_parallel(config, world_size: int = 2) -> dict:
+    """`train(config)` in `world_size` processes, as torchrun runs `labeler train`; process 0's result.
+    The processes are forked from this one, so they start without importing torch and transformers again."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    processes = [context.Process(target=_data_parallel_worker, args=(r, world_size, port, config, results)) for r in range(world_size)]
+    for process in processes:
+        process.start()
+    by_rank = dict(results.get(timeout=600) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert by_rank[1]["process_rank"] == 1 and by_rank[0]["process_rank"] == 0
+    assert all("val_loss" not in record for record in by_rank[1]["history"])  # process 0 alone validates
+    return by_rank[0]
 
 
 def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_resume_to_it(tiny_model_dir, tmp_path):
@@ -123,18 +144,27 @@ def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_re
     one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
     assert one.global_step == 6  # 3 steps an epoch, 2 epochs
 
-    flags = ["--labels", str(labels), "--model", str(tiny_model_dir), "--epochs", "2", "--batch-size", "4", "--learning-rate", "1e-3",
-             "--max-length", "128", "--validation-fraction", "0.15", "--device", "cpu", "--json"]  # fmt: skip
-    stopped = torchrun(*flags, "--output", str(tmp_path / "two"), "--max-steps", "4")
-    assert stopped.returncode == 0, stopped.stderr[-3000:]
-    assert json.loads(stopped.stdout)["global_step"] == 4  # process 0 alone prints the result
-    resumed = torchrun(*flags, "--output", str(tmp_path / "two"))
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    result = json.loads(resumed.stdout)
-    assert result["resumed"] and result["global_step"] == 6 and result["epochs_done"] == 2
+    two = tmp_path / "two"
+    stopped = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, max_steps=4))
+    assert stopped["global_step"] == 4 and stopped["stopped_early"]
+    resumed = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15))
+    assert resumed["resumed"] and resumed["global_step"] == 6 and resumed["epochs_done"] == 2
 
-    alone, together = model_state(tmp_path / "one" / "last"), model_state(tmp_path / "two" / "last")
+    alone, together = model_state(tmp_path / "one" / "last"), model_state(two / "last")
     for name in alone:
         torch.testing.assert_close(together[name], alone[name], rtol=1e-4, atol=1e-5, msg=name)
-    for a, b in zip(metrics(tmp_path / "one"), metrics(tmp_path / "two"), strict=True):
+    for a, b in zip(metrics(tmp_path / "one"), metrics(two), strict=True):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4) and b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
+    with pytest.raises(TrainingError, match="trained on 2 processes, this run has 1"):
+        train(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, epochs=3))
+
+
+def test_under_torchrun_only_process_0_prints_the_result(monkeypatch, tiny_model_dir, tmp_path, capsys):
+    import labeler.prm.trainer
+
+    result = TrainResult(str(tmp_path), 1, 3, None, None, False, False, process_rank=1)
+    monkeypatch.setattr(labeler.prm.trainer, "train", lambda config: result)
+    argv = ["train", "--labels", str(tmp_path), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--json", "--quiet"]
+    assert main(argv) == 0 and capsys.readouterr().out == ""
+    result.process_rank = 0
+    assert main(argv) == 0 and json.loads(capsys.readouterr().out)["global_step"] == 3
