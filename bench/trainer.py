@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--attention", default="sdpa")
+    parser.add_argument("--pack-length", type=int, default=None, help="tokens per packed row (default: the trainer's, 1.5x the longest, up to --max-length)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from transformers.utils import logging as transformers_logging
@@ -118,7 +119,7 @@ def main() -> None:
     for batch_size in (8, 16, 32):
         groups = [g for epoch in range(3) for g in micro_batches(len(lengths), epoch_order(len(lengths), 0, epoch), batch_size)]
         print(f"{batch_size:>6} {padding_ratio(lengths, groups, 'padded', args.max_length):>8.2f} "
-              f"{padding_ratio(lengths, groups, 'packed', args.max_length):>8.2f}")  # fmt: skip
+              f"{padding_ratio(lengths, groups, 'packed', args.pack_length, args.max_length):>8.2f}")  # fmt: skip
 
     labels = write_labels(work / "labels", rows[: args.solutions])
     print(f"\ntraining: {args.solutions} solutions, {args.epochs} epochs, batch {args.batch_size}, on {args.device} ({args.precision}), "
@@ -128,7 +129,8 @@ def main() -> None:
         config = TrainConfig(
             labels=str(labels), output=str(work / f"run-{batching}"), model=str(backbone), epochs=args.epochs, batch_size=args.batch_size,
             max_length=args.max_length, validation_fraction=0.0, device=args.device, precision=args.precision, batching=batching,
-            attention=args.attention, learning_rate=1e-5, seed=0,
+            attention=args.attention,
+            pack_length=args.pack_length, learning_rate=1e-5, seed=0,
         )  # fmt: skip
         last = train(config).history[-1]
         print(f"{batching:>7} {last['seconds']:>8.2f} {last['solutions_per_second']:>12.1f} {last['tokens_per_second']:>10.0f} "

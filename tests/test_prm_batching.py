@@ -14,7 +14,7 @@ import torch
 
 from labeler.cli import main
 
-from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio
+from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio, row_capacity
 from labeler.prm.devices import place
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.trainer import TrainingError, TrainResult, packing_keeps_solutions_apart, train
@@ -36,6 +36,9 @@ def test_rows_hold_every_solution_once_within_the_capacity_and_come_out_balanced
     assert len(rows) == 3 and max(filled) <= 80 and max(filled) - min(filled) <= 10
     assert pack_rows([100, 10], capacity=60) == [[0], [1]]  # a solution longer than the capacity gets a row of its own
     assert pack_rows([3, 4], capacity=100) == [[0, 1]]
+    # the default row: 1.5 times the longest solution, up to the per-solution limit, never below the longest
+    assert row_capacity([40, 10]) == 60 and row_capacity([1500, 10], max_length=2048) == 2048
+    assert row_capacity([40, 10], pack_length=100) == 100 and row_capacity([40, 10], pack_length=20) == 40
 
 
 def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
@@ -77,7 +80,7 @@ def test_packed_solutions_get_the_logits_they_get_alone(backbone, tiny_model_dir
         by_solution.append(expected[i, example.score_positions])
     row_order = [i for row in pack_rows(data.lengths, 60) for i in row]
     torch.testing.assert_close(got, torch.cat([by_solution[i] for i in row_order]), rtol=1e-5, atol=1e-5)
-    assert packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"), 128)
+    assert packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"))
 
 
 def test_the_packing_check_catches_a_backbone_that_lets_solutions_attend_to_each_other(tiny_model_dir, tmp_path):
@@ -86,7 +89,7 @@ def test_the_packing_check_catches_a_backbone_that_lets_solutions_attend_to_each
     data = ExampleTensors(build_examples(rows, prm.tokenizer, "soft", 128)[0])
     backbone_forward = prm.backbone.forward
     prm.backbone.forward = lambda position_ids=None, **kwargs: backbone_forward(**kwargs)  # drops the position ids
-    assert not packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"), 128)
+    assert not packing_keeps_solutions_apart(prm, data, place("cpu", "fp32"))
 
 
 def metrics(run) -> list[dict]:
@@ -97,7 +100,7 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
     labels = small_labels(tmp_path, problems=16)
     common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25}
     padded = train(small_config(labels, tmp_path / "padded", tiny_model_dir, batching="padded", **common))
-    packed = train(small_config(labels, tmp_path / "packed", tiny_model_dir, **common))  # rows of up to --max-length 128 tokens
+    packed = train(small_config(labels, tmp_path / "packed", tiny_model_dir, **common))
     assert padded.global_step == packed.global_step == 4
     for old, new in zip(metrics(tmp_path / "padded"), metrics(tmp_path / "packed"), strict=True):
         assert new["train_loss"] == pytest.approx(old["train_loss"], rel=1e-4)

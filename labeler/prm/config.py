@@ -55,10 +55,11 @@ class TrainConfig:
     pack_length: int | None = setting(
         None,
         at_least=8,
-        help="tokens per packed row: a micro-batch's solutions share rows of at most N tokens, attention kept within each solution",
+        help="tokens per packed row: a micro-batch's solutions share rows of at most N tokens (at least its longest "
+        "solution), attention kept within each solution; longer rows pad less but cost more attention work with sdpa",
         metavar="N",
         group=RUN,
-        default_text="--max-length",
+        default_text="1.5 times the micro-batch's longest solution, up to --max-length",
         may_change_on_resume=True,
     )
     # `padded` is the layout before packing (each solution a row, padded to the longest of its

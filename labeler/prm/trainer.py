@@ -88,10 +88,10 @@ def train(config: TrainConfig) -> TrainResult:
     placement = place(config.device, config.precision)
     processes = Processes.from_environment(placement.device.type)
     try:
-        if processes.distributed:
-            placement = replace(placement, device=processes.device if placement.device.type == "cuda" else placement.device)
-            if not processes.is_main:
-                log.setLevel(logging.WARNING)  # process 0 reports for all
+        if processes.distributed and placement.device.type == "cuda":
+            placement = replace(placement, device=processes.device)  # this process's GPU
+        if not processes.is_main:
+            log.setLevel(logging.WARNING)  # process 0 reports for all
         return _train(config, run_dir, placement, processes)
     finally:
         processes.close()
@@ -144,7 +144,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
 
     data = ExampleTensors(train_set)
     batching = config.batching
-    if batching == "packed" and not packing_keeps_solutions_apart(prm, data, placement, config.max_length):
+    if batching == "packed" and not packing_keeps_solutions_apart(prm, data, placement):
         log.warning(
             "this backbone lets packed solutions attend to each other (its attention does not follow restarting position ids): "
             "training on padded batches instead, the same batches and loss with more padding"
@@ -155,7 +155,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
 
 
 @torch.no_grad()
-def packing_keeps_solutions_apart(prm: ProcessRewardModel, data: ExampleTensors, placement: Placement, max_length: int) -> bool:
+def packing_keeps_solutions_apart(prm: ProcessRewardModel, data: ExampleTensors, placement: Placement) -> bool:
     """Whether a solution packed after another gets the hidden states it gets alone: transformers
     keeps packed solutions apart by their position ids for the usual attention kernels, but a
     model with its own attention code might not. Checked on the first two training solutions."""
@@ -235,7 +235,7 @@ class _TrainingLoop:
         self.fingerprint = fingerprint
         self.processes = processes
         self.batching = batching
-        self.pack_length = config.pack_length or config.max_length
+        self.pack_length = config.pack_length  # None: 1.5 times the longest solution of each micro-batch, up to --max-length
         self.model = prm  # what the training steps call: the PRM, or DistributedDataParallel around it
         if processes.distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -267,7 +267,8 @@ class _TrainingLoop:
         if self.epoch >= config.epochs:
             log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
-        layout = f"packed rows of up to {self.pack_length} tokens" if self.batching == "packed" else "padded batches"
+        rows = f"{self.pack_length} tokens" if self.pack_length else f"1.5 times its longest solution (at most {config.max_length})"
+        layout = f"a micro-batch packed in rows of up to {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
         log.info(
             "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, %s, %s attention",
@@ -359,7 +360,7 @@ class _TrainingLoop:
 
     def _batch(self, indices: list[int]):
         if self.batching == "packed":
-            batch = collate_packed(self.data, indices, self.prm.pad_token_id, self.pack_length)
+            batch = collate_packed(self.data, indices, self.prm.pad_token_id, self.pack_length, self.config.max_length)
             self.real_tokens += batch.real_tokens
         else:
             batch = collate([self.train_set[i] for i in indices], self.prm.pad_token_id)
