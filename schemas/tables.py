@@ -8,7 +8,11 @@ import pyarrow as pa
 # 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
 #      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
 #      carry their own tokens and whether their budget cut them; rollouts record their token budget.
-SCHEMA_VERSION = "1.2"
+# 1.3: label_method gains "human" (a label the input dataset gives, imported by `labeler import`: hard
+#      label only, soft null, no rollouts) and "judge"; each solution says where its labels come from
+#      (label_source: "monte-carlo", "judge", "consensus", "human"). Shards of 1.2 have no label_source:
+#      readers take it as "monte-carlo", the only source 1.2 knew.
+SCHEMA_VERSION = "1.3"
 
 
 class SchemaError(ValueError):
@@ -40,7 +44,8 @@ LABELS_SCHEMA = _versioned(
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
-        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps).
+        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps);
+        # "human": given by the input dataset (`labeler import`), hard label only, soft null, no rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
@@ -58,6 +63,10 @@ LABELS_SCHEMA = _versioned(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("schema_version", pa.string(), nullable=False),
+        # Who made this solution's labels (LABEL_SOURCES): "monte-carlo" for `labeler label`; an import
+        # says what the dataset's labels are ("human" for PRM800K and ProcessBench, "monte-carlo" for
+        # Math-Shepherd's released automatic labels).
+        pa.field("label_source", pa.string(), nullable=False),
     ],
     "labels",
 )
@@ -95,5 +104,7 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
-LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "human")
+LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
+MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every 1.2 shard
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")

@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 
 from schemas.tables import (
     LABEL_METHODS,
+    LABEL_SOURCES,
     LABELS_SCHEMA,
     MEASURED_METHODS,
     REJECTED_SCHEMA,
@@ -27,6 +28,9 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
     per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
+    sources = set(pc.unique(table.column("label_source")).to_pylist())
+    if not sources <= set(LABEL_SOURCES):
+        raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
     rows = table.select(["solution_id", "steps", *per_step, "first_error"]).to_pylist()
     seen: set[str] = set()
     for row in rows:

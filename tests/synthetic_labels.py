@@ -54,6 +54,7 @@ def labels_row(
         "seed": 0,
         "config_hash": "synthetic",
         "schema_version": SCHEMA_VERSION,
+        "label_source": "monte-carlo",
     }
     row.update(extra)
     return row

@@ -14,6 +14,7 @@ LAYERS = [
     "labeler.checking",
     "labeler.store",
     "labeler.labeling",
+    "labeler.importing",
     "labeler.evaluation",
     "labeler.prm",
     "workers",

@@ -189,18 +189,22 @@ def test_score_and_eval_take_public_prms_beside_our_checkpoints(models, tiny_mod
     assert main(["eval", "--scores", str(out), "--reference", str(reference), "--json"]) == 0
     from_file = json.loads(capsys.readouterr().out)
 
-    specs = [str(tmp_path / "run"), spec, f"math-shepherd:{models['math-shepherd']}", f"rlhflow:{models['rlhflow']}"]
-    argv = ["eval", "--reference", str(reference), "--json", "--quiet", "--device", "cpu"]
-    assert main(argv + [arg for s in specs for arg in ("--prm", s)]) == 0
-    reports = json.loads(capsys.readouterr().out)
-    assert [r["predictions"] for r in reports] == specs and all(r["kind"] == "prm" for r in reports)
-    for report in reports:
-        assert report["subsets"][0]["matched"] == 3 and report["subsets"][0]["f1"] is not None
     # eval straight from the spec agrees with eval of the score file the same PRM wrote
-    assert reports[1]["subsets"] == from_file["subsets"]
+    assert main(["eval", "--reference", str(reference), "--prm", spec, "--json", "--quiet", "--device", "cpu"]) == 0
+    direct = json.loads(capsys.readouterr().out)
+    assert direct["kind"] == "prm" and direct["predictions"] == spec and direct["subsets"] == from_file["subsets"]
 
-    assert main(["eval", "--reference", str(reference), "--prm", spec, "--quiet", "--device", "cpu"]) == 0
-    table = capsys.readouterr().out
-    assert table.startswith(f"prm {spec} (threshold 0.5)\nsubset") and "bench" in table
+    # ours and the three public formats side by side, each named
+    specs = {"ours": str(tmp_path / "run"), "qwen": spec}
+    specs |= {"shepherd": f"math-shepherd:{models['math-shepherd']}", "rlhflow": f"rlhflow:{models['rlhflow']}"}
+    argv = ["eval", "--reference", str(reference), "--quiet", "--device", "cpu"]
+    argv += [arg for name, s in specs.items() for arg in ("--prm", f"{name}={s}")]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["predictions"], r["kind"]) for r in report["sources"]] == [(n, s, "prm") for n, s in specs.items()]
+    assert all(r["subsets"][0]["matched"] == 3 and r["subsets"][0]["f1"] is not None for r in report["sources"])
+    assert main(argv) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["source", "label", "source"] and [line.split()[0] for line in table[1:5]] == list(specs)
     assert main(["eval", "--reference", str(reference), "--prm", f"qwen-prm:{models['math-shepherd']}", "--quiet"]) == 2
     assert "use math-shepherd:" in capsys.readouterr().err

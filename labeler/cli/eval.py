@@ -2,11 +2,8 @@
 
     labeler eval --labels OUT --reference processbench/gsm8k.jsonl --reference processbench/math.jsonl
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
-    labeler eval --prm runs/prm --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --reference processbench/gsm8k.jsonl
-
---prm (repeatable) scores the reference solutions themselves with each PRM (a folder saved by
-`labeler train`, or KIND:MODEL for a public PRM, as `labeler score` takes it) and prints one table
-per PRM, or with --json a list of reports in the order of the --prm flags.
+    labeler eval --labels mc=runs/mc --labels human=runs/pb-import --scores prm=scores.jsonl --reference gsm8k.jsonl --common
+    labeler eval --prm ours=runs/prm --prm qwen=qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --reference processbench/gsm8k.jsonl
 
 Rows are matched by problem_id (and by their steps when a problem has several solutions).
 ProcessBench files (steps, label = first wrong step or -1): accuracy on erroneous rows (predicted
@@ -14,9 +11,17 @@ first error == label), on correct rows (predicted -1), and their harmonic mean F
 subset). PRM800K files (step ratings -1/0/+1; --neutral says what a 0 counts as): the same
 first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 
-A step is predicted wrong when its hard label is False (--labels), when its soft label is below
---threshold (--labels with --threshold), or when its score is below --threshold (--scores,
---prm, default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
+--prm scores the reference solutions themselves with a PRM: a folder saved by `labeler train`,
+or KIND:MODEL for a public PRM, as `labeler score` takes it (remote code only with
+--trust-remote-code). A step is predicted wrong when its hard label is False (--labels), when its
+soft label is below --threshold (--labels with --threshold), or when its score is below
+--threshold (--scores, --prm; default 0.5). The predicted first error is the first step
+predicted wrong, -1 if none.
+
+--labels, --scores and --prm repeat: several sources (Monte-Carlo, judge, consensus, imported
+human labels, PRM scores, PRMs) go side by side in one table, a row per source and subset, each
+named by NAME= before its path or else by its folder or file name (a PRM by its spec); --common
+compares them all on the reference rows that every source matched.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
 from labeler.cli.flags import add_flags
@@ -44,11 +50,15 @@ def register(subparsers) -> None:
         description=__doc__,
         usage_errors="bad usage or unreadable files",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
-    source.add_argument("--scores", metavar="FILE.jsonl", help="the output of `labeler score`")
-    source.add_argument(
-        "--prm", action="append", metavar="SPEC", help=f"score the reference solutions with this PRM (repeatable): {PRM_SPEC_HELP}"
+    parser.add_argument(
+        "--labels",
+        action="append",
+        metavar="[NAME=]DIR",
+        help="labels shards: a job's output directory, a folder of shards, or one shard; repeat to compare several",
+    )
+    parser.add_argument("--scores", action="append", metavar="[NAME=]FILE.jsonl", help="the output of `labeler score`; repeatable")
+    parser.add_argument(
+        "--prm", action="append", metavar="[NAME=]SPEC", help=f"score the reference solutions with this PRM; repeatable. SPEC: {PRM_SPEC_HELP}"
     )
     parser.add_argument(
         "--reference",
@@ -71,6 +81,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
+    parser.add_argument(
+        "--common", action="store_true", help="with several sources: compare them only on the reference rows that every one of them matched"
+    )
     run = parser.add_argument_group("run (with --prm)")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
@@ -81,7 +94,10 @@ def register(subparsers) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from labeler.evaluation.human_agreement import (
         DEFAULT_SCORE_THRESHOLD,
+        PredictionSource,
         evaluate,
+        evaluate_sources,
+        format_comparison,
         format_table,
         predictions_from_labels,
         predictions_from_scores,
@@ -89,31 +105,53 @@ def run_eval(args: argparse.Namespace) -> int:
     from labeler.evaluation.references import read_reference
     from labeler.inputs.readers import InputError
 
+    args.labels, args.scores, args.prm = args.labels or [], args.scores or [], args.prm or []
+    if not args.labels and not args.scores and not args.prm:
+        return usage_error(COMMAND, "give --labels DIR, --scores FILE or --prm SPEC (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
     if args.batch_size < 1:
         return usage_error(COMMAND, "--batch-size must be at least 1")
+    named = [("labels", *_named(spec)) for spec in args.labels] + [("scores", *_named(spec)) for spec in args.scores]
+    named += [("prm", *_named(spec, by_spec=True)) for spec in args.prm]
+    names = [name for _, name, _ in named]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        return usage_error(COMMAND, f"two sources are named {repeated[0]!r}: name them, as NAME=PATH")
     score_threshold = DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold
     try:
         references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
-        if args.prm:
-            return _eval_prms(args, references, score_threshold)
-        if args.labels:
-            predictions = predictions_from_labels(args.labels, args.threshold)
-        else:
-            predictions = predictions_from_scores(args.scores, score_threshold)
+        sources = []
+        for kind, name, path in named:
+            if kind == "labels":
+                sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
+            elif kind == "scores":
+                sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
+            else:
+                sources.append(PredictionSource(name, kind, path, score_threshold, _prm_predictions(args, path, references, score_threshold)))
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
-    report = evaluate(references, predictions, args.neutral)
-    threshold = args.threshold if args.labels else score_threshold
-    report = {"predictions": args.labels or args.scores, "kind": "labels" if args.labels else "scores", "threshold": threshold} | report
-    print(json.dumps(report, indent=1) if args.json else format_table(report))
+    if len(sources) == 1:
+        (source,) = sources
+        report = source.header() | evaluate(references, source.predictions, args.neutral)
+        print(json.dumps(report, indent=1) if args.json else format_table(report))
+        return EXIT_OK
+    report = evaluate_sources(references, sources, args.neutral, args.common)
+    print(json.dumps(report, indent=1) if args.json else format_comparison(report))
     return EXIT_OK
 
 
-def _eval_prms(args: argparse.Namespace, references, threshold: float) -> int:
-    """Each PRM scores the reference solutions; one report per PRM. ValueError when one cannot load."""
-    from labeler.evaluation.human_agreement import evaluate, format_table, predictions_from_step_scores, reference_solutions
+def _named(spec: str, by_spec: bool = False) -> tuple[str, str]:
+    """(name, path) of `NAME=PATH`, or of a bare PATH named by its folder or file name (by itself with `by_spec`)."""
+    name, equals, path = spec.partition("=")
+    if equals and name and "/" not in name and ":" not in name:
+        return name, path
+    return spec if by_spec else (Path(spec.rstrip("/")).stem or spec), spec
+
+
+def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold: float):
+    """A PRM's predictions on the reference solutions, scored now; ValueError when it cannot load."""
+    from labeler.evaluation.human_agreement import predictions_from_step_scores, reference_solutions
     from labeler.prm.devices import place
     from labeler.prm.scorers import load_scorer
 
@@ -122,15 +160,6 @@ def _eval_prms(args: argparse.Namespace, references, threshold: float) -> int:
         quiet_transformers()
     placement = place(args.device, args.precision)
     solutions = reference_solutions(references)
-    reports = []
-    for spec in args.prm:
-        scorer = load_scorer(spec, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
-        logging.getLogger("labeler.eval").info("scoring %d reference solutions with %s on %s", len(solutions), spec, placement.describe())
-        predictions = predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)
-        reports.append({"predictions": spec, "kind": "prm", "threshold": threshold} | evaluate(references, predictions, args.neutral))
-        del scorer  # one PRM in memory at a time
-    if args.json:
-        print(json.dumps(reports, indent=1))
-    else:
-        print("\n\n".join(f"prm {report['predictions']} (threshold {threshold})\n{format_table(report)}" for report in reports))
-    return EXIT_OK
+    scorer = load_scorer(spec, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
+    logging.getLogger("labeler.eval").info("scoring %d reference solutions with %s on %s", len(solutions), spec, placement.describe())
+    return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)

@@ -164,6 +164,7 @@ def summary_section(inputs: ReportInputs) -> Section:
     with_error = sum(row.first_error >= 0 for row in rows)
     lines = [
         ("solutions", f"{len(rows)}"),
+        ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
         ("problems", f"{len({row.problem_id for row in rows})}"),
         ("steps", f"{steps}"),
         ("steps by label method", ", ".join(f"{method} {count}" for method, count in methods.most_common())),

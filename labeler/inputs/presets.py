@@ -5,17 +5,20 @@
 - math (alias math-500): `problem`; steps = `solution` split by the split rule, or None (the
   job samples solutions) when there is no solution; reference = `answer`, else the last
   \\boxed{} of the solution.
-- processbench: `problem`, `steps` (a list), `answer`.
+- processbench: `problem`, `steps` (a list), `answer` (the hub's rows have none: --answers FILE).
 - math-shepherd: `input` = problem + "Step 1: ... ки\nStep 2: ... ки"; the problem is the text
   before "Step 1:", the steps are split on `ки`. No answer column: the reference is the
-  "The answer is: X" of the final step when `label` tags that step `+`.
+  "The answer is: X" of the final step when `label` tags that step `+`, else the answer that
+  --answers FILE gives the problem (labeler/inputs/answers.py).
 - prm800k: `question.problem`, `question.ground_truth_answer`; per `label.steps[i]` the chosen
   completion, else the human completion, else the first completion, which ends the solution.
 - columns: --problem-column, --answer-column, and --steps-column (a list) or
   --solution-column (text to split), else no steps.
 
 `math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
-columns; given without a preset they select `columns`. A bad row raises RowError naming the
+columns; given without a preset they select `columns`. With an answer book (PresetOptions.answers,
+from --answers FILE), a math-shepherd, processbench, math or columns row that carries no reference
+answer of its own gets the one the book gives its problem. A bad row raises RowError naming the
 field; a bad configuration raises InputError.
 """
 
@@ -25,11 +28,15 @@ import math as _math
 import re
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
+from typing import TYPE_CHECKING
 
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
 from labeler.inputs.splitting import KI_TAG, SPLIT_RULES, split_steps
+
+if TYPE_CHECKING:
+    from labeler.inputs.answers import AnswerBook
 
 PRESET_NAMES = ("gsm8k", "math", "math-500", "processbench", "math-shepherd", "prm800k", "columns")
 _ALIASES = {"math-500": "math"}
@@ -48,11 +55,12 @@ class PresetOptions:
     solution_column: str | None = None
     steps_column: str | None = None
     id_column: str | None = None
+    answers: AnswerBook | None = None  # --answers FILE: reference answers by problem text, for rows without one
 
     @classmethod
-    def from_columns(cls, split_rule: str, max_row_chars: int, columns: dict[str, str]) -> PresetOptions:
+    def from_columns(cls, split_rule: str, max_row_chars: int, columns: dict[str, str], answers: AnswerBook | None = None) -> PresetOptions:
         """From a {field: column} mapping of the explicit column flags (fields as in COLUMN_FIELDS)."""
-        return cls(split_rule, max_row_chars, *(columns.get(name) for name in COLUMN_FIELDS))
+        return cls(split_rule, max_row_chars, *(columns.get(name) for name in COLUMN_FIELDS), answers=answers)
 
 
 COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id")  # the --FIELD-column flags
@@ -233,7 +241,9 @@ def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_an
         reason = _why_absent(row, columns.answer) if columns.answer else "no answer column"
         if boxed_answer:
             reason += " and no \\boxed{} in the solution"
-        raise RowError("answer", reason)
+        if options.answers is None:
+            raise RowError("answer", reason)
+        answer = options.answers.answer_for(problem, reason)
     return problem, answer, steps
 
 
@@ -249,30 +259,28 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
     if columns.answer:
-        answer = _required(row, columns.answer, "answer", numbers=True)
-    else:
-        answer = _math_shepherd_answer(row, steps[-1])
-    return problem, answer, steps
+        return problem, _required(row, columns.answer, "answer", numbers=True), steps
+    answer, why_not = _math_shepherd_answer(row, steps[-1])
+    if answer is not None:
+        return problem, answer, steps
+    if options.answers is not None:
+        return problem, options.answers.answer_for(problem, why_not), steps
+    raise RowError("answer", f"no reference answer: {why_not}; pass --answers FILE or --answer-column")
 
 
-def _math_shepherd_answer(row: dict, final_step: str) -> str:
-    """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer."""
+def _math_shepherd_answer(row: dict, final_step: str) -> tuple[str | None, str]:
+    """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer.
+    (the answer, "") or (None, why there is none)."""
     label = row.get("label")
     if not isinstance(label, str) or not label.strip():
-        raise RowError(
-            "answer",
-            "no reference answer: no 'label' column to derive it from; pass --answer-column",
-        )
+        return None, "no 'label' column to derive it from"
     tag = label.rstrip()[-1]
     if tag != "+":
-        raise RowError(
-            "answer",
-            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; pass --answer-column",
-        )
+        return None, f"'label' tags the final step {tag!r}, not '+'"
     stated = _LAST_ANSWER_IS.match(final_step)
     if not stated or not stated[1].strip():
-        raise RowError("answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'")
-    return stated[1].strip()
+        return None, "the final step, tagged '+', has no 'The answer is: X'"
+    return stated[1].strip(), ""
 
 
 def _read_prm800k(row: dict, columns: _Columns, options: PresetOptions):

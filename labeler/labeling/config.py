@@ -75,6 +75,13 @@ def setting(
     return field(default=default, default_factory=default_factory, metadata=metadata)
 
 
+def same_setting(source, name: str):
+    """The setting `name` of the settings class `source`, for another class that takes it too: one
+    declaration (default, help, range, flag) for both."""
+    declared = {f.name: f for f in dataclasses.fields(source)}[name]
+    return field(default=declared.default, default_factory=declared.default_factory, metadata=declared.metadata)
+
+
 def names_with(cls, key: str) -> tuple[str, ...]:
     """The names of the fields of `cls` whose metadata sets `key`, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(key))
@@ -170,6 +177,15 @@ class LabelConfig:
         help="column holding the {key}, for a format no preset knows or to override the preset",
         group=INPUT_OUTPUT,
         default_text="the preset's column",
+    )
+    answers: str | None = setting(
+        None,
+        metavar="FILE",
+        help="reference answers joined by problem text (whitespace normalised), for rows that carry none, such as "
+        "Math-Shepherd rows whose final step is tagged '-': a jsonl, json or parquet file of GSM8K rows, MATH rows or "
+        "{problem, answer} rows; a row still without an answer is rejected",
+        group=INPUT_OUTPUT,
+        default_text="none",
     )
     rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
     temperature: float = setting(0.7, at_least=0, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
@@ -293,7 +309,10 @@ class LabelConfig:
 
     def output_settings(self) -> dict:
         """The settings that decide what the job writes; a rerun must match them to resume."""
-        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
+        settings = {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
+        if settings["answers"] is None:  # added after jobs were started: without it they keep their config hash and resume
+            del settings["answers"]
+        return settings
 
     def config_hash(self) -> str:
         return stable_id(json.dumps(self.output_settings(), sort_keys=True))

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from labeler import __version__
 from labeler.labeling.config import LabelConfig
+from labeler.inputs.answers import read_answer_book
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
 from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
 from labeler.store.manifest import MANIFEST_NAME, CorruptManifestError, check_same_job, new_manifest, read_commit_records
@@ -89,7 +90,9 @@ def input_path(spec: str) -> str:
 
 
 def preset_options(config: LabelConfig) -> PresetOptions:
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
+    """How the presets read the job's rows; reads the --answers file, if any (InputError when it cannot)."""
+    answers = read_answer_book(config.answers, config.trust_remote_code) if config.answers else None
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:
@@ -221,7 +224,8 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
                 "preset": plan.preset,
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),
-            },
+            }
+            | ({"answers": {"spec": config.answers, "fingerprint": input_fingerprint(config.answers)}} if config.answers else {}),
             units=[
                 {
                     "unit_id": u.unit_id,

@@ -26,7 +26,10 @@ TRUNCATED = "truncated"  # the verdict of a completion cut by its token budget a
 
 
 class Checker(Protocol):
-    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list: ...
+    def check_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None) -> list:
+        """One verdict per (completion, reference) pair; `questions`, one per pair, lets the checker
+        read what the problem asks (an ordered tuple or a set, the quantity counted)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -154,16 +157,19 @@ class StepLedger:
         for probe, request_index in zip(sent.probes, sent.request_of_probe):
             owner_of_request.setdefault(request_index, probe)
         pairs: list[tuple[str, str]] = []
+        questions: list[str] = []
         pair_of_completion: dict[tuple[int, int], int] = {}  # (request, offset) -> its pair; cut completions have none
         for request_index, result in enumerate(sent.results):
-            reference = self.solutions[owner_of_request[request_index].solution].reference_answer
+            solution = self.solutions[owner_of_request[request_index].solution]
             for offset, completion in enumerate(result.completions):
                 if not self._excluded(completion):
                     pair_of_completion[request_index, offset] = len(pairs)
-                    pairs.append((completion.text, reference))
+                    pairs.append((completion.text, solution.reference_answer))
+                    questions.append(solution.problem)
         final_start = len(pairs)
         pairs.extend((self.solutions[s].steps[-1], self.solutions[s].reference_answer) for s in final_checks)
-        verdicts = checker.check_many(pairs)
+        questions.extend(self.solutions[s].problem for s in final_checks)
+        verdicts = checker.check_many(pairs, questions)
 
         charged: set[int] = set()  # generated tokens are counted once, for the first probe of a request
         correct_per_probe: list[int | None] = []

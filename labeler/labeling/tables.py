@@ -11,6 +11,7 @@ from labeler.labeling.monte_carlo import first_error, hard_label, soft_label
 from labeler.labeling.rollouts import LabelledSolution, RolloutRecord
 from labeler.records import RejectedRow
 from schemas import LABELS_SCHEMA, REJECTED_SCHEMA, ROLLOUTS_SCHEMA, SCHEMA_VERSION
+from schemas.tables import MONTE_CARLO
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "seed": provenance.seed,
                 "config_hash": provenance.config_hash,
                 "schema_version": SCHEMA_VERSION,
+                "label_source": MONTE_CARLO,
             }
         )
     return pa.Table.from_pylist(rows, schema=LABELS_SCHEMA)

@@ -1,17 +1,19 @@
 """Labels shards to PRM training examples: rendering, targets, the split by problem, batches.
 
-Targets per step: `soft` is the soft label (an "inferred" step, which has only a hard label,
-uses it as 0/1); `hard` is the hard label. Steps with no label ("unlabelled") and steps cut off
-by the length limit get no target. Accuracy and AUC are always measured against hard labels.
+Targets per step: `soft` is the soft label (a step with only a hard label, "inferred" by a search
+or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with no label
+("unlabelled") and steps cut off by the length limit get no target. Accuracy and AUC are always
+measured against hard labels. Each example carries its label source's index and weight (--labels
+DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
 
 Batches. An epoch's shuffled order (`epoch_order`) is cut into micro-batches of `batch_size`
 solutions. `packed` (the default) lays a micro-batch's solutions end to end in as few rows of at
-most `pack_length` tokens as hold them (`row_capacity`), balanced so the rows come out about equally long
-(`pack_rows`); each solution's position ids restart at 0, which keeps its attention within itself
-(transformers reads packed rows from the position ids). The same solutions train together as with
-`padded`, the layout before packing, where each solution is a row padded to the longest of its
-micro-batch: the same loss, with far fewer pad tokens (on ProcessBench MATH by the SmolLM2
-tokenizer, 1.06 tokens per real token at batch 16 instead of 2.3) and less attention work.
+most `pack_length` tokens as hold them (`row_capacity`), balanced so the rows come out about
+equally long (`pack_rows`); each solution's position ids restart at 0, which keeps its attention
+within itself (transformers reads packed rows from the position ids). The same solutions train
+together as with `padded`, the layout before packing, where each solution is a row padded to the
+longest of its micro-batch: the same loss, with far fewer pad tokens (on ProcessBench MATH by the
+SmolLM2 tokenizer, 1.06 tokens per real token at batch 16 instead of 2.3) and less attention work.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class PRMExample:
     score_positions: list[int]  # steps with a target only
     targets: list[float]
     hard_labels: list[bool | None]
+    weight: float = 1.0  # of its label source, on each of its steps' loss
+    source: int = 0  # index of its label source among --labels
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,9 @@ class ExampleStats:
     solutions_dropped: int  # no step left with a target
 
 
-def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int) -> tuple[list[PRMExample], ExampleStats]:
+def build_examples(
+    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0
+) -> tuple[list[PRMExample], ExampleStats]:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     examples: list[PRMExample] = []
@@ -67,7 +73,7 @@ def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_leng
         if not positions:
             dropped += 1
             continue
-        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard))
+        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source))
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
 
@@ -99,9 +105,10 @@ class Batch:
     attention_mask: torch.Tensor
     step_mask: torch.Tensor  # True at score positions that carry a target
     targets: torch.Tensor  # float, meaningful where step_mask
+    weights: torch.Tensor  # float, the step's label-source weight where step_mask
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.step_mask.to(device), self.targets.to(device))
+        return Batch(*(tensor.to(device) for tensor in (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights)))
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,10 +126,18 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
     input_ids, attention_mask = pad([e.input_ids for e in examples], pad_token_id)
     step_mask = torch.zeros(input_ids.shape, dtype=torch.bool)
     targets = torch.zeros(input_ids.shape, dtype=torch.float32)
+    weights = torch.zeros(input_ids.shape, dtype=torch.float32)
     for row, example in enumerate(examples):
         step_mask[row, example.score_positions] = True
         targets[row, example.score_positions] = torch.tensor(example.targets)
-    return Batch(input_ids, attention_mask, step_mask, targets)
+        weights[row, example.score_positions] = example.weight
+    return Batch(input_ids, attention_mask, step_mask, targets, weights)
+
+
+def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean over the steps of weight x binary cross-entropy (of the logits against soft or hard
+    targets): a step of weight 2 counts as two steps; all weights 1 is the plain mean."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), targets, weight=weights)
 
 
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
@@ -147,6 +162,7 @@ class ExampleTensors:
         self.input_ids = [torch.tensor(e.input_ids, dtype=torch.long) for e in examples]
         self.positions = [torch.tensor(e.score_positions, dtype=torch.long) for e in examples]
         self.targets = [torch.tensor(e.targets, dtype=torch.float32) for e in examples]
+        self.weights = [torch.full((len(e.targets),), e.weight, dtype=torch.float32) for e in examples]
         self.lengths = [len(e.input_ids) for e in examples]
 
     def __len__(self) -> int:
@@ -162,6 +178,7 @@ class PackedBatch:
     position_ids: torch.Tensor  # [rows, length]
     score_index: torch.Tensor  # [steps] indices into input_ids.flatten()
     targets: torch.Tensor  # [steps]
+    weights: torch.Tensor  # [steps], each step's label-source weight
     solutions: int
     real_tokens: int
 
@@ -176,7 +193,7 @@ class PackedBatch:
         return self._map(lambda t: t.pin_memory())
 
     def _map(self, change) -> PackedBatch:
-        tensors = (self.input_ids, self.position_ids, self.score_index, self.targets)
+        tensors = (self.input_ids, self.position_ids, self.score_index, self.targets, self.weights)
         return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens)
 
 
@@ -226,7 +243,7 @@ def collate_packed(
     width = max(sum(data.lengths[i] for i in row) for row in rows)
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), width), dtype=torch.long)
-    score_index, targets = [], []
+    score_index, targets, weights = [], [], []
     for r, row in enumerate(rows):
         offset = 0
         for i in row:
@@ -235,11 +252,12 @@ def collate_packed(
             position_ids[r, offset : offset + length] = torch.arange(length)
             score_index.append(data.positions[i] + (r * width + offset))
             targets.append(data.targets[i])
+            weights.append(data.weights[i])
             offset += length
         if offset < width:  # the pad tail is a sequence of its own: nothing real attends to it
             position_ids[r, offset:] = torch.arange(width - offset)
     real = sum(data.lengths[i] for i in indices)
-    return PackedBatch(input_ids, position_ids, torch.cat(score_index), torch.cat(targets), len(indices), real)
+    return PackedBatch(input_ids, position_ids, torch.cat(score_index), torch.cat(targets), torch.cat(weights), len(indices), real)
 
 
 def micro_batches(count: int, order: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -264,8 +282,11 @@ def padding_ratio(
 
 
 def data_fingerprint(examples: Sequence[PRMExample]) -> str:
-    """Which solutions, with which targets: a resumed run must train on the same data."""
+    """Which solutions, from which source with which weight, with which targets: a resumed run must
+    train on the same data. (A first source of weight 1 adds nothing: runs on one source started
+    before several sources were possible keep their fingerprint.)"""
     digest = hashlib.sha256()
-    for example in sorted(examples, key=lambda e: e.solution_id):
-        digest.update(f"{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+    for example in sorted(examples, key=lambda e: (e.source, e.solution_id)):
+        origin = "" if (example.source, example.weight) == (0, 1.0) else f"{example.source}:{example.weight}:"
+        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
     return digest.hexdigest()[:16]

@@ -6,7 +6,7 @@
 - `math-shepherd`: {"input", "label"}: the problem, a space, then "Step k: text ки" per step joined
   by newlines; `label` is the same text with each `ки` replaced by `+` or `-`. Steps that do not
   start with a "Step k:" marker get one.
-- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods).
+- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods, label_source).
 
 Booleans are the hard labels, or soft >= --threshold when given. A step without a label (a search
 strategy left it unlabelled) cannot be written in the boolean formats: the solution is cut before
@@ -124,6 +124,7 @@ def _jsonl_record(row: LabelledRow) -> dict:
         "n_rollouts": list(row.n_rollouts),
         "label_method": list(row.label_method),
         "first_error": row.first_error,
+        "label_source": row.label_source,
     }
 
 

@@ -2,9 +2,11 @@
 
 One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumulation and
 clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
-`labeler.prm.data`). After every epoch it measures the validation problems (loss, step accuracy
-and AUC against hard labels), appends a line to OUT/metrics.jsonl, writes OUT/last (with the
-training state) and, when the selected metric improved, OUT/best.
+`labeler.prm.data`), scaled by the weight of the step's label source (--labels DIR:WEIGHT; several
+sources train together, split into train and validation by problem across all of them). After
+every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
+appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
+selected metric improved, OUT/best.
 
 Speed: a micro-batch's solutions are packed end to end into rows (`labeler.prm.data`), so the
 batch holds few pad tokens, and the head runs only at the scored tokens; attention is torch's
@@ -54,6 +56,7 @@ from labeler.prm.data import (
     epoch_order,
     micro_batches,
     split_by_problem,
+    weighted_loss,
 )
 from labeler.prm.distributed import Processes
 from labeler.prm.model import ProcessRewardModel
@@ -98,7 +101,7 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: Processes) -> TrainResult:
-    rows = read_labelled_rows(config.labels)  # before loading a model: bad labels fail fast
+    rows = [read_labelled_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config, processes)
 
     if state is not None:
@@ -194,21 +197,29 @@ def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -
     return state
 
 
-def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[LabelledRow]) -> tuple[list[PRMExample], list[PRMExample]]:
-    examples, stats = build_examples(rows, prm.tokenizer, config.target, config.max_length)
-    log.info(
-        "labels %s: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
-        config.labels,
-        stats.solutions,
-        stats.steps_with_target,
-        config.target,
-        stats.steps_unlabelled,
-        stats.steps_truncated,
-        config.max_length,
-        stats.solutions_dropped,
-    )
-    if not examples:
-        raise TrainingError(f"{config.labels}: no step with a {config.target} label to train on")
+def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
+    """The examples of every source, in --labels order, split by problem across all of them."""
+    examples: list[PRMExample] = []
+    for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
+        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index)
+        log.info(
+            "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
+            source.describe(),
+            ", ".join(sorted({row.label_source for row in source_rows})) or "empty",
+            stats.solutions,
+            stats.steps_with_target,
+            config.target,
+            stats.steps_unlabelled,
+            stats.steps_truncated,
+            config.max_length,
+            stats.solutions_dropped,
+        )
+        if not built:
+            raise TrainingError(
+                f"{source.path}: no step with a {config.target} label to train on "
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
+            )
+        examples += built
     train_set, validation_set = split_by_problem(examples, config.validation_fraction, config.seed)
     log.info(
         "split by problem: %d train solutions, %d validation solutions (%d problems)",
@@ -352,8 +363,8 @@ class _TrainingLoop:
             with contextlib.nullcontext() if last or not distributed else self.model.no_sync():
                 batch = self._batch(indices)
                 with self.placement.autocast():
-                    logits, targets = self._step_logits(batch)
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
+                    logits, targets, weights = self._step_logits(batch)
+                loss = weighted_loss(logits, targets, weights)
                 (loss / weight).backward()
             self.loss_sum += loss.detach()
             self.loss_count += 1
@@ -371,12 +382,13 @@ class _TrainingLoop:
             batch = batch.pin_memory()  # so the copy to the GPU does not wait for the host
         return batch.to(self.placement.device)
 
-    def _step_logits(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The logits at the steps that carry a target, and those targets."""
+    def _step_logits(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The logits at the steps that carry a target, those targets, and the steps' weights."""
         if isinstance(batch, PackedBatch):
-            return self.model(batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index), batch.targets
-        logits = self.model(batch.input_ids, batch.attention_mask)
-        return logits[batch.step_mask], batch.targets[batch.step_mask]
+            logits = self.model(batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index)
+            return logits, batch.targets, batch.weights
+        mask = batch.step_mask
+        return self.model(batch.input_ids, batch.attention_mask)[mask], batch.targets[mask], batch.weights[mask]
 
     def _dummy_logits(self) -> torch.Tensor:
         ids = self.data.input_ids[0][None].to(self.placement.device)
@@ -452,13 +464,15 @@ class _TrainingLoop:
             return {}
         sequences = [(e.input_ids, e.score_positions) for e in self.validation_set]
         logits = step_logits(self.prm, sequences, self.config.batch_size, self.placement)
-        flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
-        flat_targets = torch.tensor([t for e in self.validation_set for t in e.targets], dtype=torch.float64)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets).item()
-        hard_pairs = [(x, h) for row, e in zip(logits, self.validation_set) for x, h in zip(row, e.hard_labels) if h is not None]
-        accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
-        auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
-        return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
+        record = _validation_metrics(logits, self.validation_set)
+        if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
+            by_source = {}
+            for index, source in enumerate(self.config.sources):
+                mine = [(row, e) for row, e in zip(logits, self.validation_set) if e.source == index]
+                if mine:
+                    by_source[source.path] = _validation_metrics([row for row, _ in mine], [e for _, e in mine], weighted=False)["val_loss"]
+            record["val_loss_by_source"] = by_source
+        return record
 
     def _save_last(self) -> None:
         """last/ with the training state; every process takes part (the loss so far is summed over them), process 0 writes."""
@@ -485,3 +499,15 @@ class _TrainingLoop:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
+
+
+def _validation_metrics(logits: list[list[float]], examples: list[PRMExample], weighted: bool = True) -> dict:
+    """Validation loss (weighted as in training, or not), and step accuracy and AUC against hard labels."""
+    flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
+    flat_targets = torch.tensor([t for e in examples for t in e.targets], dtype=torch.float64)
+    flat_weights = torch.tensor([e.weight if weighted else 1.0 for e in examples for _ in e.targets], dtype=torch.float64)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets, weight=flat_weights).item()
+    hard_pairs = [(x, h) for row, e in zip(logits, examples) for x, h in zip(row, e.hard_labels) if h is not None]
+    accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
+    auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
+    return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}

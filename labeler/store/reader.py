@@ -3,6 +3,9 @@
 A labels path is a job's output directory (local or an object-store URI such as s3://bucket/job:
 only the shards of committed units are read, so a running or interrupted job is read safely),
 a local folder of Parquet shards (`labels/` itself, or any folder of shards), or one Parquet file.
+
+Shards of schema 1.2 and older have no `label_source`: every label they hold came from Monte-Carlo
+rollouts, so they read as "monte-carlo".
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeler.store.shard_store import LABELS_DIR, ShardStore
+from schemas.tables import MONTE_CARLO
 
 
 class LabelsError(ValueError):
@@ -37,6 +42,7 @@ class LabelledRow:
     label_method: tuple[str, ...]
     first_error: int
     generated_tokens: int
+    label_source: str = MONTE_CARLO  # who made the labels: schemas/tables.py LABEL_SOURCES
 
     def soft_or_hard(self, i: int) -> float | None:
         """The soft label of step i, or its hard label as 0/1 when it has no soft label."""
@@ -77,9 +83,18 @@ def read_labels_table(path: str | Path, columns: list[str] | None = None) -> pa.
         except (OSError, pa.ArrowException) as error:
             raise LabelsError(f"{name}: cannot read labels shard: {error}") from error
     try:
-        return pa.concat_tables(tables, promote_options="permissive")
+        table = pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as error:
         raise LabelsError(f"{path}: labels shards have incompatible columns: {error}") from error
+    return _with_label_source(table) if columns is None or "label_source" in columns else table
+
+
+def _with_label_source(table: pa.Table) -> pa.Table:
+    """`label_source` on every row: "monte-carlo" where a shard of schema 1.2 had none."""
+    if "label_source" not in table.column_names:
+        return table.append_column("label_source", pa.array([MONTE_CARLO] * table.num_rows, pa.string()))
+    index = table.column_names.index("label_source")
+    return table.set_column(index, "label_source", pc.fill_null(table.column("label_source"), MONTE_CARLO))
 
 
 def _parquet_files(path: Path) -> list[Path]:
@@ -109,6 +124,7 @@ _ROW_COLUMNS = (
     "label_method",
     "first_error",
     "generated_tokens",
+    "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
 
