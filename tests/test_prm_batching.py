@@ -7,14 +7,14 @@ import json
 import multiprocessing
 import os
 import socket
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
 
 from labeler.cli import main
 
-from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio, row_capacity
+from labeler.prm.data import ExampleTensors, PRMExample, build_examples, collate, collate_packed, pack_rows, padding_ratio, plan_rows
 from labeler.prm.devices import place
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.trainer import TrainingError, TrainResult, packing_keeps_solutions_apart, train
@@ -36,9 +36,12 @@ def test_rows_hold_every_solution_once_within_the_capacity_and_come_out_balanced
     assert len(rows) == 3 and max(filled) <= 80 and max(filled) - min(filled) <= 10
     assert pack_rows([100, 10], capacity=60) == [[0], [1]]  # a solution longer than the capacity gets a row of its own
     assert pack_rows([3, 4], capacity=100) == [[0, 1]]
-    # the default row: 1.5 times the longest solution, up to the per-solution limit, never below the longest
-    assert row_capacity([40, 10]) == 60 and row_capacity([1500, 10], max_length=2048) == 2048
-    assert row_capacity([40, 10], pack_length=100) == 100 and row_capacity([40, 10], pack_length=20) == 40
+    # by default, the rows that pad least without more attention work than padding to the longest would do
+    assert plan_rows([40, 40, 40]) == [[0], [1], [2]]  # nothing to gain: one solution a row, as padded
+    # padded: 6 rows of 100 (attention 6 x 100^2); packed: 2 rows of 160 and 140 (2 x 160^2), 320 tokens instead of 600
+    assert plan_rows([100, 60, 50, 40, 30, 20]) == [[0, 3, 5], [1, 2, 4]]
+    assert plan_rows([100, 60, 50, 40, 30, 20], max_length=128) == [[0], [1, 4, 5], [2, 3]]  # rows of at most 128 tokens
+    assert plan_rows([100, 10, 10, 10, 10], pack_length=60) == [[0], [1, 2, 3, 4]]  # --pack-length: the fewest rows of that many
 
 
 def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
@@ -97,10 +100,13 @@ def metrics(run) -> list[dict]:
 
 
 def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_model_dir, tmp_path):
-    labels = small_labels(tmp_path, problems=16)
+    labels = small_labels(tmp_path, problems=12)
+    weighted = write_labels(tmp_path / "weighted", arithmetic_rows(problems=4, solutions_per_problem=2, seed=8, prefix="w"))
+    sources = (str(labels), f"{weighted}:3")  # a second label source whose steps weigh 3 in the loss
     common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25}
-    padded = train(small_config(labels, tmp_path / "padded", tiny_model_dir, batching="padded", **common))
-    packed = train(small_config(labels, tmp_path / "packed", tiny_model_dir, **common))
+    config = lambda out, **more: replace(small_config(labels, out, tiny_model_dir, **common, **more), labels=sources)  # noqa: E731
+    padded = train(config(tmp_path / "padded", batching="padded"))
+    packed = train(config(tmp_path / "packed"))
     assert padded.global_step == packed.global_step == 4
     for old, new in zip(metrics(tmp_path / "padded"), metrics(tmp_path / "packed"), strict=True):
         assert new["train_loss"] == pytest.approx(old["train_loss"], rel=1e-4)

@@ -96,10 +96,10 @@ class TrainConfig:
         None,
         at_least=8,
         help="tokens per packed row: a micro-batch's solutions share rows of at most N tokens (at least its longest "
-        "solution), attention kept within each solution; longer rows pad less but cost more attention work with sdpa",
+        "solution), attention kept within each solution; longer rows pad less, but sdpa computes a row's attention whole",
         metavar="N",
         group=RUN,
-        default_text="1.5 times the micro-batch's longest solution, up to --max-length",
+        default_text="the width that pads least without more attention work than padded batches",
         may_change_on_resume=True,
     )
     # `padded` is the layout before packing (each solution a row, padded to the longest of its

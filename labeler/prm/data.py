@@ -7,13 +7,14 @@ measured against hard labels. Each example carries its label source's index and 
 DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
 
 Batches. An epoch's shuffled order (`epoch_order`) is cut into micro-batches of `batch_size`
-solutions. `packed` (the default) lays a micro-batch's solutions end to end in as few rows of at
-most `pack_length` tokens as hold them (`row_capacity`), balanced so the rows come out about
-equally long (`pack_rows`); each solution's position ids restart at 0, which keeps its attention
-within itself (transformers reads packed rows from the position ids). The same solutions train
-together as with `padded`, the layout before packing, where each solution is a row padded to the
-longest of its micro-batch: the same loss, with far fewer pad tokens (on ProcessBench MATH by the
-SmolLM2 tokenizer, 1.06 tokens per real token at batch 16 instead of 2.3) and less attention work.
+solutions. `packed` (the default) lays a micro-batch's solutions end to end in rows, balanced so
+they come out about equally long (`pack_rows`), as wide as pads least without more attention work
+than padding would do, or of at most `pack_length` tokens (`plan_rows`); each solution's position
+ids restart at 0, which keeps its attention within itself (transformers reads packed rows from the
+position ids). The same solutions train together as with `padded`, the layout before packing,
+where each solution is a row padded to the longest of its micro-batch: the same loss, with far
+fewer pad tokens (on ProcessBench MATH by the SmolLM2 tokenizer, 1.05 tokens per real token at
+batch 16 instead of 2.28) and less attention work.
 """
 
 from __future__ import annotations
@@ -216,29 +217,41 @@ def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
         rows += 1
 
 
-ROW_FACTOR = 1.5  # default row capacity, in longest solutions of the micro-batch
+ROW_WIDTHS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)  # the default's candidate row capacities, in longest solutions
 
 
-def row_capacity(lengths: Sequence[int], pack_length: int | None = None, max_length: int | None = None) -> int:
-    """Tokens a packed row may hold, never fewer than the micro-batch's longest solution:
-    `pack_length`, or by default 1.5 times that longest solution, up to `max_length` (the
-    trainer's per-solution limit). Longer rows pad less but cost more attention work where the
-    kernel computes a row's masked attention whole (SDPA with a mask), not where it skips across
-    solutions (flash-attention's variable-length kernel); the default keeps both below the padded
-    layout's."""
+def plan_rows(lengths: Sequence[int], pack_length: int | None = None, max_length: int | None = None) -> list[list[int]]:
+    """The rows of a micro-batch of solutions of `lengths`, as lists of indices.
+
+    With `pack_length`: the fewest rows of at most that many tokens (`pack_rows`). By default: of
+    the capacities 1 to 4 times the longest solution (and `max_length`, the trainer's limit per
+    solution), the one whose rows hold the fewest tokens in all while their attention work (rows x
+    width squared, what SDPA's masked kernels compute whole) stays within the padded batch's
+    (solutions x longest squared). Rows as wide as the longest solution always qualify, so packing
+    never pads more nor attends more than padding each solution to the longest would."""
     longest = max(lengths)
-    if pack_length is None:
-        pack_length = math.ceil(ROW_FACTOR * longest)
-        if max_length is not None:
-            pack_length = min(pack_length, max_length)
-    return max(longest, pack_length)
+    if pack_length is not None:
+        return pack_rows(lengths, max(longest, pack_length))
+    budget = len(lengths) * longest * longest
+    capacities = {math.ceil(factor * longest) for factor in ROW_WIDTHS}
+    if max_length is not None:
+        capacities = {min(capacity, max(longest, max_length)) for capacity in capacities} | {max(longest, max_length)}
+    best: tuple[tuple[int, int], list[list[int]]] | None = None
+    for capacity in sorted(capacities):
+        rows = pack_rows(lengths, capacity)
+        width = max(sum(lengths[i] for i in row) for row in rows)
+        if len(rows) * width * width > budget:
+            continue
+        cost = (len(rows) * width, width)  # fewest tokens, then the narrower rows
+        if best is None or cost < best[0]:
+            best = (cost, rows)
+    return best[1]
 
 
 def collate_packed(
     data: ExampleTensors, indices: Sequence[int], pad_token_id: int, pack_length: int | None = None, max_length: int | None = None
 ) -> PackedBatch:
-    lengths = [data.lengths[i] for i in indices]
-    rows = pack_rows(lengths, row_capacity(lengths, pack_length, max_length))
+    rows = plan_rows([data.lengths[i] for i in indices], pack_length, max_length)
     rows = [[indices[k] for k in row] for row in rows]
     width = max(sum(data.lengths[i] for i in row) for row in rows)
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
@@ -276,7 +289,7 @@ def padding_ratio(
         padded = 0
         for group in groups:
             members = [lengths[i] for i in group]
-            rows = pack_rows(members, row_capacity(members, pack_length, max_length))
+            rows = plan_rows(members, pack_length, max_length)
             padded += len(rows) * max(sum(lengths[group[k]] for k in row) for row in rows)
     return padded / real
 

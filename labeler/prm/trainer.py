@@ -246,7 +246,7 @@ class _TrainingLoop:
         self.fingerprint = fingerprint
         self.processes = processes
         self.batching = batching
-        self.pack_length = config.pack_length  # None: 1.5 times the longest solution of each micro-batch, up to --max-length
+        self.pack_length = config.pack_length  # None: rows as wide as pads least within the padded batch's attention work
         self.model = prm  # what the training steps call: the PRM, or DistributedDataParallel around it
         if processes.distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -278,8 +278,8 @@ class _TrainingLoop:
         if self.epoch >= config.epochs:
             log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
-        rows = f"{self.pack_length} tokens" if self.pack_length else f"1.5 times its longest solution (at most {config.max_length})"
-        layout = f"a micro-batch packed in rows of up to {rows}" if self.batching == "packed" else "padded batches"
+        rows = f"rows of up to {self.pack_length} tokens" if self.pack_length else "rows that pad least within the padded batch's attention work"
+        layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
         log.info(
             "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, %s, %s attention",
