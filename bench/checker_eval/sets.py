@@ -19,13 +19,21 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent.parent / "shared" / "data"
 NAIVE_FILE = HERE / "naive_math_verify.json"
 HELD_OUT = "heldout"
+RED_TEAM_PREFIX = "redteam_"
 FIELDS = ("id", "source", "kind", "gold", "prediction", "expected", "reason")
 
 
 def set_names() -> list[str]:
-    """The sets, held-out first."""
-    names = sorted(p.stem for p in HERE.glob("*.jsonl"))
+    """The sets, held-out first (the red-team sets apart: see red_team_names)."""
+    names = sorted(p.stem for p in HERE.glob("*.jsonl") if not p.stem.startswith(RED_TEAM_PREFIX))
     return sorted(names, key=lambda n: n != HELD_OUT)
+
+
+def red_team_names() -> list[str]:
+    """The red-team sets (redteam_*.jsonl, redteam_build.py): written by someone who had not read
+    the checker's rules or the other sets, as an unseen test. bench/checker.py reports them; the
+    tests leave them out, so that they stay a measurement rather than a target."""
+    return sorted(p.stem for p in HERE.glob(f"{RED_TEAM_PREFIX}*.jsonl"))
 
 
 def load_set(name: str) -> list[dict]:
