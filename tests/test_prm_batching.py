@@ -46,9 +46,10 @@ def test_rows_hold_every_solution_once_within_the_capacity_and_come_out_balanced
 
 def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
     shapes = [(6, [2, 5], [1.0, 0.0]), (3, [2], [0.5]), (4, [1, 3], [0.25, 1.0])]  # tokens, score positions, targets
+    trajectories = [(5, 1.0), (None, None), (3, 0.0)]  # the last step's position and the trajectory label; none for solution 1
     examples = [
-        PRMExample("p", f"s{i}", list(range(10 * i + 1, 10 * i + 1 + n)), positions, targets, [True] * len(targets))
-        for i, (n, positions, targets) in enumerate(shapes)
+        PRMExample("p", f"s{i}", list(range(10 * i + 1, 10 * i + 1 + n)), positions, targets, [True] * len(targets), 1.0, 0, *trajectory)
+        for i, ((n, positions, targets), trajectory) in enumerate(zip(shapes, trajectories))
     ]
     batch = collate_packed(ExampleTensors(examples), [0, 1, 2], pad_token_id=0, pack_length=7)
     assert batch.input_ids.shape == (2, 7) and batch.real_tokens == 13 and batch.solutions == 3
@@ -56,6 +57,7 @@ def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
     # solution i's tokens are 10i+1, 10i+2, ...: row 0 holds solution 0, row 1 solutions 1 and 2
     assert flat_ids[batch.score_index].tolist() == [3, 6, 13, 22, 24]
     assert batch.targets.tolist() == [1.0, 0.0, 0.5, 0.25, 1.0]
+    assert flat_ids[batch.trajectory_index].tolist() == [6, 24] and batch.trajectory_targets.tolist() == [1.0, 0.0]
     for row in batch.position_ids.tolist():
         assert row[0] == 0  # each row starts a solution; positions restart at every solution
     assert sorted(batch.position_ids[batch.input_ids != 0].tolist()) == sorted([*range(6), *range(3), *range(4)])
@@ -113,7 +115,9 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
         assert new["val_loss"] == pytest.approx(old["val_loss"], rel=1e-4)
         assert new["padded_per_real_token"] < old["padded_per_real_token"]
         assert {"solutions_per_second", "tokens_per_second"} <= set(new)
+        assert new["val_trajectory_loss"] == pytest.approx(old["val_trajectory_loss"], rel=1e-4)
     old_weights, new_weights = model_state(tmp_path / "padded" / "last"), model_state(tmp_path / "packed" / "last")
+    assert "trajectory_head.weight" in old_weights  # the trajectory head trains in both layouts (the labels carry trajectory labels)
     initial = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").state_dict()
     moved = max((old_weights[name] - initial[name]).abs().max().item() for name in initial if name.startswith("backbone."))
     assert moved > 1e-3  # training changed the weights by far more than the tolerance below
@@ -149,7 +153,10 @@ def train_data_parallel(config, world_size: int = 2) -> dict:
 
 
 def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_resume_to_it(tiny_model_dir, tmp_path):
-    labels = small_labels(tmp_path, problems=14)  # 12 train problems, 24 solutions: 6 micro-batches of 4 an epoch
+    rows = arithmetic_rows(problems=14, solutions_per_problem=2, seed=5)  # 12 train problems, 24 solutions: 6 micro-batches of 4 an epoch
+    for row in rows[3:]:  # trajectory labels on 3 solutions only: most micro-batches have none for the trajectory head
+        row |= {"trajectory_verdict": "unchecked", "trajectory_label": None}
+    labels = write_labels(tmp_path / "labels", rows)
     one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
     assert one.global_step == 6  # 3 steps an epoch, 2 epochs
 
@@ -160,6 +167,7 @@ def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_re
     assert resumed["resumed"] and resumed["global_step"] == 6 and resumed["epochs_done"] == 2
 
     alone, together = model_state(tmp_path / "one" / "last"), model_state(two / "last")
+    assert "trajectory_head.weight" in alone  # both heads trained, and compared
     for name in alone:
         torch.testing.assert_close(together[name], alone[name], rtol=1e-4, atol=1e-5, msg=name)
     for a, b in zip(metrics(tmp_path / "one"), metrics(two), strict=True):

@@ -1,7 +1,8 @@
-"""`labeler eval`: compare step labels, or a PRM's step scores, with human labels.
+"""`labeler eval`: compare step labels, a PRM's step scores, or a judge's verdicts with human labels.
 
     labeler eval --labels OUT --reference processbench/gsm8k.jsonl --reference processbench/math.jsonl
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
+    labeler eval --judgments JUDGED --reference processbench/gsm8k.jsonl
     labeler eval --labels mc=runs/mc --labels human=runs/pb-import --scores prm=scores.jsonl --reference gsm8k.jsonl --common
     labeler eval --prm ours=runs/prm --prm qwen=qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --reference processbench/gsm8k.jsonl
 
@@ -16,12 +17,13 @@ or KIND:MODEL for a public PRM, as `labeler score` takes it (remote code only wi
 --trust-remote-code). A step is predicted wrong when its hard label is False (--labels), when its
 soft label is below --threshold (--labels with --threshold), or when its score is below
 --threshold (--scores, --prm; default 0.5). The predicted first error is the first step
-predicted wrong, -1 if none.
+predicted wrong, -1 if none. With --judgments (the output of `labeler judge`) it is the judge's
+verdict, the majority of its votes: how good a critic the judge is, before a large run trusts it.
 
---labels, --scores and --prm repeat: several sources (Monte-Carlo, judge, consensus, imported
-human labels, PRM scores, PRMs) go side by side in one table, a row per source and subset, each
-named by NAME= before its path or else by its folder or file name (a PRM by its spec); --common
-compares them all on the reference rows that every source matched.
+--labels, --scores, --prm and --judgments repeat: several sources (Monte-Carlo, judge, consensus,
+imported human labels, PRM scores, PRMs, a judge's verdicts) go side by side in one table, a row
+per source and subset, each named by NAME= before its path or else by its folder or file name (a
+PRM by its spec); --common compares them all on the reference rows that every source matched.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def register(subparsers) -> None:
         "--prm", action="append", metavar="[NAME=]SPEC", help=f"score the reference solutions with this PRM; repeatable. SPEC: {PRM_SPEC_HELP}"
     )
     parser.add_argument(
+        "--judgments",
+        action="append",
+        metavar="[NAME=]DIR",
+        help="a judge's verdicts: a `labeler judge` output, a folder of judgments shards, or one shard; repeatable",
+    )
+    parser.add_argument(
         "--reference",
         required=True,
         action="append",
@@ -77,7 +85,7 @@ def register(subparsers) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores)",
+        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; not with --judgments)",
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
@@ -99,21 +107,25 @@ def run_eval(args: argparse.Namespace) -> int:
         evaluate_sources,
         format_comparison,
         format_table,
+        predictions_from_judgments,
         predictions_from_labels,
         predictions_from_scores,
     )
     from labeler.evaluation.references import read_reference
     from labeler.inputs.readers import InputError
 
-    args.labels, args.scores, args.prm = args.labels or [], args.scores or [], args.prm or []
-    if not args.labels and not args.scores and not args.prm:
-        return usage_error(COMMAND, "give --labels DIR, --scores FILE or --prm SPEC (or several)")
+    args.labels, args.scores, args.prm, args.judgments = args.labels or [], args.scores or [], args.prm or [], args.judgments or []
+    if not args.labels and not args.scores and not args.prm and not args.judgments:
+        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --prm SPEC or --judgments DIR (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
+    if args.threshold is not None and not args.labels and not args.scores and not args.prm:
+        return usage_error(COMMAND, "--threshold does not apply to --judgments: a judge names a step, it gives no score")
     if args.batch_size < 1:
         return usage_error(COMMAND, "--batch-size must be at least 1")
-    named = [("labels", *_named(spec)) for spec in args.labels] + [("scores", *_named(spec)) for spec in args.scores]
+    named = [(kind, *_named(spec)) for kind in ("labels", "scores") for spec in getattr(args, kind)]
     named += [("prm", *_named(spec, by_spec=True)) for spec in args.prm]
+    named += [("judgments", *_named(spec)) for spec in args.judgments]
     names = [name for _, name, _ in named]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
@@ -127,8 +139,10 @@ def run_eval(args: argparse.Namespace) -> int:
                 sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
             elif kind == "scores":
                 sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
-            else:
+            elif kind == "prm":
                 sources.append(PredictionSource(name, kind, path, score_threshold, _prm_predictions(args, path, references, score_threshold)))
+            else:
+                sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     if len(sources) == 1:

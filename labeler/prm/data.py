@@ -15,6 +15,9 @@ position ids). The same solutions train together as with `padded`, the layout be
 where each solution is a row padded to the longest of its micro-batch: the same loss, with far
 fewer pad tokens (on ProcessBench MATH by the SmolLM2 tokenizer, 1.05 tokens per real token at
 batch 16 instead of 2.28) and less attention work.
+
+The trajectory target (labels of schema 1.4) is the solution's trajectory label, 0/1, read at the
+last step's position; a solution cut by the length limit, or without a trajectory label, has none.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class PRMExample:
     hard_labels: list[bool | None]
     weight: float = 1.0  # of its label source, on each of its steps' loss
     source: int = 0  # index of its label source among --labels
+    trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
+    trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ def build_examples(
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     for row in rows:
-        rendered = render_solution(tokenizer, row.problem, row.steps, max_length)
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
         truncated += len(row.steps) - rendered.steps_kept
         positions, targets, hard = [], [], []
         for i, position in enumerate(rendered.score_positions):
@@ -74,7 +79,15 @@ def build_examples(
         if not positions:
             dropped += 1
             continue
-        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source))
+        whole = rendered.steps_kept == len(row.steps)
+        trajectory = _as_float(row.trajectory_label) if whole else None
+        examples.append(
+            PRMExample(
+                row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source,
+                trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
+                trajectory_target=trajectory,
+            )
+        )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
 
@@ -107,9 +120,13 @@ class Batch:
     step_mask: torch.Tensor  # True at score positions that carry a target
     targets: torch.Tensor  # float, meaningful where step_mask
     weights: torch.Tensor  # float, the step's label-source weight where step_mask
+    # [batch]: where each solution's trajectory score is read (-1: no trajectory target), and its target
+    trajectory_positions: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(tensor.to(device) for tensor in (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights)))
+        tensors = (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights, self.trajectory_positions, self.trajectory_targets)
+        return Batch(*(None if tensor is None else tensor.to(device) for tensor in tensors))
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +149,9 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
         step_mask[row, example.score_positions] = True
         targets[row, example.score_positions] = torch.tensor(example.targets)
         weights[row, example.score_positions] = example.weight
-    return Batch(input_ids, attention_mask, step_mask, targets, weights)
+    trajectory_positions = torch.tensor([-1 if e.trajectory_position is None else e.trajectory_position for e in examples])
+    trajectory_targets = torch.tensor([0.0 if e.trajectory_target is None else e.trajectory_target for e in examples])
+    return Batch(input_ids, attention_mask, step_mask, targets, weights, trajectory_positions, trajectory_targets)
 
 
 def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -165,6 +184,8 @@ class ExampleTensors:
         self.targets = [torch.tensor(e.targets, dtype=torch.float32) for e in examples]
         self.weights = [torch.full((len(e.targets),), e.weight, dtype=torch.float32) for e in examples]
         self.lengths = [len(e.input_ids) for e in examples]
+        self.trajectory_positions = [e.trajectory_position for e in examples]
+        self.trajectory_targets = [e.trajectory_target for e in examples]
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -182,6 +203,9 @@ class PackedBatch:
     weights: torch.Tensor  # [steps], each step's label-source weight
     solutions: int
     real_tokens: int
+    # the solutions with a trajectory target: where their trajectory logit is read (flat, as score_index), and the target
+    trajectory_index: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
 
     @property
     def padded_tokens(self) -> int:
@@ -195,7 +219,8 @@ class PackedBatch:
 
     def _map(self, change) -> PackedBatch:
         tensors = (self.input_ids, self.position_ids, self.score_index, self.targets, self.weights)
-        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens)
+        trajectory = (self.trajectory_index, self.trajectory_targets)
+        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens, *(change(t) for t in trajectory))
 
 
 def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -257,6 +282,7 @@ def collate_packed(
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), width), dtype=torch.long)
     score_index, targets, weights = [], [], []
+    trajectory_index, trajectory_targets = [], []
     for r, row in enumerate(rows):
         offset = 0
         for i in row:
@@ -266,11 +292,17 @@ def collate_packed(
             score_index.append(data.positions[i] + (r * width + offset))
             targets.append(data.targets[i])
             weights.append(data.weights[i])
+            if data.trajectory_positions[i] is not None:
+                trajectory_index.append(r * width + offset + data.trajectory_positions[i])
+                trajectory_targets.append(data.trajectory_targets[i])
             offset += length
         if offset < width:  # the pad tail is a sequence of its own: nothing real attends to it
             position_ids[r, offset:] = torch.arange(width - offset)
     real = sum(data.lengths[i] for i in indices)
-    return PackedBatch(input_ids, position_ids, torch.cat(score_index), torch.cat(targets), torch.cat(weights), len(indices), real)
+    return PackedBatch(
+        input_ids, position_ids, torch.cat(score_index), torch.cat(targets), torch.cat(weights), len(indices), real,
+        torch.tensor(trajectory_index, dtype=torch.long), torch.tensor(trajectory_targets, dtype=torch.float32),
+    )  # fmt: skip
 
 
 def micro_batches(count: int, order: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -301,5 +333,6 @@ def data_fingerprint(examples: Sequence[PRMExample]) -> str:
     digest = hashlib.sha256()
     for example in sorted(examples, key=lambda e: (e.source, e.solution_id)):
         origin = "" if (example.source, example.weight) == (0, 1.0) else f"{example.source}:{example.weight}:"
-        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+        trajectory = "" if example.trajectory_target is None else f":{example.trajectory_target}"  # runs on older labels keep their fingerprint
+        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}{trajectory}\n".encode())
     return digest.hexdigest()[:16]

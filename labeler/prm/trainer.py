@@ -6,7 +6,9 @@ clipping, binary cross-entropy on each labelled step's score (soft or hard targe
 sources train together, split into train and validation by problem across all of them). After
 every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
 appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
-selected metric improved, OUT/best.
+selected metric improved, OUT/best. Labels with trajectory labels also train a trajectory head
+beside the step head (labeler/prm/trajectory.py), its loss added with --trajectory-loss-weight,
+and validate it (val_trajectory_*).
 
 Speed: a micro-batch's solutions are packed end to end into rows (`labeler.prm.data`), so the
 batch holds few pad tokens, and the head runs only at the scored tokens; attention is torch's
@@ -60,7 +62,8 @@ from labeler.prm.data import (
 )
 from labeler.prm.distributed import Processes
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.scoring import step_logits
+from labeler.prm.scoring import step_and_trajectory_logits
+from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
 from labeler.prm.config import TrainConfig
 
 log = logging.getLogger("labeler.train")
@@ -123,6 +126,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
             trust_remote_code=config.trust_remote_code,
             name=config.model_name,
             attention=config.attention,
+            trajectory_head=_wants_trajectory_head(config, rows),
         )
 
     train_set, validation_set = _examples(config, prm, rows)
@@ -176,6 +180,14 @@ def packing_keeps_solutions_apart(prm: ProcessRewardModel, data: ExampleTensors,
     full_precision = placement.weight_dtype == torch.float32 and placement.autocast_dtype is None
     tolerance = 1e-3 if full_precision else 5e-2  # attending to another solution moves hidden states far more than either
     return bool(difference.max() <= tolerance)
+
+
+def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -> bool:
+    """A trajectory head when its loss counts and some solution of some source has a trajectory label to train it on."""
+    labelled = any(row.trajectory_label is not None for source_rows in rows for row in source_rows)
+    if config.trajectory_loss_weight > 0 and not labelled:
+        log.info("no trajectory labels in the labels (schema 1.3 or older, or imported): the PRM gets no trajectory head")
+    return config.trajectory_loss_weight > 0 and labelled
 
 
 def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -> dict | None:
@@ -232,6 +244,17 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     return train_set, validation_set
 
 
+class _BothHeads(torch.nn.Module):
+    """The PRM's step and trajectory logits as a module's forward, what DistributedDataParallel wraps."""
+
+    def __init__(self, prm: ProcessRewardModel):
+        super().__init__()
+        self.prm = prm
+
+    def forward(self, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.prm.step_and_trajectory_logits(*args, **kwargs)
+
+
 class _TrainingLoop:
     def __init__(self, config, prm, optimizer, placement: Placement, run_dir, data: ExampleTensors, validation_set, fingerprint, state,
                  processes: Processes, batching: str):  # fmt: skip
@@ -247,11 +270,12 @@ class _TrainingLoop:
         self.processes = processes
         self.batching = batching
         self.pack_length = config.pack_length  # None: rows as wide as pads least within the padded batch's attention work
-        self.model = prm  # what the training steps call: the PRM, or DistributedDataParallel around it
+        # What the training steps call: both heads' logits, through DistributedDataParallel under torchrun.
+        self.model = _BothHeads(prm)
         if processes.distributed:
             from torch.nn.parallel import DistributedDataParallel
 
-            self.model = DistributedDataParallel(prm, device_ids=[placement.device.index] if placement.device.type == "cuda" else None)
+            self.model = DistributedDataParallel(self.model, device_ids=[placement.device.index] if placement.device.type == "cuda" else None)
         # An optimizer step takes the next `group` micro-batches of the epoch, spread over the processes.
         self.group = config.gradient_accumulation_steps * processes.world_size
         batches_per_epoch = math.ceil(len(self.train_set) / config.batch_size)
@@ -363,8 +387,7 @@ class _TrainingLoop:
             with contextlib.nullcontext() if last or not distributed else self.model.no_sync():
                 batch = self._batch(indices)
                 with self.placement.autocast():
-                    logits, targets, weights = self._step_logits(batch)
-                loss = weighted_loss(logits, targets, weights)
+                    loss = self._loss(batch)
                 (loss / weight).backward()
             self.loss_sum += loss.detach()
             self.loss_count += 1
@@ -382,18 +405,34 @@ class _TrainingLoop:
             batch = batch.pin_memory()  # so the copy to the GPU does not wait for the host
         return batch.to(self.placement.device)
 
-    def _step_logits(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The logits at the steps that carry a target, those targets, and the steps' weights."""
+    def _loss(self, batch) -> torch.Tensor:
+        """The weighted step loss, plus --trajectory-loss-weight x the trajectory head's loss on the
+        batch's solutions with a trajectory target (labeler/prm/trajectory.py)."""
         if isinstance(batch, PackedBatch):
-            logits = self.model(batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index)
-            return logits, batch.targets, batch.weights
-        mask = batch.step_mask
-        return self.model(batch.input_ids, batch.attention_mask)[mask], batch.targets[mask], batch.weights[mask]
+            steps, trajectories = self.model(
+                batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index, trajectory_index=batch.trajectory_index
+            )
+            loss = weighted_loss(steps, batch.targets, batch.weights)
+            trajectory_targets = batch.trajectory_targets
+        else:
+            full_steps, full_trajectories = self.model(batch.input_ids, batch.attention_mask)
+            mask = batch.step_mask
+            loss = weighted_loss(full_steps[mask], batch.targets[mask], batch.weights[mask])
+            rows = (batch.trajectory_positions >= 0).nonzero(as_tuple=True)[0]
+            trajectories = None if full_trajectories is None else full_trajectories[rows, batch.trajectory_positions[rows]]
+            trajectory_targets = batch.trajectory_targets[rows]
+        if trajectories is None:
+            return loss
+        extra = trajectory_loss(trajectories, trajectory_targets)
+        if extra is None:  # the head stays in the graph (with no gradient): data-parallel processes exchange its gradient
+            return loss + trajectories.sum() * 0
+        return loss + self.config.trajectory_loss_weight * extra
 
     def _dummy_logits(self) -> torch.Tensor:
         ids = self.data.input_ids[0][None].to(self.placement.device)
         with self.placement.autocast():
-            return self.model(ids, position_ids=torch.arange(ids.shape[1], device=ids.device)[None])
+            steps, trajectories = self.model(ids, position_ids=torch.arange(ids.shape[1], device=ids.device)[None])
+        return steps if trajectories is None else steps + trajectories.sum()
 
     def _reset_throughput(self) -> None:
         """Tokens and solutions trained in this call, for padded-per-real-token and speed."""
@@ -462,9 +501,10 @@ class _TrainingLoop:
     def _validate(self) -> dict:
         if not self.validation_set:
             return {}
-        sequences = [(e.input_ids, e.score_positions) for e in self.validation_set]
-        logits = step_logits(self.prm, sequences, self.config.batch_size, self.placement)
+        sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
+        logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
         record = _validation_metrics(logits, self.validation_set)
+        record |= trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
         if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
             by_source = {}
             for index, source in enumerate(self.config.sources):
