@@ -208,3 +208,14 @@ def test_score_and_eval_take_public_prms_beside_our_checkpoints(models, tiny_mod
     assert table[0].split()[:3] == ["source", "label", "source"] and [line.split()[0] for line in table[1:5]] == list(specs)
     assert main(["eval", "--reference", str(reference), "--prm", f"qwen-prm:{models['math-shepherd']}", "--quiet"]) == 2
     assert "use math-shepherd:" in capsys.readouterr().err
+
+
+def test_the_cli_builds_its_prm_flags_without_importing_torch():
+    import subprocess
+
+    from labeler.prm import scorers
+    from labeler.prm.model import PRM_CONFIG_NAME
+
+    assert scorers.PRM_CONFIG_NAME == PRM_CONFIG_NAME
+    code = "import sys; from labeler.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -29,11 +29,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.devices import Placement
-from labeler.prm.model import PRM_CONFIG_NAME, PRMLoadError, ProcessRewardModel
+
+if TYPE_CHECKING:  # torch is imported where a PRM is loaded: the CLI builds its flags from PRM_SPEC_HELP without it
+    from labeler.prm.devices import Placement
+    from labeler.prm.model import ProcessRewardModel
+
+PRM_CONFIG_NAME = "prm.json"  # as labeler.prm.model names it (tests/test_prm_adapters.py checks they agree)
 
 CHECKPOINT = "checkpoint"
 # kind -> what it reads, for --help texts and error messages
@@ -87,6 +91,8 @@ def checkpoint_folder(path: str) -> str:
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """(kind, model) of a spec; PRMLoadError for an unknown kind or an empty model."""
+    from labeler.prm.model import PRMLoadError
+
     kind, colon, model = spec.partition(":")
     if colon and kind in SCORER_KINDS:
         if not model:
@@ -103,6 +109,8 @@ def load_scorer(
     """The scorer a spec names; PRMLoadError (a ValueError) with a message for the user when it cannot load.
     `max_length` caps the tokens a public PRM reads per solution (default: its context length); a
     checkpoint of ours keeps the max length it was trained with."""
+    from labeler.prm.model import PRMLoadError, ProcessRewardModel
+
     kind, model = parse_spec(spec)
     if kind == CHECKPOINT:
         folder = checkpoint_folder(model)
