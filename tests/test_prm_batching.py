@@ -6,6 +6,7 @@ trains with twice the accumulation, and resumes to it."""
 import json
 import multiprocessing
 import os
+import re
 import socket
 from dataclasses import asdict, replace
 
@@ -65,6 +66,27 @@ def test_a_packed_batch_puts_each_solution_and_its_targets_where_they_belong():
     assert padding_ratio([6, 3, 4], [[0, 1, 2]], "padded", 7) == pytest.approx(18 / 13)
 
 
+def test_packed_processbench_math_batches_hold_at_most_1_1_tokens_per_real_token():
+    """The issue's target on its data: ProcessBench MATH by the SmolLM2 tokenizer, random batches of 16
+    and 32, --max-length 2048 (padding each batch to its longest solution: 2.3 and 2.6)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from labeler.prm.data import epoch_order, micro_batches
+    from labeler.prm.rendering import render_solution
+    from tests.conftest import shared_data
+    from workers.embedded_model import ensure_embedded_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model())
+    rows = [json.loads(line) for line in shared_data("processbench/math.jsonl").read_text().splitlines()]
+    lengths = [len(render_solution(tokenizer, row["problem"], row["steps"], 2048).input_ids) for row in rows]
+    for batch_size, padded_at_least in ((16, 2.2), (32, 2.4)):
+        groups = micro_batches(len(lengths), epoch_order(len(lengths), 0, 0), batch_size)
+        assert padding_ratio(lengths, groups, "padded", max_length=2048) > padded_at_least
+        assert padding_ratio(lengths, groups, "packed", max_length=2048) <= 1.1
+
+
 @pytest.mark.parametrize("backbone", ["tiny_llama", "windowed_mistral"])
 @torch.no_grad()
 def test_packed_solutions_get_the_logits_they_get_alone(backbone, tiny_model_dir, windowed_model_dir, tmp_path):
@@ -101,14 +123,19 @@ def metrics(run) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_model_dir, tmp_path):
+def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_model_dir, tmp_path, caplog):
     labels = small_labels(tmp_path, problems=12)
     weighted = write_labels(tmp_path / "weighted", arithmetic_rows(problems=4, solutions_per_problem=2, seed=8, prefix="w"))
     sources = (str(labels), f"{weighted}:3")  # a second label source whose steps weigh 3 in the loss
     common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25}
     config = lambda out, **more: replace(small_config(labels, out, tiny_model_dir, **common, **more), labels=sources)  # noqa: E731
     padded = train(config(tmp_path / "padded", batching="padded"))
-    packed = train(config(tmp_path / "packed"))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="labeler.train"):
+        packed = train(config(tmp_path / "packed"))
+    done = [r.getMessage() for r in caplog.records if "done in" in r.getMessage()]
+    ratios = [float(re.search(r"([0-9.]+) tokens per real token", line).group(1)) for line in done]
+    assert ratios == pytest.approx([record["padded_per_real_token"] for record in metrics(tmp_path / "packed")], abs=0.005)
     assert padded.global_step == packed.global_step == 4
     for old, new in zip(metrics(tmp_path / "padded"), metrics(tmp_path / "packed"), strict=True):
         assert new["train_loss"] == pytest.approx(old["train_loss"], rel=1e-4)
