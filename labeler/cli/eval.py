@@ -60,7 +60,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--scores", action="append", metavar="[NAME=]FILE.jsonl", help="the output of `labeler score`; repeatable")
     parser.add_argument(
-        "--prm", action="append", metavar="[NAME=]SPEC", help=f"score the reference solutions with this PRM; repeatable. SPEC: {PRM_SPEC_HELP}"
+        "--prm",
+        action="append",
+        metavar="[NAME=]SPEC",
+        help=f"score the reference solutions with this PRM; repeatable. SPEC: {PRM_SPEC_HELP}",
     )
     parser.add_argument(
         "--judgments",
@@ -140,7 +143,8 @@ def run_eval(args: argparse.Namespace) -> int:
             elif kind == "scores":
                 sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
             elif kind == "prm":
-                sources.append(PredictionSource(name, kind, path, score_threshold, _prm_predictions(args, path, references, score_threshold)))
+                predictions = _prm_predictions(args, path, references, score_threshold)
+                sources.append(PredictionSource(name, kind, path, score_threshold, predictions))
             else:
                 sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
     except (ValueError, InputError) as error:

@@ -187,7 +187,8 @@ class PredictionSource:
     @property
     def label_source(self) -> str:
         found = sorted({p.label_source for p in self.predictions if p.label_source is not None})
-        return ", ".join(found) if found else {"scores": "PRM scores", "prm": "PRM scores", "judgments": "judge verdicts"}.get(self.kind, "none")
+        unlabelled = {"scores": "PRM scores", "prm": "PRM scores", "judgments": "judge verdicts"}
+        return ", ".join(found) if found else unlabelled.get(self.kind, "none")
 
     def header(self) -> dict:
         return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}
