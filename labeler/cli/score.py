@@ -6,7 +6,7 @@ Input: the formats `labeler label` reads (jsonl, json, parquet, hf:NAME[:CONFIG]
 --preset and column flags), or labels shards (a job's output directory or a shard). One JSON line
 per solution: problem_id, solution_id, row_index, step_scores (probability that the solution is
 still on track after each step; null for steps past the PRM's length limit), steps_scored,
-score_min, score_product, score_last, and `selected`: the best of N solutions of its problem by
+score_min, score_product, score_last, score_mean, and `selected`: the best of N solutions of its problem by
 --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
 """
 

@@ -1,9 +1,9 @@
 """Solution scores from step scores, and best-of-N selection.
 
 A solution's score aggregates its step probabilities: `min` (the weakest step), `product` (the
-chance that no step goes wrong, if steps were independent) or `last` (the final step's score).
-Steps without a score (past the PRM's length limit) are left out of min and product; `last` is
-then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
+chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
+`mean` (the average step). Steps without a score (past the PRM's length limit) are left out of
+min, product and mean; `last` is then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-AGGREGATES = ("min", "product", "last")
+AGGREGATES = ("min", "product", "last", "mean")
 
 
 @dataclass
@@ -46,6 +46,8 @@ def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
         return min(scored)
     if how == "product":
         return math.prod(scored)
+    if how == "mean":
+        return sum(scored) / len(scored)
     raise ValueError(f"unknown aggregate {how!r}; expected one of {', '.join(AGGREGATES)}")
 
 
@@ -61,10 +63,6 @@ def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True
-
-
-def _rank(value: float | None) -> float:
-    return -math.inf if value is None else value
 
 
 def _rank(value: float | None) -> float:
