@@ -16,6 +16,7 @@ LAYERS = [
     "labeler.labeling",
     "labeler.evaluation",
     "labeler.prm",
+    "labeler.decoding",
     "workers",
     "labeler.api",
     "labeler.cli",

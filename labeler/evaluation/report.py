@@ -42,6 +42,7 @@ def write_report(job_dir: str, out_dir: str | None = None) -> Path:
         _spend(rows),
         _rejected_by_reason(rejected),
     ]
+    plots += best_of_n_plots(job_dir)
     for plot in plots:
         (out / plot.name).write_bytes(plot.png)
     page = out / PAGE_NAME
@@ -238,3 +239,34 @@ def _page(job_dir: str, summary: list[tuple[str, str]], plots: list[Plot], rejec
 {rejected_table}
 </body></html>
 """
+
+
+# --- best-of-N and beam search (labeler bon, labeler search) --------------------------------
+
+
+def best_of_n_plots(job_dir: str) -> list[Plot]:
+    """The best-of-N curves when `labeler bon` or `labeler search` wrote results into this output
+    (the candidates of best-of-N are the job the rest of the page shows); none otherwise."""
+    import json
+
+    from labeler.evaluation.bon_plot import BON_RESULTS, SEARCH_RESULTS, curves_png, search_point
+    from labeler.store.location import OutputLocation
+
+    location = OutputLocation(job_dir)
+    bon, search = (location.read_bytes(name) for name in (BON_RESULTS, SEARCH_RESULTS))
+    bon, search = (json.loads(data) if data is not None else None for data in (bon, search))
+    curves = (search or {}).get("best_of_n") or {}
+    point = None
+    if search is not None and "curves" in curves:
+        point = search_point(search)
+        if bon is None or point["spec"] not in {prm["spec"] for prm in bon["prms"]}:
+            bon = curves["curves"]  # the search's own best-of-N, of its PRM
+    if bon is None:
+        return []
+    caption = (
+        f"Accuracy of each method at N candidates per problem ({bon['problems']} problems, pools of "
+        f"{bon['pool_size']['min']} to {bon['pool_size']['max']}): {bon['estimator']['how']}."
+    )
+    if point is not None:
+        caption += f" The star: {point['label']}, {point['accuracy']:.3f} at {point['tokens_per_problem']:.0f} tokens per problem."
+    return [Plot("best_of_n.png", "Best-of-N", caption, curves_png(bon, search=point))]
