@@ -105,6 +105,7 @@ class ProblemSearch:
     def summary(self) -> dict:
         return {
             "problem_id": self.problem.problem_id,
+            "problem": self.problem.problem,
             "reference_answer": self.problem.reference_answer,
             "correct": self.correct,
             "answer": self.answer,

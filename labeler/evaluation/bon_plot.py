@@ -47,7 +47,7 @@ def curves_png(results: dict, search: dict | None = None) -> bytes:
             ax.set_xlabel("N (candidates per problem)")
             ax.set_ylabel("accuracy")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7, loc="lower right")
+            ax.legend(fontsize=7, loc="best")
     figure.suptitle(f"Best-of-N on {results['problems']} problems", fontsize=11)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
