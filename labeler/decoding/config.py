@@ -80,7 +80,10 @@ class SearchConfig:
     @property
     def separator(self) -> str:
         """The step separator as text: its backslash escapes (\\n, \\t, \\u0020) decoded."""
-        return self.step_separator.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        try:
+            return self.step_separator.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"--step-separator {self.step_separator!r}: a bad backslash escape ({error.reason})") from None
 
     def to_dict(self) -> dict:
         return asdict(self)

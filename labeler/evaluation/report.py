@@ -252,6 +252,8 @@ def best_of_n_plots(job_dir: str) -> list[Plot]:
     from labeler.evaluation.bon_plot import BON_RESULTS, SEARCH_RESULTS, curves_png, search_point
     from labeler.store.location import OutputLocation
 
+    if "://" not in str(job_dir) and not Path(job_dir).is_dir():
+        return []  # one labels shard: no output folder around it
     location = OutputLocation(job_dir)
     bon, search = (location.read_bytes(name) for name in (BON_RESULTS, SEARCH_RESULTS))
     bon, search = (json.loads(data) if data is not None else None for data in (bon, search))
