@@ -10,7 +10,8 @@
    (its best-of-N comparison reuses bon's candidates and scores: nothing is sampled twice), and
    best-of-N at the same number of generated tokens.
 
-Prints the best-of-N table, the search line and the seconds of each step. The embedded model is
+Prints the best-of-N table, the search line and the seconds of each command (each in its own
+process: its imports and engine start included). The embedded model is
 weak at arithmetic and ten problems are few: the figures show the machinery at work, not what a
 PRM is worth (the README gives the GPU recipe for that). On a shared machine run it under the
 engine lock:
@@ -21,9 +22,8 @@ engine lock:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +32,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeler.cli import main as labeler  # noqa: E402
 from labeler.decoding.reranking import format_table  # noqa: E402
 from labeler.decoding.comparison import format_summary  # noqa: E402
 
@@ -40,16 +39,14 @@ SAMPLE = ROOT / "labeler" / "data" / "sample_problems.jsonl"
 
 
 def run(step: str, args: list[str], timings: dict) -> str:
-    """One labeler command in this process; its stdout. Stops the bench if it fails."""
+    """One labeler command in its own process (each engine gone with it); its stdout. Stops the bench if it fails."""
     print(f"[bench] {step}: labeler {' '.join(args)}", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = labeler(args)
+    done = subprocess.run([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     timings[step] = time.perf_counter() - started
-    if code != 0:
-        raise SystemExit(f"labeler {args[0]} exited {code}")
-    return out.getvalue()
+    if done.returncode != 0:
+        raise SystemExit(f"labeler {args[0]} exited {done.returncode}")
+    return done.stdout
 
 
 def main() -> None:

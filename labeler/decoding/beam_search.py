@@ -114,6 +114,7 @@ class ProblemSearch:
             "steps": None if self.chosen is None else list(self.chosen.steps),
             "score": None if self.chosen is None else self.chosen.score,
             "generated_tokens": self.generated_tokens,
+            "answer_tokens": None if self.chosen is None else self.chosen.tokens,  # of the chosen beam's own steps
             "requests": self.requests,
             "proposals": self.proposals,
             "error": self.error,
