@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from labeler.checking.answer_keys import answer_key
-from labeler.evaluation.best_of_n import Pool, estimate, n_ladder, pass_at, pool_accuracy, selection_at, subset_matrix
+from labeler.evaluation.best_of_n import Pool, estimate, n_ladder, pass_at, pool_accuracy, selection_at, subset_picks
 
 
 def close(value, fraction) -> bool:
@@ -100,10 +100,10 @@ def test_n_ladder():
 
 
 def test_votes_are_exact_over_all_subsets_when_few_and_seeded_random_subsets_otherwise():
-    assert subset_matrix(6, 3, 20, seed=0).shape == (20, 6)  # C(6,3) = 20: every subset, once
-    assert {tuple(row) for row in subset_matrix(6, 3, 20, seed=0)} == {
-        tuple(1.0 if i in c else 0.0 for i in range(6)) for c in itertools.combinations(range(6), 3)
-    }
+    assert subset_picks(6, 3, 20, seed=0).shape == (20, 3)  # C(6,3) = 20: every subset, once
+    assert {tuple(row) for row in subset_picks(6, 3, 20, seed=0)} == set(itertools.combinations(range(6), 3))
+    random_ones = subset_picks(6, 3, 19, seed=0)
+    assert random_ones.shape == (19, 3) and all(len(set(row)) == 3 for row in random_ones)
     # 12 candidates, answers by thirds, N=6: C(12,6) = 924 subsets, brute force against 200 random ones
     correct = tuple(i < 4 for i in range(12))
     keys = tuple(str(i % 3) if i >= 4 else "right" for i in range(12))

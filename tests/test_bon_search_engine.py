@@ -224,15 +224,21 @@ def test_search_end_to_end(problems_file, prms, engine_starts, tmp_path, capsys)
             if entry["finish_reason"] == "length":
                 assert entry["tokens"] == 12
         assert problem["generated_tokens"] == sum(e["tokens"] for e in proposals)
+        previous_kept = None
         for entries in rounds:  # the kept ones are the top B by score
             ranked = [e for e in entries if "dropped" not in e]
             kept = [e for e in ranked if e["kept"]]
             assert len(kept) == min(2, len(ranked))
             assert min(e["score"] for e in kept) >= max((e["score"] for e in ranked if not e["kept"]), default=-1)
+            if previous_kept is not None:  # each new step grows a beam kept open in the round before
+                assert all(previous_kept[e["parent"]]["status"] == "open" for e in entries if not e.get("carried"))
+            previous_kept = sorted(kept, key=lambda e: -e["score"])
         # the chosen beam's score is the PRM's, run directly, aggregated by `last`
         direct = scorer.step_scores([SolutionToScore(problem["problem_id"], "x", problem["problem"], tuple(problem["steps"]))])
         assert problem["score"] == pytest.approx(aggregate(direct[0], "last"), abs=1e-6)
     assert results["generated_tokens"] == sum(p["generated_tokens"] for p in problems)
+    # the separator cut some steps, and some beams grew past their first step
+    assert any(e["status"] == "open" for p in problems for e in p["rounds"][0]) and any(len(p["rounds"]) > 1 for p in problems)
     bon = results["best_of_n"]
     labels = pq.read_table(output / "labels").to_pylist()
     per_candidate = sum(r["solution_tokens"] for r in labels) / len(labels)

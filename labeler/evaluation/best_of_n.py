@@ -143,33 +143,35 @@ def vote_at(pool: Pool, k: int, *, subsets: int, seed: int) -> dict[str, float]:
     if not keys:
         return results
     column = {key: j for j, key in enumerate(keys)}
-    votes = np.zeros((pool.size, len(keys)))  # candidate -> the answer it gives
-    for i, key in enumerate(pool.answer_keys):
-        if key is not None:
-            votes[i, column[key]] = 1.0
-    given = votes.sum(axis=0)
-    key_correct = (votes * np.array(pool.correct, dtype=float)[:, None]).sum(axis=0) / given
-    members = subset_matrix(pool.size, k, subsets, seed)
-    counts = members @ votes  # subset -> votes per answer
+    answers = len(keys)
+    # each candidate's answer as a column; candidates without one vote in a last column, left out
+    answer_of = np.array([answers if key is None else column[key] for key in pool.answer_keys])
+    correct = np.array(pool.correct, dtype=float)
+    given = np.bincount(answer_of, minlength=answers + 1)[:answers]
+    key_correct = np.bincount(answer_of, weights=correct, minlength=answers + 1)[:answers] / given
+    picks = subset_picks(pool.size, k, subsets, seed)
+    cells = (np.arange(len(picks))[:, None] * (answers + 1) + answer_of[picks]).ravel()  # (subset, answer) of each pick
+
+    def totals(weights: np.ndarray | None) -> np.ndarray:
+        summed = np.bincount(cells, weights=None if weights is None else weights[picks].ravel(), minlength=len(picks) * (answers + 1))
+        return summed.reshape(len(picks), answers + 1)[:, :answers]
+
+    counts = totals(None)
     present = counts > 0
     results[MAJORITY] = _credit(counts, present, key_correct)
     for name, scores in pool.scores.items():
         weights = np.array([0.0 if s is None else float(s) for s in scores])
-        results[name] = _credit(members @ (votes * weights[:, None]), present, key_correct)
+        results[name] = _credit(totals(weights), present, key_correct)
     return results
 
 
-def subset_matrix(n: int, k: int, subsets: int, seed: int) -> np.ndarray:
-    """Rows of 0/1 membership: every k-subset of range(n) when there are at most `subsets`, else
+def subset_picks(n: int, k: int, subsets: int, seed: int) -> np.ndarray:
+    """Subsets of k of range(n), one per row: all of them when there are at most `subsets`, else
     `subsets` uniformly random ones (seeded)."""
     if math.comb(n, k) <= subsets:
-        picks = np.array(list(itertools.combinations(range(n), k)), dtype=np.int64)
-    else:
-        rng = np.random.default_rng(seed)
-        picks = np.argsort(rng.random((subsets, n)), axis=1)[:, :k]
-    members = np.zeros((len(picks), n))
-    members[np.arange(len(picks))[:, None], picks] = 1.0
-    return members
+        return np.array(list(itertools.combinations(range(n), k)), dtype=np.int64).reshape(-1, k)
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((subsets, n)), axis=1)[:, :k]
 
 
 def _credit(totals: np.ndarray, present: np.ndarray, key_correct: np.ndarray) -> float:
