@@ -4,6 +4,7 @@ A solution's score aggregates its step probabilities: `min` (the weakest step), 
 chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
 `mean` (the average step). Steps without a score (past the PRM's length limit) are left out of
 min, product and mean; `last` is then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
+A PRM with a trajectory head adds the trajectory score and `combined` (labeler/prm/trajectory.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 AGGREGATES = ("min", "product", "last", "mean")
+COMBINED = "combined"  # mean step score and trajectory score, weighted (labeler/prm/trajectory.py)
+SELECT_BY = (*AGGREGATES, COMBINED)  # what best-of-N and `labeler select` can rank by
 
 
 @dataclass
@@ -23,6 +26,7 @@ class ScoredSolution:
     step_scores: list[float | None]
     selected: bool = False  # best of N for its problem
     aggregates: dict[str, float | None] = field(default_factory=dict)
+    trajectory_score: float | None = None  # the trajectory head's probability; None without one
 
     def to_dict(self) -> dict:
         return {
@@ -31,7 +35,9 @@ class ScoredSolution:
             "row_index": self.row_index,
             "step_scores": self.step_scores,
             "steps_scored": sum(score is not None for score in self.step_scores),
-            **{f"score_{name}": value for name, value in self.aggregates.items()},
+            **{f"score_{name}": value for name, value in self.aggregates.items() if name != COMBINED},
+            "trajectory_score": self.trajectory_score,
+            "score_combined": self.aggregates.get(COMBINED),
             "selected": self.selected,
         }
 

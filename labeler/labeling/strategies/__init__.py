@@ -9,7 +9,8 @@
   and the candidates of `labeler bon`).
 
 Each strategy is started on a batch by `start`, which does the engine's work and returns a
-`PendingLabels` whose `finish(checker)` gives the BatchOutcome. Exhaustive and final-answer leave all checking to
+`PendingLabels` whose `finish(checker)` gives the BatchOutcome, each solution's trajectory label
+set too (labeler/labeling/trajectory.py). Exhaustive and final-answer leave all checking to
 `finish`, so a job can check one unit while the next one generates; the round-based strategies
 must check between rounds and so check during `start`.
 """
@@ -24,6 +25,7 @@ from labeler.checking import extract_answer
 from labeler.labeling.generation import Generator, SamplingSettings
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker
+from labeler.labeling.trajectory import label_trajectories
 
 __all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels", "start", "label", "sampled_prefixes", "checked_final_steps"]
 
@@ -62,6 +64,13 @@ def sampled_prefixes(solution: Solution, final_step: str) -> int:
 
 
 def start(
+    name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
+) -> PendingLabels:
+    steps = _start_steps(name, solutions, generator, checker, settings)
+    return PendingLabels(finish=lambda checker: label_trajectories(steps.finish(checker), checker))
+
+
+def _start_steps(
     name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
 ) -> PendingLabels:
     from labeler.labeling.strategies import adaptive, exhaustive, final_answer, first_error
