@@ -167,7 +167,8 @@ def beam_search(
 def check_answers(searches: Sequence[ProblemSearch], checker: Checker) -> None:
     """The chosen beam's last step against the reference answer, for every search that chose one."""
     chosen = [search for search in searches if search.chosen is not None]
-    verdicts = checker.check_many([(search.chosen.steps[-1], search.problem.reference_answer) for search in chosen])
+    pairs = [(search.chosen.steps[-1], search.problem.reference_answer) for search in chosen]
+    verdicts = checker.check_many(pairs, [search.problem.problem for search in chosen])  # the question, as candidates are checked
     for search, result in zip(chosen, verdicts):
         search.answer, search.verdict = result.extracted, result.verdict.value
 
