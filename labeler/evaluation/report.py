@@ -308,9 +308,13 @@ def rejected_section(inputs: ReportInputs) -> Section:
     return Section(title, [Plot("rejected.png", "Rejected rows by reason", caption, _png(figure), figure)], table)
 
 
+def best_of_n_section(inputs: ReportInputs) -> Section | None:
+    """The best-of-N curves, in the output of `labeler bon` or `labeler search`; left out elsewhere."""
+    plots = best_of_n_plots(inputs.job_dir)
+    return Section("Best-of-N", plots) if plots else None
+
+
 # The page's sections, in order: each returns a Section, or None to leave itself out.
-# `labeler bon` adds its best-of-N section here (accuracy against N per selection method) when a
-# job holds its results.
 SECTION_BUILDERS: list[Callable[[ReportInputs], Section | None]] = [
     summary_section,
     soft_label_section,
@@ -318,6 +322,7 @@ SECTION_BUILDERS: list[Callable[[ReportInputs], Section | None]] = [
     soft_label_by_step_section,
     spend_section,
     rejected_section,
+    best_of_n_section,
 ]
 
 
@@ -394,3 +399,36 @@ def _page(inputs: ReportInputs, sections: list[Section]) -> str:
 {sections_html}
 </body></html>
 """
+
+
+# --- best-of-N and beam search (labeler bon, labeler search) --------------------------------
+
+
+def best_of_n_plots(job_dir: str) -> list[Plot]:
+    """The best-of-N curves when `labeler bon` or `labeler search` wrote results into this output
+    (the candidates of best-of-N are the job the rest of the page shows); none otherwise."""
+    import json
+
+    from labeler.evaluation.bon_plot import BON_RESULTS, SEARCH_RESULTS, curves_png, search_point
+    from labeler.store.location import OutputLocation
+
+    if "://" not in str(job_dir) and not Path(job_dir).is_dir():
+        return []  # one labels shard: no output folder around it
+    location = OutputLocation(job_dir)
+    bon, search = (location.read_bytes(name) for name in (BON_RESULTS, SEARCH_RESULTS))
+    bon, search = (json.loads(data) if data is not None else None for data in (bon, search))
+    curves = (search or {}).get("best_of_n") or {}
+    point = None
+    if search is not None and "curves" in curves:
+        point = search_point(search)
+        if bon is None or point["spec"] not in {prm["spec"] for prm in bon["prms"]}:
+            bon = curves["curves"]  # the search's own best-of-N, of its PRM
+    if bon is None:
+        return []
+    caption = (
+        f"Accuracy of each method at N candidates per problem ({bon['problems']} problems, pools of "
+        f"{bon['pool_size']['min']} to {bon['pool_size']['max']}): {bon['estimator']['how']}."
+    )
+    if point is not None:
+        caption += f" The star: {point['label']}, {point['accuracy']:.3f} at {point['tokens_per_problem']:.0f} tokens per problem."
+    return [Plot("best_of_n.png", "Best-of-N", caption, curves_png(bon, search=point))]
