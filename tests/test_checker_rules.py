@@ -432,7 +432,29 @@ UNITS_ASKED = [
     ("\\boxed{2500 \\text{ m}}", "2.5 \\text{ km}", None, C),
     ("\\boxed{250 \\text{ m}}", "2.5 \\text{ km}", None, I),
     ("\\boxed{2.5 \\text{ m}}", "2.5 \\text{ km}", None, I),
+    # spoon measures are volumes: not the cups asked
+    ("He needs 4 tablespoons.", "4", "A cake needs 2 cups of flour. How many cups of flour do 2 cakes need?", I),
+    ("He needs 4 cups.", "4", "A cake needs 2 cups of flour. How many cups of flour do 2 cakes need?", C),
 ]
+
+# a label, a colon, one value: the value is the answer; digit groups against one number
+LABELLED = [
+    ("Total: 1250", "1250", None, C),
+    ("Total: $1,250", "1250", None, C),
+    ("Total cost: $12,500", "12500", None, C),
+    ("x = 1,250", "1250", None, C),
+    ("Total: 1,520", "1250", None, I),
+    ("Total: 1250", "125", None, I),
+    ("\\boxed{a: 4, b: 9}", "4, 9", None, C),  # several labels stay named components
+    ("\\boxed{a: 9, b: 4}", "(4, 9)", None, I),
+    ("Time: 3:45", "3", None, I),
+    ("(1,250), (3,4)", "1250", None, I),  # inside brackets a comma separates coordinates
+]
+
+
+@pytest.mark.parametrize("pred,gold,question,want", LABELLED)
+def test_a_labelled_value_and_digit_groups(checker, pred, gold, question, want):
+    assert verdicts(checker, [(pred, gold, question, want)]) == []
 
 
 @pytest.mark.parametrize("pred,gold,question,want", UNITS_ASKED)
@@ -481,6 +503,9 @@ DECIMALS = [
     ("\\boxed{0.\\overline{16}}", "\\frac{1}{6}", None, I),
     ("\\boxed{2.\\overline{142857}}", "\\frac{15}{7}", None, C),
     ("\\boxed{-0.\\overline{6}}", "-\\frac{2}{3}", None, C),
+    # lowest terms asked: the same value unreduced is not the answer
+    ("\\boxed{\\frac{36}{99}}", "\\frac{4}{11}", "Write it as a fraction in lowest terms.", I),
+    ("\\boxed{\\frac{36}{99}}", "\\frac{4}{11}", None, C),
 ]
 
 
@@ -553,6 +578,13 @@ PROSE_SENTENCES = [
     ("It's not 6 cards, it's 7.", "6", None, I),
     ("It takes 12 or 13 days.", "12", None, I),  # alternatives are no single answer
     ("It takes at least 12 days, maybe 15.", "12", None, I),
+    ("The answer is negative three.", "-3", None, C),
+    ("The answer is three.", "-3", None, I),
+    # the number that names the quantity asked, when the last one names another
+    ("It uses 20 liters for 250 km.", "20", "A car uses 8 liters per 100 km. How many liters does it use for 250 km?", C),
+    ("It uses 20 liters for 250 km.", "250", "A car uses 8 liters per 100 km. How many liters does it use for 250 km?", I),
+    ("In 3 hours it covers 180 miles.", "3", "A car goes 60 miles per hour. How many hours does it take to go 180 miles?", C),
+    ("In 3 hours it covers 180 miles.", "180", "A car goes 60 miles per hour for 3 hours. How many miles does it go?", C),
     # a duration in mixed units, in the unit asked, else the smaller one
     ("The trip takes 2 hours and 40 minutes.", "160", TRIP_MIN, C),
     ("The trip takes 2 hours and 40 minutes.", "40", TRIP_MIN, I),
@@ -613,6 +645,8 @@ FORMS_OF_ANSWERS = [
     ("\\left(-\\frac13, \\frac23, \\frac53\\right)", "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}", None, C),
     ("\\left(\\frac23, -\\frac13, \\frac53\\right)", "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}", None, I),
     ("\\begin{pmatrix} 1 \\\\ 5 \\end{pmatrix}", "(1,5)", None, C),
+    ("The vertex is $V(3, 2)$.", "(3,2)", None, C),  # a point written V(3, 2)
+    ("\\boxed{V(2, 3)}", "(3,2)", None, I),
     # a bare last line after some prose is the answer, not a number taken out of it
     ("Let us compute.\n10\\pi", "10", None, I),
     ("Let us compute.\n10^{10}", "10", None, I),

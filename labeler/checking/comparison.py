@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from labeler.checking import forms
 from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _mc_letter, _Norm, _normalise, _numbers_equal, _parse_number
@@ -118,6 +118,11 @@ def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int)
         return _done(Verdict.INCORRECT, "qualifiers name different number sets", pn.qualifier or "", rn.qualifier or "")
     if pn.text == rn.text and pn.percent == rn.percent:
         return _done(Verdict.CORRECT, "same normal form", pn.spaced, rn.spaced)
+    ungrouped = _ungrouped(pn, rn)
+    if ungrouped is not None:
+        decision = _compare_shapes(ungrouped, rn, question, depth)
+        decision.notes.append("digit groups read as one number: the reference is one number")
+        return decision
     for rule in (_bases, _choices):
         decision = rule(pn, rn, question)
         if decision is not None:
@@ -143,6 +148,22 @@ def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int)
         same = value is not None and _numbers_equal(value, _parse_number(rn.text), str(value), rn.text)
         return _done(Verdict.CORRECT if same else Verdict.INCORRECT, f"units converted: {pn.spaced} {pn.noun.text} in {unit}s", pn.spaced, rn.spaced)
     return _atoms(pn, rn, question)
+
+
+# A number written with thousands separators: "1,250", "12,500.75" (not "3,5", not "1, 250").
+_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+
+
+def _ungrouped(pn: _Norm, rn: _Norm) -> _Norm | None:
+    """"Total: 1,250" or "x = 1,250" against the one number 1250: the commas group digits, they do
+    not separate components (a list never equals one number, so this reading adds no false match).
+    Not inside brackets, where "(1,250)" is a pair."""
+    if "," not in pn.text or any(c in pn.text for c in "([{") or _parse_number(rn.text) is None:
+        return None
+    text = _GROUPED.sub(lambda m: m.group(0).replace(",", ""), pn.text)
+    if text == pn.text:
+        return None
+    return replace(pn, text=text, spaced=_GROUPED.sub(lambda m: m.group(0).replace(",", ""), pn.spaced))
 
 
 def _conversion(pn: _Norm, rn: _Norm):

@@ -607,6 +607,8 @@ def _one_statement(text: str) -> bool:
 
 
 def _strip_math_delimiters(s: str) -> str:
+    if not s or s[0] not in "$\\*" and s[-1] not in ".\\":
+        return s  # nothing to strip (most answers)
     changed = True
     while changed and s:
         changed = False

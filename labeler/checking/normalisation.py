@@ -89,6 +89,12 @@ _SPACED_COMMA = re.compile(r"(?<![\d.,])(\d{1,3}), (?=\d{3}(?![\d.]))")
 _REPEATING = re.compile(r"(?<![\d.])(-?)(\d*)\.(\d*)\s*\\(?:overline|dot|bar)\s*(?:\{\s*(\d+)\s*\}|(\d))")
 # Words after an expression that name its unit: "12\pi inches per second", "9\pi square inches".
 _UNIT_PHRASE = re.compile(r"(?P<expr>.*?\S)\s+(?P<words>[A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,4})")
+_LETTER = re.compile("[A-Za-z]")
+_SHORT_GLUED = re.compile(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?")
+_GLUED_UNIT = re.compile(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*")
+_UNIT_MARKS = re.compile(r"[\^{}\d.]")
+_EXPRESSION_END = re.compile(r"[\d}]|\\pi")
+_PLAIN_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 _PER_TIME = re.compile(r"(?<=\d)\s*/\s*(year|yr|month|week|day|hour|hr|minute|min)\s*\.?$", re.IGNORECASE)
 # "<number> <noun phrase>": any count noun, "1,200 sheets of paper", "2 dozen eggs".
 _COUNTED = re.compile(r"(?P<num>[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[+-]?\.\d+)\s+(?P<words>[A-Za-z][A-Za-z'\- /]{0,60}?)\s*[.!]?")
@@ -99,6 +105,8 @@ def _normalise(s: str) -> _Norm:
     """The normal form of an answer (a pure function of the text, cached: references and common
     answers repeat across rollouts)."""
     s = s.strip()
+    if _PLAIN_NUMBER.fullmatch(s):
+        return _Norm(s, s, False)  # "42", "-3.5": no rule below changes a plain number
     s = _strip_math_delimiters(s)
     s = s.replace("\\varnothing", "\\emptyset")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
@@ -150,11 +158,11 @@ def _normalise(s: str) -> _Norm:
     if "/" in s:
         s = _PER_TIME.sub(r" per \1", s)  # "$25,000/year" is 25,000 a year
     # Trailing unit words after a number: "18 dollars", "5 cm^2".
-    m = _TRAILING_UNIT.search(s) if re.search("[A-Za-z]", s) else None
-    if m and not m.group(0)[:1].isspace() and re.fullmatch(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?", m.group(0).strip()) and not re.fullmatch(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*", m.group(0).strip()):
+    m = _TRAILING_UNIT.search(s) if _LETTER.search(s) else None
+    if m and not m.group(0)[:1].isspace() and _SHORT_GLUED.fullmatch(m.group(0).strip()) and not _GLUED_UNIT.fullmatch(m.group(0).strip()):
         m = None  # "2m", "3h": a variable after a coefficient, not a unit
     if m:
-        noun = parse_noun(re.sub(r"[\^{}\d.]", " ", m.group(0)).split())
+        noun = parse_noun(_UNIT_MARKS.sub(" ", m.group(0)).split())
         s = s[: m.start()]
     else:
         # Any count noun after a plain number: "10 pencils", "2 dozen eggs", "1,200 sheets of paper".
@@ -172,11 +180,11 @@ def _normalise(s: str) -> _Norm:
                         scaled = value * MULTIPLIERS[first]
                         s = str(scaled.numerator) if scaled.denominator == 1 else f"{scaled.numerator}/{scaled.denominator}"
                         noun = parse_noun(words[1:]) if len(words) > 1 else parse_noun(words)
-        elif re.search(r"[\d}]|\\pi", s):
+        elif s.rstrip()[-1:].isalpha() and _EXPRESSION_END.search(s):
             # A unit phrase after an expression: "12\pi inches per second" is 12\pi
             m = _UNIT_PHRASE.fullmatch(s.strip())
             got = parse_noun(m.group("words").split()) if m else None
-            if got is not None and (got.unit is not None or got.head == "unit") and re.search(r"[\d}]|\\pi", m.group("expr")):
+            if got is not None and (got.unit is not None or got.head == "unit") and _EXPRESSION_END.search(m.group("expr")):
                 noun, s = got, m.group("expr")
     # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
     if "\\frac" in s:
@@ -309,10 +317,22 @@ def _mc_letter(ref_norm: str) -> str | None:
     return m.group(1) if m else None
 
 
+# "Total: 1250", "Total cost: $1,250": a label of up to four words, then one value.
+_LABELLED = re.compile(r"\s*[A-Za-z]+(?:\s+[A-Za-z]+){0,3}\s*:\s*([^:]+?)\s*")
+
+
+def _several_values(rhs: str) -> bool:
+    return bool(re.search(r"[,;]|\\text|\\mbox|\\quad|\band\b|\bor\b", rhs)) and not _NUM_PLAIN.fullmatch(rhs.replace(" ", ""))
+
+
 def _equation_rhs(t: str) -> str | None:
     """The value an equation states: "x = 3" -> "3", "AB = 2 \\cdot 5 = 10" -> "10",
     "\\cos\\angle RPS = -\\frac{24}{25}" -> "-\\frac{24}{25}". None for inequalities and for several
-    equations at once ("x = 1, y = 2"), which are compared whole."""
+    equations at once ("x = 1, y = 2"), which are compared whole. A label before a colon states its
+    value the same way: "Total: 1250" -> "1250"."""
+    if ":" in t and "=" not in t:
+        m = _LABELLED.fullmatch(t)
+        return m.group(1).strip() if m and not _several_values(m.group(1)) else None
     if "=" not in t or re.search(r"\\(?:leq?|geq?|neq?|ne|approx)(?![A-Za-z])|[<>]", t):
         return None
     parts = t.split("=")
