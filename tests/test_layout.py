@@ -16,6 +16,7 @@ LAYERS = [
     "labeler.labeling",
     "labeler.importing",
     "labeler.evaluation",
+    "labeler.judging",
     "labeler.prm",
     "workers",
     "labeler.api",

@@ -65,7 +65,7 @@ def test_weighted_loss_is_the_mean_of_weight_times_cross_entropy():
 
 def test_the_weight_scales_the_loss_the_trainer_reports(tiny_model_dir, tmp_path, sources):
     mc, human = sources
-    train(config((str(mc), f"{human}:3"), tmp_path / "run", tiny_model_dir))
+    train(config((str(mc), f"{human}:3"), tmp_path / "run", tiny_model_dir, trajectory_loss_weight=0))  # the step loss alone
     reported = json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["train_loss"]
 
     # By hand: the untrained PRM (same seed, same head) on the one batch of the epoch.

@@ -1,7 +1,8 @@
-"""`labeler eval`: compare step labels, or a PRM's step scores, with human labels.
+"""`labeler eval`: compare step labels, a PRM's step scores, or a judge's verdicts with human labels.
 
     labeler eval --labels OUT --reference processbench/gsm8k.jsonl --reference processbench/math.jsonl
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
+    labeler eval --judgments JUDGED --reference processbench/gsm8k.jsonl
     labeler eval --labels mc=runs/mc --labels human=runs/pb-import --scores prm=scores.jsonl --reference gsm8k.jsonl --common
 
 Rows are matched by problem_id (and by their steps when a problem has several solutions).
@@ -12,12 +13,14 @@ first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 
 A step is predicted wrong when its hard label is False (--labels), when its soft label is below
 --threshold (--labels with --threshold), or when its score is below --threshold (--scores,
-default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
+default 0.5). The predicted first error is the first step predicted wrong, -1 if none. With
+--judgments (the output of `labeler judge`) it is the judge's verdict, the majority of its votes:
+how good a critic the judge is, before a large run trusts it.
 
---labels and --scores repeat: several sources (Monte-Carlo, judge, consensus, imported human
-labels, PRM scores) go side by side in one table, a row per source and subset, each named by
-NAME= before its path or else by its folder or file name; --common compares them all on the
-reference rows that every source matched.
+--labels, --scores and --judgments repeat: several sources (Monte-Carlo, judge, consensus, imported
+human labels, PRM scores, a judge's verdicts) go side by side in one table, a row per source and
+subset, each named by NAME= before its path or else by its folder or file name; --common compares
+them all on the reference rows that every source matched.
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--scores", action="append", metavar="[NAME=]FILE.jsonl", help="the output of `labeler score`; repeatable")
     parser.add_argument(
+        "--judgments",
+        action="append",
+        metavar="[NAME=]DIR",
+        help="a judge's verdicts: a `labeler judge` output, a folder of judgments shards, or one shard; repeatable",
+    )
+    parser.add_argument(
         "--reference",
         required=True,
         action="append",
@@ -67,7 +76,7 @@ def register(subparsers) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores)",
+        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; not with --judgments)",
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
@@ -86,18 +95,21 @@ def run_eval(args: argparse.Namespace) -> int:
         evaluate_sources,
         format_comparison,
         format_table,
+        predictions_from_judgments,
         predictions_from_labels,
         predictions_from_scores,
     )
     from labeler.evaluation.references import read_reference
     from labeler.inputs.readers import InputError
 
-    args.labels, args.scores = args.labels or [], args.scores or []
-    if not args.labels and not args.scores:
-        return usage_error(COMMAND, "give --labels DIR or --scores FILE (or several)")
+    args.labels, args.scores, args.judgments = args.labels or [], args.scores or [], args.judgments or []
+    if not args.labels and not args.scores and not args.judgments:
+        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --judgments DIR (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
-    named = [("labels", *_named(spec)) for spec in args.labels] + [("scores", *_named(spec)) for spec in args.scores]
+    if args.threshold is not None and not args.labels and not args.scores:
+        return usage_error(COMMAND, "--threshold does not apply to --judgments: a judge names a step, it gives no score")
+    named = [(kind, *_named(spec)) for kind in ("labels", "scores", "judgments") for spec in getattr(args, kind)]
     names = [name for _, name, _ in named]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
@@ -108,8 +120,10 @@ def run_eval(args: argparse.Namespace) -> int:
         for kind, name, path in named:
             if kind == "labels":
                 sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
-            else:
+            elif kind == "scores":
                 sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
+            else:
+                sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
         references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])

@@ -1,8 +1,10 @@
-"""`labeler eval`: how far step labels, or a PRM's step scores, agree with human labels.
+"""`labeler eval`: how far step labels, a PRM's step scores, or a judge's verdicts agree with human labels.
 
 Predictions come from labels shards (a step is predicted wrong when its hard label is False, or,
-with a threshold, when its soft label is below it) or from `labeler score` output (wrong when the
-step's probability is below the threshold). They are matched to reference rows by problem_id;
+with a threshold, when its soft label is below it), from `labeler score` output (wrong when the
+step's probability is below the threshold), or from judgments shards (`labeler judge`: the steps
+before the judge's first error predicted right, that step wrong, the later ones not predicted: a
+critique names the earliest error only). They are matched to reference rows by problem_id;
 when several predicted solutions share a problem_id, the one with the reference's steps is used.
 A match whose step count differs from the reference's is not compared.
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from statistics import mean
 
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, step_metrics
-from labeler.store.reader import read_labelled_rows
+from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 
 DEFAULT_SCORE_THRESHOLD = 0.5
@@ -67,6 +69,18 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
         raise PredictionsError(f"{path}:{number}: not a `labeler score` line ({error})") from error
+    return predictions
+
+
+def predictions_from_judgments(path: str) -> list[Prediction]:
+    """A judge as a critic: its verdict (the majority first error) on each judged solution."""
+    predictions = []
+    table = read_judgments_table(path).select(["problem_id", "solution_id", "steps", "first_error"])
+    for row in table.to_pylist():
+        steps, first = tuple(row["steps"]), row["first_error"]
+        correct = tuple(True if first < 0 or i < first else (False if i == first else None) for i in range(len(steps)))
+        scores = tuple(None if value is None else float(value) for value in correct)
+        predictions.append(Prediction(row["problem_id"], row["solution_id"], steps, len(steps), correct, scores))
     return predictions
 
 
@@ -136,10 +150,10 @@ def _average_f1(subsets: list[dict]) -> float | None:
 
 @dataclass
 class PredictionSource:
-    """One source of predictions in a comparison: a labels output or a score file, by its name."""
+    """One source of predictions in a comparison: a labels output, a score file or a judge's verdicts, by its name."""
 
     name: str
-    kind: str  # "labels" or "scores"
+    kind: str  # "labels", "scores" or "judgments"
     path: str
     threshold: float | None  # None: hard labels
     predictions: list[Prediction]
@@ -147,7 +161,7 @@ class PredictionSource:
     @property
     def label_source(self) -> str:
         found = sorted({p.label_source for p in self.predictions if p.label_source is not None})
-        return ", ".join(found) if found else ("PRM scores" if self.kind == "scores" else "none")
+        return ", ".join(found) if found else {"scores": "PRM scores", "judgments": "judge verdicts"}.get(self.kind, "none")
 
     def header(self) -> dict:
         return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}

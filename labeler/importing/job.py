@@ -32,6 +32,7 @@ from labeler.store.manifest import CorruptManifestError, check_same_job, new_man
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ShardStore
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION
+from schemas.tables import UNCHECKED
 
 IMPORT_STRATEGY = "import"  # the labels' `strategy` column
 
@@ -179,6 +180,9 @@ def _labels_row(planned: PlannedRow, unit_id: str, labels: list[StepLabel], pres
         "label_method": ["unlabelled" if label.correct is None else "human" for label in labels],
         "unlabelled_reason": [label.reason if label.correct is None else None for label in labels],
         "first_error": next((i for i, correct in enumerate(hard) if correct is False), -1),
+        "thinking_steps": solution.thinking_steps,
+        "trajectory_verdict": UNCHECKED,  # an import checks no answer: no trajectory label
+        "trajectory_label": None,
         "generated_tokens": 0,
         "solution_tokens": 0,
         "solution_truncated": False,

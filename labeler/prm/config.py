@@ -85,6 +85,14 @@ class TrainConfig:
     )
     max_grad_norm: float = setting(1.0, above=0, help="gradient clipping", group=OPTIMISATION)
     max_length: int = setting(2048, at_least=8, help="tokens per solution; steps past it get no target", group=DATA)
+    trajectory_loss_weight: float = setting(
+        1.0,
+        at_least=0,
+        metavar="W",
+        help="labels with trajectory labels (schema 1.4) also train a trajectory head, read after the last step: "
+        "loss = step loss + W x trajectory loss; 0: no trajectory head",
+        group=OPTIMISATION,
+    )
     validation_fraction: float = setting(0.1, at_least=0, below=1, help="share of problems held out for validation", group=DATA)
     select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
     seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)

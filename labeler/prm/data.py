@@ -5,6 +5,9 @@ or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with
 ("unlabelled") and steps cut off by the length limit get no target. Accuracy and AUC are always
 measured against hard labels. Each example carries its label source's index and weight (--labels
 DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
+
+The trajectory target (labels of schema 1.4) is the solution's trajectory label, 0/1, read at the
+last step's position; a solution cut by the length limit, or without a trajectory label, has none.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class PRMExample:
     hard_labels: list[bool | None]
     weight: float = 1.0  # of its label source, on each of its steps' loss
     source: int = 0  # index of its label source among --labels
+    trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
+    trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ def build_examples(
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     for row in rows:
-        rendered = render_solution(tokenizer, row.problem, row.steps, max_length)
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
         truncated += len(row.steps) - rendered.steps_kept
         positions, targets, hard = [], [], []
         for i, position in enumerate(rendered.score_positions):
@@ -64,7 +69,15 @@ def build_examples(
         if not positions:
             dropped += 1
             continue
-        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source))
+        whole = rendered.steps_kept == len(row.steps)
+        trajectory = _as_float(row.trajectory_label) if whole else None
+        examples.append(
+            PRMExample(
+                row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source,
+                trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
+                trajectory_target=trajectory,
+            )
+        )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
 
@@ -97,9 +110,13 @@ class Batch:
     step_mask: torch.Tensor  # True at score positions that carry a target
     targets: torch.Tensor  # float, meaningful where step_mask
     weights: torch.Tensor  # float, the step's label-source weight where step_mask
+    # [batch]: where each solution's trajectory score is read (-1: no trajectory target), and its target
+    trajectory_positions: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(tensor.to(device) for tensor in (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights)))
+        tensors = (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights, self.trajectory_positions, self.trajectory_targets)
+        return Batch(*(None if tensor is None else tensor.to(device) for tensor in tensors))
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,7 +139,9 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
         step_mask[row, example.score_positions] = True
         targets[row, example.score_positions] = torch.tensor(example.targets)
         weights[row, example.score_positions] = example.weight
-    return Batch(input_ids, attention_mask, step_mask, targets, weights)
+    trajectory_positions = torch.tensor([-1 if e.trajectory_position is None else e.trajectory_position for e in examples])
+    trajectory_targets = torch.tensor([0.0 if e.trajectory_target is None else e.trajectory_target for e in examples])
+    return Batch(input_ids, attention_mask, step_mask, targets, weights, trajectory_positions, trajectory_targets)
 
 
 def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -151,5 +170,6 @@ def data_fingerprint(examples: Sequence[PRMExample]) -> str:
     digest = hashlib.sha256()
     for example in sorted(examples, key=lambda e: (e.source, e.solution_id)):
         origin = "" if (example.source, example.weight) == (0, 1.0) else f"{example.source}:{example.weight}:"
-        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+        trajectory = "" if example.trajectory_target is None else f":{example.trajectory_target}"  # runs on older labels keep their fingerprint
+        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}{trajectory}\n".encode())
     return digest.hexdigest()[:16]

@@ -6,7 +6,9 @@ clipping, binary cross-entropy on each labelled step's score (soft or hard targe
 sources train together, split into train and validation by problem across all of them). After
 every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
 appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
-selected metric improved, OUT/best.
+selected metric improved, OUT/best. Labels with trajectory labels also train a trajectory head
+beside the step head (labeler/prm/trajectory.py), its loss added with --trajectory-loss-weight,
+and validate it (val_trajectory_*).
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
@@ -41,7 +43,8 @@ from labeler.evaluation.metrics import roc_auc
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem, weighted_loss
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.scoring import step_logits
+from labeler.prm.scoring import step_and_trajectory_logits
+from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
 from labeler.prm.config import TrainConfig
 
 log = logging.getLogger("labeler.train")
@@ -87,6 +90,7 @@ def train(config: TrainConfig) -> TrainResult:
             dtype=placement.weight_dtype,
             trust_remote_code=config.trust_remote_code,
             name=config.model_name,
+            trajectory_head=_wants_trajectory_head(config, rows),
         )
 
     train_set, validation_set = _examples(config, prm, rows)
@@ -109,6 +113,14 @@ def train(config: TrainConfig) -> TrainResult:
 
     loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, train_set, validation_set, fingerprint, state)
     return loop.run()
+
+
+def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -> bool:
+    """A trajectory head when its loss counts and some solution of some source has a trajectory label to train it on."""
+    labelled = any(row.trajectory_label is not None for source_rows in rows for row in source_rows)
+    if config.trajectory_loss_weight > 0 and not labelled:
+        log.info("no trajectory labels in the labels (schema 1.3 or older, or imported): the PRM gets no trajectory head")
+    return config.trajectory_loss_weight > 0 and labelled
 
 
 def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
@@ -230,9 +242,10 @@ class _TrainingLoop:
             batch = batch.to(self.placement.device)
             group_size = min(accumulation, total_batches - (self.batches_done // accumulation) * accumulation)
             with self.placement.autocast():
-                logits = self.prm(batch.input_ids, batch.attention_mask)
+                logits, trajectory_logits = self.prm.step_and_trajectory_logits(batch.input_ids, batch.attention_mask)
             mask = batch.step_mask
             loss = weighted_loss(logits[mask], batch.targets[mask], batch.weights[mask])
+            loss = self._plus_trajectory_loss(loss, trajectory_logits, batch)
             (loss / group_size).backward()
             self.loss_sum += loss.item()
             self.loss_count += 1
@@ -261,6 +274,13 @@ class _TrainingLoop:
                 self._save_last()
         self._finish_epoch(time.monotonic() - started)
         return config.max_steps is not None and self.global_step >= config.max_steps and self.epoch < config.epochs
+
+    def _plus_trajectory_loss(self, loss: torch.Tensor, trajectory_logits: torch.Tensor | None, batch) -> torch.Tensor:
+        """The step loss plus --trajectory-loss-weight x the trajectory head's loss, where the batch has trajectory targets."""
+        if trajectory_logits is None or batch.trajectory_positions is None:
+            return loss
+        extra = trajectory_loss(trajectory_logits, batch.trajectory_positions, batch.trajectory_targets)
+        return loss if extra is None else loss + self.config.trajectory_loss_weight * extra
 
     def _optimizer_step(self) -> None:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
@@ -313,9 +333,10 @@ class _TrainingLoop:
     def _validate(self) -> dict:
         if not self.validation_set:
             return {}
-        sequences = [(e.input_ids, e.score_positions) for e in self.validation_set]
-        logits = step_logits(self.prm, sequences, self.config.batch_size, self.placement)
+        sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
+        logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
         record = _validation_metrics(logits, self.validation_set)
+        record |= trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
         if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
             by_source = {}
             for index, source in enumerate(self.config.sources):
