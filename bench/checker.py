@@ -171,7 +171,7 @@ def bench_eval_sets(checker: AnswerChecker, data: Path, verbose: bool, record_na
         changed = [r["id"] for r, v in zip(rows, naive) if r["id"] in stored and stored[r["id"]] != v]
         a, b = score(ours, rows), score(naive, rows)
         summary[name] = {"ours": a, "naive_math_verify": b, "questions_missing": missing}
-        label = f"{name} (held out)" if name in eval_sets.HELD_OUT_SETS else f"{name} (red team, seen since v3)" if name in red_team else name
+        label = f"{name} (held out)" if name in eval_sets.HELD_OUT_SETS else f"{name} ({eval_sets.red_team_label(name)})" if name in red_team else name
         lines.append(
             f"| {label} | {a['n']} | {100 * a['accuracy']:.1f}% | {a['fp']} | {a['fn']} | {100 * b['accuracy']:.1f}% | {b['fp']} | {b['fn']} |"
         )

@@ -22,6 +22,14 @@ NAIVE_FILE = HERE / "naive_math_verify.json"
 HELD_OUT = "heldout"
 HELD_OUT_SETS = ("heldout", "heldout2")  # each written before the checker changed for its kinds
 RED_TEAM_PREFIX = "redteam_"
+# What the checker has seen of each red-team round: round 1 (redteam_*) since CHECKER_VERSION 3, whose rules
+# fix the general causes of its misses; round 2 (redteam_r2_*) not at all when it was first measured (v3).
+RED_TEAM_ROUND_2 = "redteam_r2_"
+
+
+def red_team_label(name: str) -> str:
+    """How bench/checker.py names a red-team set: which round, and whether the checker has been tuned on it."""
+    return "red team 2, unseen by v3" if name.startswith(RED_TEAM_ROUND_2) else "red team 1, seen since v3"
 FIELDS = ("id", "source", "kind", "gold", "prediction", "expected", "reason")
 
 
@@ -32,9 +40,9 @@ def set_names() -> list[str]:
 
 
 def red_team_names() -> list[str]:
-    """The red-team sets (redteam_*.jsonl, redteam_build.py): written by someone who had not read
-    the checker's rules or the other sets, as an unseen test; seen since CHECKER_VERSION 3, whose
-    rules fix the general causes of their misses. bench/checker.py reports them; the
+    """The red-team sets (redteam_*.jsonl: redteam_build.py, redteam_r2_build.py): written by someone who had
+    not read the checker's rules or the other sets, as an unseen test (red_team_label says what has been
+    seen since). bench/checker.py reports them; the
     tests leave them out, so that they stay a measurement rather than a target."""
     return sorted(p.stem for p in HERE.glob(f"{RED_TEAM_PREFIX}*.jsonl"))
 
