@@ -6,8 +6,10 @@ trains with twice the accumulation, and resumes to it."""
 import json
 import multiprocessing
 import os
+import queue
 import re
 import socket
+import time
 from dataclasses import asdict, replace
 
 import pytest
@@ -161,16 +163,26 @@ def _data_parallel_worker(rank: int, world_size: int, port: int, config, results
 
 def train_data_parallel(config, world_size: int = 2) -> dict:
     """`train(config)` in `world_size` processes, as torchrun runs `labeler train`; process 0's result.
-    The processes are forked from this one, so they start without importing torch and transformers again."""
+    The processes are spawned, not forked: a fork of this process (which may hold a live vLLM engine of
+    other tests, and torch's thread pools) can die or hang in the child."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     results = context.Queue()
     processes = [context.Process(target=_data_parallel_worker, args=(r, world_size, port, config, results)) for r in range(world_size)]
     for process in processes:
         process.start()
-    by_rank = dict(results.get(timeout=600) for _ in processes)
+    by_rank = {}
+    deadline = time.monotonic() + 900
+    while len(by_rank) < world_size:
+        try:
+            rank, result = results.get(timeout=5)
+            by_rank[rank] = result
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            assert not dead, f"a training process died (exit codes {dead})"
+            assert time.monotonic() < deadline, "the training processes gave no result in 15 minutes"
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
