@@ -4,6 +4,7 @@ workers on one machine start."""
 
 import json
 import os
+import time
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
 from labeler.store.manifest import EngineChangeError
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
+from workers import ray_executor
 from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
 
 ray = pytest.importorskip("ray")
@@ -67,6 +69,11 @@ class WorkerEngine(ScriptedGenerator):
 class BrokenEngine:
     def __init__(self):
         raise OSError("no such model: /nowhere")
+
+
+class EngineThatNeverLoads:
+    def __init__(self):
+        time.sleep(3600)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -152,6 +159,26 @@ def test_engine_records_come_from_the_workers_and_are_checked_before_they_label(
 def test_workers_that_cannot_start_stop_the_job(dataset, tmp_path):
     with pytest.raises(NoWorkerError, match="no such model"):
         label(dataset, tmp_path / "out", on_ray(BrokenEngine))
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpus", "why"),
+    [
+        (EngineThatNeverLoads, 0, "or its engine did not finish loading (1 CPU, 0 GPU each"),
+        (partial(ScriptedGenerator, PROBLEMS), 1, "no node of the cluster can hold one (1 CPU, 1 GPU each"),
+    ],
+)
+def test_a_job_whose_workers_never_start_stops_at_the_start_timeout(dataset, tmp_path, monkeypatch, capfd, engine, gpus, why):
+    """An engine that hangs while it loads, or a worker that needs a GPU this CPU-only Ray does not
+    have: the job stops after --worker-start-timeout, saying why, instead of waiting forever."""
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.2)
+    settings = ClusterSettings(workers=1, gpus_per_worker=gpus, worker_start_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(NoWorkerError, match="did not start within 2 s") as error:
+        label(dataset, tmp_path / "out", RayExecutor(settings, engine, partial(AnswerChecker, timeout_s=5)))
+    assert why in str(error.value) and "CPUs free" in str(error.value)
+    assert time.monotonic() - started < 30
+    assert "gave up on a worker" in capfd.readouterr().err
 
 
 @pytest.mark.parametrize(("workers", "budget", "each"), [(3, None, 1), (2, 5, 2)])
