@@ -10,6 +10,15 @@ naive estimator would write: adaptive's stopping rule biases it), ProcessBench F
 against the human labels, and token savings by solution length.
 
     .venv/bin/python bench/strategies.py [--model M] [--input FILE] [--rows 40] [--min-steps 8]
+
+Long traces (--trace-steps 30-200): each row is first lengthened into a reasoning trace of between
+30 and 200 steps, spread evenly over the rows (bench/long_traces.py says how), and labelled with
+the trace preset; the human first error moves with it. --simulate P_GOOD[,P_BAD] replaces the model
+by a simulated completer whose rollouts succeed with probability P_GOOD before the human first error
+and P_BAD after it (default 0.02), to show the search at a chosen success rate in seconds.
+
+    .venv/bin/python bench/strategies.py --trace-steps 30-200 --rows 8 --rollouts 4 --max-new-tokens 64 --max-model-len 8192
+    .venv/bin/python bench/strategies.py --trace-steps 30-200 --rows 200 --simulate 0.5
 """
 
 from __future__ import annotations
@@ -34,19 +43,20 @@ from workers.local_executor import LocalExecutor  # noqa: E402
 from labeler.labeling.strategies import STRATEGIES  # noqa: E402
 
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "processbench" / "math.jsonl"
-LENGTH_BUCKETS = ((1, 7), (8, 9), (10, 12), (13, 10_000))
+LENGTH_BUCKETS = ((1, 7), (8, 9), (10, 12), (13, 29), (30, 59), (60, 99), (100, 149), (150, 10_000))
 
 
-def select_rows(path: Path, rows: int, min_steps: int) -> list[dict]:
-    selected = []
+def select_rows(path: Path, rows: int, min_steps: int, mixed: bool = False) -> list[dict]:
+    """The first `rows` rows with `min_steps` steps or more; `mixed`: alternately one with a human
+    first error and one without (ProcessBench's files hold the erroneous rows first)."""
     with open(path) as handle:
-        for line in handle:
-            row = json.loads(line)
-            if len(row["steps"]) >= min_steps:
-                selected.append(row)
-            if len(selected) == rows:
-                break
-    return selected
+        candidates = [row for row in map(json.loads, handle) if len(row["steps"]) >= min_steps]
+    if not mixed:
+        return candidates[:rows]
+    wrong = [row for row in candidates if row.get("label", -1) >= 0]
+    right = [row for row in candidates if row.get("label", -1) < 0]
+    alternating = [row for pair in zip(wrong, right) for row in pair]
+    return alternating[:rows]
 
 
 def processbench_f1(predicted: dict[str, int], human: dict[str, int]) -> float:
@@ -94,33 +104,60 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument("--trace-steps", default=None, metavar="MIN-MAX", help="lengthen each row into a trace of MIN to MAX steps")
+    parser.add_argument("--simulate", default=None, metavar="P_GOOD[,P_BAD]", help="a simulated completer instead of a model (traces only)")
     args = parser.parse_args()
 
-    from workers.model_source import resolve_model
     from workers.engine_logging import route_vllm_logs
-    from workers.vllm_generator import VLLMGenerator
 
     route_vllm_logs("ERROR")  # stdout is for the figures
 
-    rows = select_rows(Path(args.input), args.rows, args.min_steps)
-    human = {row["id"]: row["label"] for row in rows}
+    rows = select_rows(Path(args.input), args.rows, args.min_steps, mixed=bool(args.trace_steps))
     work = Path(tempfile.mkdtemp(prefix="bench-strategies-"))
     dataset = work / "input.jsonl"
-    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    print(f"{len(rows)} rows with >= {args.min_steps} steps from {args.input}; steps per row: {sorted(len(r['steps']) for r in rows)}", flush=True)
+    preset, max_steps, traces = "processbench", None, None
+    if args.trace_steps:
+        from long_traces import lengthen
 
-    source = resolve_model(args.model)
-    engine = VLLMGenerator(source.path, model_name=source.name, dtype=args.dtype, max_model_len=args.max_model_len)
+        low, high = (int(x) for x in args.trace_steps.split("-"))
+        targets = [low + (high - low) * n // max(1, len(rows) - 1) for n in range(len(rows))]
+        preset, max_steps = "trace", high - 1
+        traces = [lengthen(row, target, max_steps) for row, target in zip(rows, targets)]
+        human = {trace.row["id"]: trace.first_error for trace in traces}
+        dataset.write_text("".join(json.dumps(trace.row) + "\n" for trace in traces))
+        print(f"{len(rows)} rows from {args.input} lengthened into traces of {low} to {high} steps: {[t.steps for t in traces]}", flush=True)
+    else:
+        human = {row["id"]: row["label"] for row in rows}
+        dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        print(f"{len(rows)} rows with >= {args.min_steps} steps from {args.input}; steps per row: {sorted(len(r['steps']) for r in rows)}", flush=True)
+
+    if args.simulate:
+        from long_traces import SimulatedCompleter
+
+        if traces is None:
+            parser.error("--simulate needs --trace-steps")
+        p_good, p_bad = ([float(x) for x in args.simulate.split(",")] + [0.02])[:2]
+        engine, model_name = SimulatedCompleter(traces, p_good, p_bad), f"simulated(p_good={p_good}, p_bad={p_bad})"
+        print(f"completer: {model_name}, not a model", flush=True)
+    else:
+        from workers.model_source import resolve_model
+        from workers.vllm_generator import VLLMGenerator
+
+        source = resolve_model(args.model)
+        engine = VLLMGenerator(source.path, model_name=source.name, dtype=args.dtype, max_model_len=args.max_model_len)
+        model_name = source.name
     results, labels = {}, {}
     with AnswerChecker() as checker:
         for strategy in args.strategies.split(","):
             config = LabelConfig(
-                input=str(dataset), output=str(work / strategy), model=source.name, preset="processbench", rollouts=args.rollouts,
+                input=str(dataset), output=str(work / strategy), model=model_name, preset=preset, rollouts=args.rollouts,
                 max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed, shard_size=len(rows), strategy=strategy,
+                **({"max_steps": max_steps, "max_row_chars": 10**7} if max_steps else {}),
             )  # fmt: skip
-            engine.llm.reset_prefix_cache()
+            if hasattr(engine, "llm"):
+                engine.llm.reset_prefix_cache()
             started = time.perf_counter()
-            summary = run_job(config, executor=LocalExecutor(lambda: engine, checker), model_info={"name": source.name}, progress_enabled=False)
+            summary = run_job(config, executor=LocalExecutor(lambda: engine, checker), model_info={"name": model_name}, progress_enabled=False)
             seconds = time.perf_counter() - started
             table = pq.read_table(work / strategy / "labels").to_pylist()
             labels[strategy] = {row["problem_id"]: row for row in table}
@@ -132,7 +169,7 @@ def main() -> None:
     print()
     header = (
         f"{'strategy':12} {'rollouts':>8} {'tokens':>8} {'x fewer':>7} {'wall s':>7} {'hard agr':>8} {'1st-err agr':>11} "
-        f"{'soft MAE':>8} {'soft cov':>8} {'c/n MAE':>7} {'PB F1':>6}"
+        f"{'soft MAE':>8} {'soft cov':>8} {'c/n MAE':>7} {'human agr':>9} {'PB F1':>6}"
     )
     print(header)
     for strategy, result in results.items():
@@ -153,21 +190,42 @@ def main() -> None:
             fewer = f"{results['exhaustive']['tokens'] / max(result['tokens'], 1):.2f}"
             soft_error, soft_cover, naive_error = soft_label_errors([rows_by_id[pid] for pid in common], [reference[pid] for pid in common])
         f1 = processbench_f1(first_errors, human)
+        human_agree = f"{sum(first_errors[pid] == human[pid] for pid in first_errors) / max(1, len(first_errors)):.1%}"
         print(
             f"{strategy:12} {result['rollouts']:>8} {result['tokens']:>8} {fewer:>7} {result['seconds']:>7.1f} {hard_agree:>8} "
-            f"{first_agree:>11} {soft_error:>8} {soft_cover:>8} {naive_error:>7} {f1:>6.3f}"
+            f"{first_agree:>11} {soft_error:>8} {soft_cover:>8} {naive_error:>7} {human_agree:>9} {f1:>6.3f}"
         )
 
     if reference:
-        print("\ntokens by solution length (steps): exhaustive / strategy")
+        print("\nby solution length (steps): exhaustive's tokens / the strategy's, first_error agreement with exhaustive")
         by_length: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        agree_by_length: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
         for strategy in results:
             for pid, row in labels[strategy].items():
                 by_length[bucket(len(row["steps"]))][strategy] += row["generated_tokens"]
+                if pid in reference:
+                    agree_by_length[bucket(len(row["steps"]))][strategy].append(row["first_error"] == reference[pid]["first_error"])
         for length in sorted(by_length, key=lambda b: int(b.split("-")[0].rstrip("+"))):
-            counts = by_length[length]
-            savings = ", ".join(f"{s} {counts['exhaustive'] / max(counts[s], 1):.2f}x" for s in results if s != "exhaustive")
-            print(f"  {length:>6} steps: {savings}")
+            counts, agree = by_length[length], agree_by_length[length]
+            savings = ", ".join(
+                f"{s} {counts['exhaustive'] / max(counts[s], 1):.2f}x {sum(agree[s]) / max(1, len(agree[s])):.0%}"
+                for s in results if s != "exhaustive"
+            )  # fmt: skip
+            print(f"  {length:>7} steps ({len(agree['exhaustive'])} solutions): {savings}")
+        for strategy in results:
+            differ = [
+                f"{pid} ({len(row['steps'])} steps): {reference[pid]['first_error']} vs {row['first_error']}, human {human[pid]}"
+                for pid, row in labels[strategy].items()
+                if pid in reference and row["first_error"] != reference[pid]["first_error"]
+            ]
+            if differ and strategy != "exhaustive":
+                print(f"  {strategy} first_error differs from exhaustive's on: {'; '.join(differ[:10])}")
+        first_errors = [row["first_error"] for row in reference.values()]
+        errs = [f for f in first_errors if f >= 0]
+        print(
+            f"\nexhaustive's first errors: {len(errs)} of {len(first_errors)} solutions, at step "
+            f"{sorted(errs)}; human (moved into the traces): {sorted(h for h in human.values() if h >= 0)}"
+        )
         labelled = [h for row in reference.values() for h in row["hard_labels"] if h is not None]
         positives, total = sum(labelled), len(labelled)
         unlabelled = sum(len(row["hard_labels"]) for row in reference.values()) - total

@@ -27,7 +27,7 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling.job import JobSummary, plan_rows, run_job
 from labeler.labeling.tables import rejected_table
-from labeler.labeling.unit import UnitResult
+from labeler.labeling.unit import LabelingTask, UnitResult
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
 from schemas.tables import LABELS_SCHEMA, ROLLOUTS_SCHEMA
@@ -100,7 +100,7 @@ class Labeler:
                 found[directory].append(table)
 
         if plan.units:
-            executor.run(plan.units, self.config, self.config.config_hash(), progress, keep)
+            executor.run(plan.units, LabelingTask(self.config, self.config.config_hash()), progress, keep)
         return LabelTables(
             labels=_concat(found[LABELS_DIR], LABELS_SCHEMA),
             rollouts=_concat(found[ROLLOUTS_DIR], ROLLOUTS_SCHEMA),

@@ -20,8 +20,12 @@ class SourceRow:
     steps: tuple[str, ...] | None
     source: str  # preset name, e.g. "gsm8k"
     # False when the input says its solution stops before the final answer (a PRM800K trajectory
-    # that ends at an error or gives up): its last step is then labelled by rollouts, not by a check.
+    # that ends at an error or gives up, a trace whose thinking was cut off): its last step is then
+    # labelled by rollouts, not by a check.
     complete: bool = True
+    # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the rest
+    # its response (one step). 0: an ordinary step-by-step solution.
+    thinking_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Solution:
     # A solution the job sampled (problem-only rows): its tokens, and whether its budget cut it.
     sampling_tokens: int = 0
     sampling_truncated: bool = False
+    thinking_steps: int = 0  # steps[:thinking_steps] are a trace's thinking (see SourceRow.thinking_steps)
 
 
 @dataclass(frozen=True)

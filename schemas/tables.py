@@ -1,4 +1,5 @@
-"""Arrow schemas of the three output tables. Bump SCHEMA_VERSION on any change of columns or meaning."""
+"""Arrow schemas of the labeling job's three output tables (a judge's judgments table: schemas/judgments.py).
+Bump SCHEMA_VERSION on any change of columns or meaning."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import pyarrow as pa
 # 1.2: rollouts cut by their token budget get verdict "truncated" and are counted apart (n_truncated);
 #      label_method gains "early_stop"; unlabelled steps say why (unlabelled_reason); sampled solutions
 #      carry their own tokens and whether their budget cut them; rollouts record their token budget.
-SCHEMA_VERSION = "1.2"
+# 1.3: label_method gains "human" (a label the input dataset gives, imported by `labeler import`: hard
+#      label only, soft null, no rollouts) and "judge" (from an LLM judge's first error: labeler consensus);
+#      each solution says where its labels come from (label_source, the last column: "monte-carlo",
+#      "judge", "consensus", "human"). Shards of 1.2 have no label_source: readers take it as
+#      "monte-carlo", the only source 1.2 knew.
+# 1.4: trajectory-level labels beside the step labels: thinking_steps (a reasoning trace's thinking,
+#      then its response), trajectory_verdict and trajectory_label (does the final answer it states,
+#      a trace's response, match the reference). Shards of 1.3 and older stay readable
+#      (labeler/store/reader.py): they read as plain solutions with no trajectory label.
+SCHEMA_VERSION = "1.4"
 
 
 class SchemaError(ValueError):
@@ -40,10 +50,23 @@ LABELS_SCHEMA = _versioned(
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
-        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps).
+        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps);
+        # "human": given by the input dataset (`labeler import`), hard label only, soft null, no rollouts;
+        # "judge": from an LLM judge's first error (`labeler consensus`): steps before it positive, it and
+        # the steps after it negative, soft null, no counted rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         pa.field("first_error", pa.int32(), nullable=False),
+        # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
+        # rest its response. 0: a plain step-by-step solution.
+        pa.field("thinking_steps", pa.int32(), nullable=False),
+        # The trajectory as a whole: the checker's verdict on the final answer it states (a trace: its
+        # response): correct, incorrect, unparseable (it states none), timeout, or unfinished (it stops
+        # before its answer: thinking cut off, a PRM800K trajectory that gave up, a sampled solution cut
+        # by its budget), or unchecked (labels imported by `labeler import`). trajectory_label: verdict ==
+        # correct; null on timeout and unchecked (not known).
+        pa.field("trajectory_verdict", pa.string(), nullable=False),
+        pa.field("trajectory_label", pa.bool_(), nullable=True),
         # Tokens generated for this solution: its rollouts, plus solution_tokens when the job sampled
         # the solution itself (problem-only rows; 0 otherwise). solution_truncated: its budget cut it.
         pa.field("generated_tokens", pa.int64(), nullable=False),
@@ -58,6 +81,11 @@ LABELS_SCHEMA = _versioned(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("schema_version", pa.string(), nullable=False),
+        # Who made this solution's labels (LABEL_SOURCES): "monte-carlo" for `labeler label`; an import
+        # says what the dataset's labels are ("human" for PRM800K and ProcessBench, "monte-carlo" for
+        # Math-Shepherd's released automatic labels); "judge" and "consensus" for `labeler consensus`
+        # (an LLM judge's first error; Monte-Carlo labels whose first error the judge confirmed).
+        pa.field("label_source", pa.string(), nullable=False),
     ],
     "labels",
 )
@@ -95,5 +123,9 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
-LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "human", "judge")
+LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
+MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every 1.2 shard
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+UNCHECKED = "unchecked"  # trajectory_verdict of labels imported from a dataset, or older than 1.4: no answer was checked
+TRAJECTORY_VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "unfinished", UNCHECKED)

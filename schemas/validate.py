@@ -1,16 +1,20 @@
-"""Checks run on every table before it is written: the schema, and the invariants of the labels."""
+"""Checks run on every table before it is written: the schema, and the invariants of the labels and judgments."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from schemas.judgments import JUDGMENTS_SCHEMA, NO_ERROR, majority
 from schemas.tables import (
     LABEL_METHODS,
+    LABEL_SOURCES,
     LABELS_SCHEMA,
     MEASURED_METHODS,
     REJECTED_SCHEMA,
     ROLLOUTS_SCHEMA,
+    TRAJECTORY_VERDICTS,
+    UNCHECKED,
     VERDICTS,
     SchemaError,
 )
@@ -27,7 +31,11 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
     per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
-    rows = table.select(["solution_id", "steps", *per_step, "first_error"]).to_pylist()
+    sources = set(pc.unique(table.column("label_source")).to_pylist())
+    if not sources <= set(LABEL_SOURCES):
+        raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
+    trajectory = ("thinking_steps", "trajectory_verdict", "trajectory_label")
+    rows = table.select(["solution_id", "steps", *per_step, "first_error", *trajectory, "label_source"]).to_pylist()
     seen: set[str] = set()
     for row in rows:
         where = f"labels row solution_id={row['solution_id']}"
@@ -62,6 +70,24 @@ def validate_labels(table: pa.Table) -> None:
         expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)
         if row["first_error"] != expected_first_error:
             raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
+        if not 0 <= row["thinking_steps"] <= k:
+            raise SchemaError(f"{where}: thinking_steps={row['thinking_steps']} for {k} steps")
+        verdict, label = row["trajectory_verdict"], row["trajectory_label"]
+        if verdict not in TRAJECTORY_VERDICTS:
+            raise SchemaError(f"{where}: unknown trajectory_verdict {verdict!r}")
+        if label != (None if verdict in ("timeout", UNCHECKED) else verdict == "correct"):
+            raise SchemaError(f"{where}: trajectory_label={label} disagrees with trajectory_verdict {verdict!r}")
+        _check_label_source(row, where)
+
+
+def _check_label_source(row: dict, where: str) -> None:
+    """Judge labels (label_method "judge") on every step of a row whose label_source is "judge", and on no other."""
+    source = row["label_source"]
+    judged = [method == "judge" for method in row["label_method"]]
+    if source == "judge" and not all(judged):
+        raise SchemaError(f"{where}: a row with label_source judge has steps labelled otherwise")
+    if source != "judge" and any(judged):
+        raise SchemaError(f"{where}: a step labelled judge in a row with label_source {source}")
 
 
 def validate_rollouts(table: pa.Table) -> None:
@@ -73,3 +99,32 @@ def validate_rollouts(table: pa.Table) -> None:
 
 def validate_rejected(table: pa.Table) -> None:
     _check_schema(table, REJECTED_SCHEMA, "rejected")
+
+
+def validate_judgments(table: pa.Table) -> None:
+    _check_schema(table, JUDGMENTS_SCHEMA, "judgments")
+    per_vote = ("critiques", "critique_indices", "critique_seeds", "critique_samples")
+    rows = table.select(["solution_id", "steps", *per_vote, "first_error", "agreement", "votes"]).to_pylist()
+    seen: set[str] = set()
+    for row in rows:
+        where = f"judgments row solution_id={row['solution_id']}"
+        if row["solution_id"] in seen:
+            raise SchemaError(f"{where}: duplicate solution_id")
+        seen.add(row["solution_id"])
+        if not row["steps"]:
+            raise SchemaError(f"{where}: no steps")
+        if row["votes"] < 1:
+            raise SchemaError(f"{where}: votes={row['votes']}")
+        for column in per_vote:
+            if len(row[column]) != row["votes"]:
+                raise SchemaError(f"{where}: {column} has {len(row[column])} entries for {row['votes']} votes")
+        wrong = [index for index in row["critique_indices"] if not NO_ERROR <= index < len(row["steps"])]
+        if wrong:
+            raise SchemaError(f"{where}: critique index {wrong[0]} is not a step of its {len(row['steps'])} steps, nor -1")
+        if any(samples < 1 for samples in row["critique_samples"]):
+            raise SchemaError(f"{where}: a vote with no sample")
+        verdict, agreement = majority(row["critique_indices"])
+        if row["first_error"] != verdict or abs(row["agreement"] - agreement) > 1e-9:
+            raise SchemaError(
+                f"{where}: first_error={row['first_error']} agreement={row['agreement']} but the votes give {verdict} and {agreement}"
+            )

@@ -91,3 +91,40 @@ class CrashingGenerator(ScriptedGenerator):
         if len(self.calls) + 1 == self.crash_on_call:
             raise Crash("engine died")
         return super().generate(requests, sampling)
+
+
+class ScriptedJudge:
+    """A test double of a judge model: the critique of a request is `script(problem, seed)`, where
+    `problem` is the problem text the critique prompt shows (the line after "# Problem") and `seed`
+    the request's seed; by default every critique finds no error. Tokens: one per word."""
+
+    model_name = "scripted-judge"
+    dtype, max_model_len = "float32", 2048
+
+    def __init__(self, script=None, too_long: str | None = None):
+        self.script = script or (lambda problem, seed: "Every paragraph checks out.\n\n\\boxed{-1}")
+        self.too_long = too_long  # a problem whose prompt does not fit the context
+        self.calls: list[int] = []
+        self.seeds: list[int] = []
+
+    def describe(self) -> dict:
+        return {"model": self.model_name, "model_revision": "scripted", "dtype": self.dtype, "max_model_len": self.max_model_len}
+
+    @staticmethod
+    def problem_of(prompt: str) -> str:
+        after = prompt.split("# Problem\n\n", 1)[-1]
+        return after.split("\n\n# Solution", 1)[0]
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        self.calls.append(len(requests))
+        results = []
+        for request in requests:
+            self.seeds.append(request.seed)
+            problem = self.problem_of(request.user_message)
+            if self.too_long and problem == self.too_long:
+                results.append(GenerationResult((), error="prompt has 5000 tokens, the model's context is 2048", context_exceeded=True))
+                continue
+            text = self.script(problem, request.seed)
+            finish = "length" if text.endswith(CUT_MARKER) else "stop"
+            results.append(GenerationResult((Completion(text, len(text.split()), finish, sampling.max_new_tokens),)))
+        return results

@@ -43,6 +43,9 @@ def labels_row(
         "label_method": methods,
         "unlabelled_reason": ["synthetic" if method == "unlabelled" else None for method in methods],
         "first_error": next((i for i, h in enumerate(hard) if h is False), -1),
+        "thinking_steps": 0,
+        "trajectory_verdict": "incorrect" if False in hard else "correct",
+        "trajectory_label": False not in hard,
         "generated_tokens": 10 * sum(n_rollouts),
         "solution_tokens": 0,
         "solution_truncated": False,
@@ -54,6 +57,7 @@ def labels_row(
         "seed": 0,
         "config_hash": "synthetic",
         "schema_version": SCHEMA_VERSION,
+        "label_source": "monte-carlo",
     }
     row.update(extra)
     return row

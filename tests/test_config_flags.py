@@ -108,23 +108,23 @@ def test_label_validation_messages_name_the_flags():
         LabelConfig(input="i", output="o", model="m", strategy="greedy")
 
 
-# The hash changes only with a setting that changes labels (last: --truncated and --max-timeout-share, schema 1.2); moving
+# The hash changes only with a setting that changes labels (last: --max-steps and --min-rollout-tokens, schema 1.3); moving
 # or re-declaring settings must not change it, or every started job would refuse to resume.
 def test_config_hash_is_pinned():
-    assert LabelConfig(input="problems.jsonl", output="out", model="m").config_hash() == "3ab957d9dc7c32e1"
+    assert LabelConfig(input="problems.jsonl", output="out", model="m").config_hash() == "2cdad35ab1415642"
     changed = LabelConfig(
         input="hf:openai/gsm8k:main@train", output="o", model="Qwen/Qwen2.5-Math-7B-Instruct", preset="gsm8k", columns={"answer": "ans"},
         stop=("x",), strategy="adaptive", stop_after_answer=False, write_rollouts=False, limit=5, temperature=0.5,
     )  # fmt: skip
-    assert changed.config_hash() == "d4488fe5a0be15b6"
+    assert changed.config_hash() == "31c0205df9d2ac63"
 
 
 def test_output_settings_and_engine_settings_are_pinned():
     config = LabelConfig(input="problems.jsonl", output="out", model="m")
     assert LabelConfig.ENGINE_ONLY == ("output", "dtype", "max_model_len", "tensor_parallel_size", "gpu_memory_utilization")
     assert list(config.output_settings()) == [
-        "input", "model", "preset", "limit", "split_rule", "max_row_chars", "columns", "rollouts", "temperature", "top_p",
-        "max_new_tokens", "seed", "shard_size", "solutions_per_problem", "solution_max_new_tokens", "final_step",
+        "input", "model", "preset", "limit", "split_rule", "max_steps", "max_row_chars", "columns", "rollouts", "temperature", "top_p",
+        "max_new_tokens", "min_rollout_tokens", "seed", "shard_size", "solutions_per_problem", "solution_max_new_tokens", "final_step",
         "truncated", "max_timeout_share", "stop_after_answer", "stop", "strategy", "after_first_error", "round_size", "ci_width", "write_rollouts", "trust_remote_code",
     ]  # fmt: skip
 
@@ -133,7 +133,7 @@ def test_train_config_json_keys_are_pinned():
     assert sorted(TrainConfig(labels="l", output="o", model="m").to_dict()) == [
         "batch_size", "device", "epochs", "gradient_accumulation_steps", "gradient_checkpointing", "labels", "learning_rate",
         "max_grad_norm", "max_length", "max_steps", "model", "model_name", "output", "precision", "save_steps", "seed",
-        "select_best", "target", "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
+        "select_best", "target", "trajectory_loss_weight", "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
     ]  # fmt: skip
     assert TrainConfig.RESUMABLE == {"output", "epochs", "device", "save_steps", "max_steps", "labels"}
 

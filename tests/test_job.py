@@ -193,7 +193,9 @@ def test_manifest_and_every_unit_record_what_labelled_them(dataset, tmp_path, ch
     record = manifest["engine_records"][manifest["engine_record"]]
     assert record["model"] == "scripted-test-double" and record["model_revision"] == "scripted"
     assert (record["dtype"], record["max_model_len"]) == ("float32", 2048)
-    assert (record["checker_version"], record["checker_timeout"]) == (1, 5.0)
+    from labeler.checking.checker import CHECKER_VERSION
+
+    assert (record["checker_version"], record["checker_timeout"]) == (CHECKER_VERSION, 5.0)
     assert {"prm-labeler", "torch", "transformers", "math-verify", "sympy"} <= set(record["versions"])
     assert {unit["engine_record"] for unit in manifest["units"]} == {manifest["engine_record"]}
 

@@ -147,13 +147,13 @@ class TimingOutChecker:
     def __init__(self, checker, sick_calls: int):
         self.checker, self.sick_calls, self.calls = checker, sick_calls, 0
 
-    def check_many(self, pairs):
+    def check_many(self, pairs, questions=None):
         from labeler.checking import CheckResult, Verdict
 
         self.calls += 1
         if self.calls <= self.sick_calls:
             return [CheckResult(Verdict.TIMEOUT, None) for _ in pairs]
-        return self.checker.check_many(pairs)
+        return self.checker.check_many(pairs, questions)
 
 
 def run_unit(tmp_path, checker, **overrides):
@@ -192,3 +192,34 @@ def test_a_few_timeouts_in_a_big_unit_stay_timeouts():
     assert TimeoutWatch(checked=1000, timeouts=7).verdict(0.0) is None  # under the minimum count
     assert TimeoutWatch(checked=1000, timeouts=40).verdict(0.05) is None
     assert "60 of 1000" in TimeoutWatch(checked=1000, timeouts=60).verdict(0.05)
+
+
+class QuestionRecordingChecker:
+    """Passes every check through, keeping the questions it was given."""
+
+    def __init__(self, checker):
+        self.checker, self.questions = checker, []
+
+    def check_many(self, pairs, questions=None):
+        self.questions.append(questions)
+        return self.checker.check_many(pairs, questions)
+
+
+def test_labeling_checks_each_answer_with_its_question(tmp_path, checker):
+    """The question decides what a count noun means: '30 boxes' is not the 30 pencils asked for."""
+    import pyarrow.parquet as pq
+
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from tests.conftest import write_jsonl
+    from workers.local_executor import LocalExecutor
+
+    problem = "Tom buys 3 boxes of 10 pencils each. How many pencils does he have?"
+    rows = [{"id": "p", "problem": problem, "answer": "30", "steps": ["Each box has 10 pencils.", "So 3 boxes.", "The answer is: 30 boxes"]}]
+    config = LabelConfig(input=str(write_jsonl(tmp_path / "in.jsonl", rows)), output=str(tmp_path / "out"), model="scripted", rollouts=2)
+    recording = QuestionRecordingChecker(checker)
+    run_job(config, executor=LocalExecutor(lambda: ScriptedGenerator({problem: "30"}, miss_every=None), recording), model_info={"name": "s"}, progress_enabled=False)
+    [labels] = pq.read_table(tmp_path / "out" / "labels").to_pylist()
+    assert labels["label_method"] == ["rollouts", "rollouts", "final_answer"]
+    assert labels["hard_labels"] == [True, True, False]  # without the question, "30 boxes" would pass for 30
+    assert recording.questions and all(qs is not None and set(qs) == {problem} for qs in recording.questions)

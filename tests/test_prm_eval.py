@@ -173,3 +173,53 @@ def test_eval_bad_usage_exits_2(tmp_path, capsys):
     labels = write_labels(tmp_path / "job", [labels_row("pb-0", "s0", "P0", ["a"], [1.0], [True])])
     assert main(["eval", "--labels", str(labels), "--reference", str(not_reference)]) == 2
     assert "--reference-format" in capsys.readouterr().err
+
+
+def test_eval_sets_several_sources_side_by_side(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", [row | {"answer": "7"} for row in processbench_rows()])
+    # human labels: the reference itself, imported, but only its first three rows
+    partial = write_jsonl(tmp_path / "partial.jsonl", [row | {"answer": "7"} for row in processbench_rows()[:3]])
+    assert main(["import", "--preset", "processbench", "--input", str(partial), "--output", str(tmp_path / "human"), "--quiet"]) == 0
+    mc = write_labels(
+        tmp_path / "mc",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, 0.5, 0.25], [True, True, True]),  # -1, right
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, 0.0, 0.0], [True, False, False]),  # 1, right
+            labels_row("pb-2", "s2", "P2", ["a", "b"], [0.75, 0.0], [True, False]),  # 1 for 0, wrong
+            labels_row("pb-3", "s3", "P3", ["a", "b"], [0.0, 0.0], [False, False]),  # 0 for -1, wrong
+        ],
+    )
+    scores = write_jsonl(tmp_path / "scores.jsonl", [{"problem_id": f"pb-{i}", "solution_id": f"s{i}", "step_scores": [0.9] * n} for i, n in enumerate([3, 3, 2, 2])])
+    capsys.readouterr()
+    args = ["--labels", f"mc={mc}", "--labels", str(tmp_path / "human"), "--scores", f"prm={scores}", "--reference", str(reference)]
+    report = eval_json(capsys, *args)
+    by_name = {source["name"]: source for source in report["sources"]}
+    assert list(by_name) == ["mc", "human", "prm"] and report["common"] is False
+    assert [by_name[name]["label_source"] for name in by_name] == ["monte-carlo", "human", "PRM scores"]
+    assert [by_name[name]["kind"] for name in by_name] == ["labels", "labels", "scores"] and by_name["prm"]["threshold"] == 0.5
+    (mc_subset,), (human_subset,), (prm_subset,) = (by_name[name]["subsets"] for name in by_name)
+    assert (mc_subset["matched"], mc_subset["f1"]) == (4, 0.5)
+    assert (human_subset["matched"], human_subset["unmatched"], human_subset["erroneous_accuracy"], human_subset["correct_accuracy"]) == (3, 1, 1.0, 1.0)
+    assert (prm_subset["erroneous_accuracy"], prm_subset["correct_accuracy"], prm_subset["f1"]) == (0.0, 1.0, 0.0)  # all correct
+
+    # --common: every source on the three rows they all match (pb-3, which only mc and prm label, left out)
+    common = {s["name"]: s["subsets"][0] for s in eval_json(capsys, *args, "--common")["sources"]}
+    assert {name: s["matched"] for name, s in common.items()} == {"mc": 3, "human": 3, "prm": 3}
+    assert common["mc"]["not_matched_by_every_source"] == 1
+    assert (common["mc"]["erroneous_accuracy"], common["mc"]["correct_accuracy"]) == (0.5, 1.0)  # pb-3, its wrong one, is out
+
+    assert main(["eval", *args]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:5] == ["source", "label", "source", "subset", "format"]
+    assert [line.split()[0] for line in table[1:4]] == ["mc", "human", "prm"]
+    assert any("--common compares them" in line for line in table)
+
+
+def test_eval_sources_need_distinct_names(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    labels = write_labels(tmp_path / "job", [labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, 1.0, 1.0], [True, True, True])])
+    other = write_labels(tmp_path / "other" / "job", [labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, 1.0, 1.0], [True, True, True])])
+    assert main(["eval", "--labels", str(labels), "--labels", str(other), "--reference", str(reference)]) == 2
+    assert "two sources are named 'job': name them, as NAME=PATH" in capsys.readouterr().err
+    assert main(["eval", "--reference", str(reference)]) == 2
+    assert "give --labels DIR or --scores FILE" in capsys.readouterr().err

@@ -28,13 +28,15 @@ def windowed_model_dir(tiny_model_dir, tmp_path_factory):
     return build_windowed_mistral(tmp_path_factory.mktemp("windowed-mistral"), tiny_model_dir)
 
 
-def held_out_step_accuracy(checkpoint, labels_dir) -> float:
+def held_out_accuracy(checkpoint, labels_dir) -> tuple[float, float]:
+    """Accuracy of the step scores against the hard labels, and of the trajectory scores against the trajectory labels."""
     prm = ProcessRewardModel.load(checkpoint)
     rows = read_labelled_rows(labels_dir)
     solutions = [SolutionToScore(r.problem_id, r.solution_id, r.problem, r.steps) for r in rows]
     scored = score_solutions(CheckpointScorer(prm, place("cpu", "fp32"), batch_size=32), solutions)
     pairs = [(score >= 0.5, hard) for s, r in zip(scored, rows) for score, hard in zip(s.step_scores, r.hard_labels)]
-    return sum(predicted == hard for predicted, hard in pairs) / len(pairs)
+    trajectories = [(s.trajectory_score >= 0.5) == r.trajectory_label for s, r in zip(scored, rows)]
+    return sum(predicted == hard for predicted, hard in pairs) / len(pairs), sum(trajectories) / len(trajectories)
 
 
 def test_trainer_learns_step_correctness_on_held_out_problems(windowed_model_dir, tmp_path):
@@ -56,9 +58,10 @@ def test_trainer_learns_step_correctness_on_held_out_problems(windowed_model_dir
     result = train(config)
     seconds = time.monotonic() - started
 
-    accuracy = held_out_step_accuracy(tmp_path / "run" / "best", held_out)
-    print(f"held-out step accuracy {accuracy:.4f} after {seconds:.1f}s of training")
+    accuracy, trajectory_accuracy = held_out_accuracy(tmp_path / "run" / "best", held_out)
+    print(f"held-out step accuracy {accuracy:.4f}, trajectory accuracy {trajectory_accuracy:.4f} after {seconds:.1f}s of training")
     assert accuracy >= 0.95
+    assert trajectory_accuracy >= 0.9  # the trajectory head, trained beside the step head: does the solution reach its answer
     # The held-out problems are new: no problem id of theirs was trained on.
     assert not {r.problem_id for r in read_labelled_rows(held_out)} & {r.problem_id for r in read_labelled_rows(train_labels)}
 

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -20,7 +19,7 @@ from labeler.labeling.job import run_job
 from workers.local_executor import LocalExecutor
 from labeler.store.manifest import load_manifest
 from tests.conftest import write_jsonl
-from workers.ray_executor import WORKER_NAME_PREFIX, ClusterSettings, RayExecutor
+from workers.ray_executor import ClusterSettings, RayExecutor, WorkerPool
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 ray = pytest.importorskip("ray")
@@ -63,7 +62,7 @@ def labels_by_solution(out: Path) -> list[dict]:
     return pq.read_table(out / "labels").sort_by("solution_id").to_pylist()
 
 
-def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_dir, tiny_engine, dataset, tmp_path, capfd):
+def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_dir, tiny_engine, dataset, tmp_path, capfd, monkeypatch):
     single, clustered = tmp_path / "single", tmp_path / "ray"
     with AnswerChecker(timeout_s=5) as checker:
         config = LabelConfig(input=str(dataset), output=str(single), **SETTINGS)
@@ -76,22 +75,24 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
         )
         executor = RayExecutor(ClusterSettings(workers=2), engine, partial(AnswerChecker, timeout_s=5))
 
-        def kill_a_worker_after_the_first_commit():
-            while units_committed(clustered) < 1:
-                time.sleep(0.05)
-            victim = ray.get_actor(f"{WORKER_NAME_PREFIX}-1")
-            ray.get(victim.where.remote())  # ready: killed while still starting, it would fail to start instead
-            ray.kill(victim, no_restart=True)
+        # Kill a worker at the moment it is handed a unit after the first commit: it is ready and has
+        # work, whatever the timing (waiting on one of its methods would queue behind its units).
+        assign, killed = WorkerPool.assign, []
 
+        def assign_then_kill_once(pool, worker):
+            assign(pool, worker)
+            if not killed and units_committed(clustered) >= 1:
+                killed.append(worker)
+                ray.kill(worker, no_restart=True)
+
+        monkeypatch.setattr(WorkerPool, "assign", assign_then_kill_once)
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-        killer = threading.Thread(target=kill_a_worker_after_the_first_commit, daemon=True)
-        killer.start()
         try:
             config = LabelConfig(input=str(dataset), output=str(clustered), **SETTINGS)
             summary = run_job(config, executor=executor, model_info={"name": "tiny"})
         finally:
             ray.shutdown()
-    killer.join(timeout=1)
+    assert killed, "no unit was handed out after the first commit"
     assert "retrying (1/2)" in capfd.readouterr().err, "the worker must be killed while it had units"
     assert summary.solutions == ROWS and summary.units_total == ROWS // 2
     # Same ids, same counts, same labels (and provenance): every column of every row.

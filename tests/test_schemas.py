@@ -11,7 +11,7 @@ PROVENANCE = Provenance(unit_id="u0", model="m", strategy="exhaustive", seed=0, 
 
 def labelled(sid: str = "s1", counts=((3, 4), (0, 4), (1, 1))) -> LabelledSolution:
     solution = Solution("p1", sid, "problem", "4", tuple(f"step {i}" for i in range(len(counts))), "test", 0)
-    return LabelledSolution(solution, [StepCounts(n_correct=c, n_rollouts=n, tokens=5) for c, n in counts])
+    return LabelledSolution(solution, [StepCounts(n_correct=c, n_rollouts=n, tokens=5) for c, n in counts], trajectory_verdict="correct")
 
 
 def test_labels_table_derives_labels_from_counts_and_validates():
@@ -42,6 +42,9 @@ def _with(table: pa.Table, column: str, value) -> pa.Table:
         ("label_method", ["rollouts", "rollouts"], "label_method has 2 entries"),
         ("label_method", ["rollouts", "guess", "final_answer"], "unknown label_method"),
         ("steps", [], "no steps"),
+        ("thinking_steps", 4, "thinking_steps=4 for 3 steps"),
+        ("trajectory_verdict", "maybe", "unknown trajectory_verdict"),
+        ("trajectory_label", False, "disagrees with trajectory_verdict"),
     ],
 )
 def test_inconsistent_labels_are_refused(column, value, message):

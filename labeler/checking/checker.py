@@ -4,15 +4,19 @@ The front end, ``AnswerChecker``. Three layers, cheapest first:
 
 1. Extraction (``extraction``, in-process): the completion's final answer; the last-number
    fallback only for plain-number references unless told otherwise.
-2. Fast path (``normalisation``, in-process, no sympy): normalised strings, exact numbers,
-   percentages, units, multiple-choice letters. GSM8K-style answers never leave this layer.
+2. Fast path (``normalisation``, ``forms``, ``comparison``, in-process, no sympy): normalised
+   strings, exact numbers, percentages, units and count nouns, multiple-choice letters, and the
+   shapes of answers (tuples and sets, named components, functions, inequalities and intervals),
+   with the question when it is given (``question``, ``quantities``). GSM8K-style answers never
+   leave this layer.
 3. Symbolic path (``symbolic``, in the worker processes of ``pool``): math-verify's LaTeX grammar
    and sympy, under a hard deadline per call, with nothing ever ``eval``-ed. Its verdicts are
    cached here; timeouts are not.
 
-A slow input is a ``timeout`` verdict. A checker that cannot check (its worker pool cannot start,
-refuses to serve or fails its self-test) raises ``CheckerUnavailable`` instead of answering:
-its verdicts would be wrong labels.
+Every verdict comes with the rule that decided it (``CheckResult.rule``); ``explain`` also gives
+the extracted answers and the normal forms compared. A slow input is a ``timeout`` verdict. A
+checker that cannot check (its worker pool cannot start, refuses to serve or fails its self-test)
+raises ``CheckerUnavailable`` instead of answering: its verdicts would be wrong labels.
 """
 
 from __future__ import annotations
@@ -21,19 +25,24 @@ import logging
 import math
 import os
 import threading
+from dataclasses import dataclass
 from typing import Hashable, Sequence
 
-from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer
-from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _is_plain_number_reference, _Norm, _normalise
+from labeler.checking.comparison import Decision, compare
+from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer, extract_answer_traced
+from labeler.checking.normalisation import _is_plain_number_reference, _normalise
 from labeler.checking.pool import _Pool
-from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Verdict
+from labeler.checking.question import Question, read_question
+from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Explanation, Verdict
+
+__all__ = ["AnswerChecker", "CHECKER_VERSION", "CheckResult", "CheckerUnavailable", "Explanation", "Verdict", "extract_answer"]
 
 logger = logging.getLogger(__name__)
 
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
-CHECKER_VERSION = 1
+CHECKER_VERSION = 2  # 2: shapes of answers, count nouns, the question, prose answers (issue 12)
 
 
 def _default_workers() -> int:
@@ -91,38 +100,58 @@ class AnswerChecker:
         """What decides this checker's verdicts (its version and settings), for a job's engine record."""
         return {"checker_version": CHECKER_VERSION, "checker_timeout": self.timeout_s, "checker_last_number": self.last_number}
 
-    def check(self, prediction: str, reference: str) -> CheckResult:
-        return self.check_many([(prediction, reference)])[0]
+    def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
+        return self.check_many([(prediction, reference)], None if question is None else [question])[0]
 
-    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[CheckResult]:
-        pairs = _validated(pairs)
+    def check_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str | None] | None = None) -> list[CheckResult]:
+        """One result per (prediction, reference) pair, in order. `questions`, one per pair (or
+        None), are the problems asked: a question says whether a list is ordered, in which order
+        it names components, and which quantity a count noun must name."""
+        pairs = _validated(pairs, questions)
         results: list[CheckResult | None] = [None] * len(pairs)
-        symbolic: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[int, str | None]]] = {}
+        symbolic: dict[tuple, list[tuple[int, str | None, str]]] = {}
         for i, pair in enumerate(pairs):
-            try:
-                res, task = self._fast(*pair)
-            except Exception:  # an input the in-process layers cannot handle is unparseable
-                logger.debug("answer checker: fast path failed", exc_info=True)
-                res, task = CheckResult(Verdict.UNPARSEABLE, None), None
-            if res is not None:
-                results[i] = res
+            outcome = self._decide(*pair)
+            if outcome.task is None:
+                results[i] = CheckResult(outcome.verdict, outcome.extracted, outcome.rule)
                 continue
-            extracted, pv, rv = task
-            key = (tuple(pv), tuple(rv))
-            cached = self._cache.get(key)
+            cached = self._cache.get(outcome.task)
             if cached is not None:
-                results[i] = CheckResult(cached, extracted)
+                results[i] = CheckResult(cached, outcome.extracted, outcome.rule)
             else:
-                symbolic.setdefault(key, []).append((i, extracted))
+                symbolic.setdefault(outcome.task, []).append((i, outcome.extracted, outcome.rule))
         if symbolic:
             keys = list(symbolic)
-            verdicts = self._run_symbolic([(list(k[0]), list(k[1])) for k in keys])
+            verdicts = self._run_symbolic(keys)
             for key, verdict in zip(keys, verdicts):
                 if verdict is not Verdict.TIMEOUT:
                     self._cache.put(key, verdict)
-                for i, extracted in symbolic[key]:
-                    results[i] = CheckResult(verdict, extracted)
-        return [r if r is not None else CheckResult(Verdict.UNPARSEABLE, None) for r in results]
+                for i, extracted, rule in symbolic[key]:
+                    results[i] = CheckResult(verdict, extracted, rule)
+        return [r if r is not None else CheckResult(Verdict.UNPARSEABLE, None, "no verdict") for r in results]
+
+    def explain(self, prediction: str, reference: str, question: str | None = None) -> Explanation:
+        """The verdict with its reasons: the answers extracted (and by which rule), what the
+        question says, the rule that decided, the normal forms compared, the symbolic task if any."""
+        _validated([(prediction, reference)], [question])
+        o = self._decide(prediction, reference, question)
+        verdict = o.verdict
+        if o.task is not None:
+            verdict = self._cache.get(o.task) or self._run_symbolic([o.task])[0]
+        d = o.decision
+        q = read_question(question).describe() if question else None
+        return Explanation(
+            verdict=verdict,
+            rule=o.rule,
+            prediction_answer=o.extracted,
+            extraction_rule=o.extraction_rule,
+            reference_answer=o.reference,
+            prediction_form=d.pred_form if d else "",
+            reference_form=d.ref_form if d else "",
+            question=q,
+            symbolic_task=o.task,
+            notes=tuple(d.notes) if d else (),
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -145,7 +174,7 @@ class AnswerChecker:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _run_symbolic(self, tasks: list[tuple[list[str], list[str]]]) -> list[Verdict]:
+    def _run_symbolic(self, tasks: list[tuple]) -> list[Verdict]:
         with self._lock:
             try:
                 if self._pool is None:
@@ -161,48 +190,55 @@ class AnswerChecker:
                     raise CheckerUnavailable(f"answer checker: the worker pool failed: {exc!r}") from exc
                 raise
 
-    def _fast(self, prediction: str, reference: str):
-        """(result, None) when decided in-process, else (None, (extracted, pred_variants, ref_variants))."""
+    def _decide(self, prediction: str, reference: str, question: str | None = None) -> "_Outcome":
+        """The in-process layers: a verdict, or the symbolic task that decides it."""
+        try:
+            return self._fast(prediction, reference, question)
+        except Exception:  # an input the in-process layers cannot handle is unparseable
+            logger.debug("answer checker: fast path failed", exc_info=True)
+            return _Outcome(Verdict.UNPARSEABLE, "the in-process layers failed on this input", None, "", None)
+
+    def _fast(self, prediction: str, reference: str, question: str | None = None) -> "_Outcome":
         ref = _extract_reference(reference)
         if ref is None:
-            return CheckResult(Verdict.UNPARSEABLE, None), None
+            return _Outcome(Verdict.UNPARSEABLE, "no reference answer", None, "", None)
+        rn = _normalise(ref)
         if self.last_number == "auto":
-            use_last = _is_plain_number_reference(ref)
+            use_last = _is_plain_number_reference(rn)
         else:
             use_last = bool(self.last_number)
-        extracted = extract_answer(prediction, last_number=use_last)
+        extracted, how = extract_answer_traced(prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1)
         if extracted is None:
-            return CheckResult(Verdict.UNPARSEABLE, None), None
+            return _Outcome(Verdict.UNPARSEABLE, "no answer in the prediction", None, how, ref)
         if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
             # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
             verdict = Verdict.CORRECT if extracted.strip() == ref.strip() else Verdict.UNPARSEABLE
-            return CheckResult(verdict, extracted), None
-        pn, rn = _normalise(extracted), _normalise(ref)
-        decision = _fast_compare(pn, rn)
-        if decision is _Fast.CORRECT:
-            return CheckResult(Verdict.CORRECT, extracted), None
-        if decision is _Fast.INCORRECT:
-            return CheckResult(Verdict.INCORRECT, extracted), None
+            return _Outcome(verdict, "over-long answer: exact match only", extracted, how, ref)
+        pn = _normalise(extracted)
         if not pn.text:
-            return CheckResult(Verdict.UNPARSEABLE, extracted), None
+            return _Outcome(Verdict.UNPARSEABLE, "empty answer after normalisation", extracted, how, ref)
+        q: Question | None = read_question(question) if question else None
+        d = compare(pn, rn, q)
+        if d.verdict is not None:
+            return _Outcome(d.verdict, d.rule, extracted, how, ref, d)
         if len(pn.spaced) > MAX_ANSWER_CHARS:
-            return CheckResult(Verdict.UNPARSEABLE, extracted), None
+            return _Outcome(Verdict.UNPARSEABLE, "answer too long for the symbolic layer", extracted, how, ref, d)
         if len(rn.spaced) > MAX_ANSWER_CHARS:
-            return CheckResult(Verdict.INCORRECT, extracted), None
-        return None, (extracted, _symbolic_variants(pn, rn), _symbolic_variants(rn, pn))
+            return _Outcome(Verdict.INCORRECT, "reference too long for the symbolic layer", extracted, how, ref, d)
+        return _Outcome(None, d.rule, extracted, how, ref, d, d.task)
 
 
-def _symbolic_variants(n: _Norm, other: _Norm) -> list[str]:
-    """The strings the symbolic layer parses for one side: the answer; the right side of a simple
-    "x = value" when the other side is no such equation; with a percent sign the other side lacks,
-    both value and value/100."""
-    out = [n.spaced]
-    rhs = _equation_rhs(n.spaced)
-    if rhs is not None and _equation_rhs(other.spaced) is None:
-        out.append(rhs)
-    if n.percent and not other.percent:
-        out = out + [f"\\frac{{{v}}}{{100}}" for v in out]
-    return out
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What the in-process layers found: a verdict, or (verdict None) the symbolic task to run."""
+
+    verdict: Verdict | None
+    rule: str
+    extracted: str | None
+    extraction_rule: str
+    reference: str | None
+    decision: Decision | None = None
+    task: tuple | None = None
 
 
 def positive_seconds(value) -> float:
@@ -215,9 +251,9 @@ def positive_seconds(value) -> float:
     return seconds
 
 
-def _validated(pairs) -> list[tuple[str, str]]:
-    """The pairs as a list, or TypeError/ValueError naming the first bad one: a verdict for a
-    malformed pair would be a label for an input nobody meant."""
+def _validated(pairs, questions=None) -> list[tuple[str, str, str | None]]:
+    """The pairs as (prediction, reference, question) triples, or TypeError/ValueError naming the
+    first bad one: a verdict for a malformed pair would be a label for an input nobody meant."""
     if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
         raise TypeError(f"answer checker: check_many needs a sequence of (prediction, reference) pairs, got {type(pairs).__name__}")
     pairs = list(pairs)
@@ -229,7 +265,17 @@ def _validated(pairs) -> list[tuple[str, str]]:
         for name, value in zip(("prediction", "reference"), pair):
             if not isinstance(value, str):
                 raise TypeError(f"answer checker: pair {i}: the {name} must be a str, got {type(value).__name__}")
-    return pairs
+    if questions is None:
+        return [(p, r, None) for p, r in pairs]
+    if isinstance(questions, (str, bytes)) or not hasattr(questions, "__iter__"):
+        raise TypeError(f"answer checker: questions must be a sequence of str or None, one per pair, got {type(questions).__name__}")
+    questions = list(questions)
+    if len(questions) != len(pairs):
+        raise ValueError(f"answer checker: {len(questions)} questions for {len(pairs)} pairs")
+    for i, q in enumerate(questions):
+        if q is not None and not isinstance(q, str):
+            raise TypeError(f"answer checker: question {i} must be a str or None, got {type(q).__name__}")
+    return [(p, r, q) for (p, r), q in zip(pairs, questions)]
 
 
 class _VerdictCache:

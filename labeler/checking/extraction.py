@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from labeler.checking.quantities import parse_noun
+
 # Answers longer than this are not answers (a model rambling inside \boxed{}); they never reach
 # the symbolic layer. Plain string comparison still applies.
 MAX_ANSWER_CHARS = 2_000
@@ -104,7 +106,7 @@ def _last_boxed(text: str) -> tuple[int, str | None, int] | None:
 # "we may check our answer: 17 * 44 = 748".
 _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer\s*(?:is\s*:?|:|=)?"
-    r"|\b(?:the|my|our|correct)\s+answer\s+is\s*:?"
+    r"|\b(?:the|my|our|correct)\s+(?:answer|option|choice)\s+is\s*:?"
     r"|(?:^|(?<=[\n*#>])|(?<=[.!?]\s))[ \t*#]*answer\s*(?:is\s*:?|:|=))",
     re.IGNORECASE,
 )
@@ -183,17 +185,41 @@ _NOT_AN_ANSWER = re.compile(
 )
 
 
+_PHRASE_WINDOW = 1500
+_PHRASE_KEYWORD = re.compile("answer|option|choice")
+
+
+def _phrases(text: str, start: int):
+    """The answer phrases from `start` on, in order. Every phrase contains one of the words
+    "answer", "option", "choice": the regex runs only around them (a scan of the whole text costs
+    ten times more)."""
+    low = text.lower()
+    last_end = start
+    for k in _PHRASE_KEYWORD.finditer(low, start):
+        p = k.start()
+        if p >= last_end:
+            m = _ANSWER_PHRASE.search(text, max(last_end, p - 24), p + 64)
+            if m is not None and m.start() <= p:
+                last_end = m.end()
+                yield m
+
+
 def _last_phrase(text: str) -> tuple[int, str] | None:
     """The last "answer is ..." / "Final Answer: ..." / "#### N", with its position."""
     best: tuple[int, str] | None = None
-    matches: deque[re.Match] = deque(maxlen=16)
-    matches.extend(_ANSWER_PHRASE.finditer(text))
     # The last phrase that states something ("Final Answer: The final answer is 5" -> the second);
-    # "so our answer is correct" states nothing.
-    for m in reversed(matches):
-        ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
-        if ans is not None and not _NOT_AN_ANSWER.match(ans):
-            best = (m.start(), ans)
+    # "so our answer is correct" states nothing. The closing part of the text first (cheap); the
+    # whole text only when no phrase there states an answer (the same result: the last 16 phrases).
+    starts = (len(text) - _PHRASE_WINDOW, 0) if len(text) > 2 * _PHRASE_WINDOW else (0,)
+    for start in starts:
+        matches: deque[re.Match] = deque(maxlen=16)
+        matches.extend(_phrases(text, start))
+        for m in reversed(matches):
+            ans = _clean_phrase_tail(text[m.end() : m.end() + 4 * MAX_ANSWER_CHARS])
+            if ans is not None and not _NOT_AN_ANSWER.match(ans):
+                best = (m.start(), ans)
+                break
+        if best is not None or len(matches) == 16:
             break
     idx = text.rfind("####")
     if idx >= 0 and (best is None or idx > best[0]):
@@ -205,7 +231,7 @@ def _last_phrase(text: str) -> tuple[int, str] | None:
 
 
 _CONCLUSION_CUE = re.compile(
-    r"(?:\b(?:is|are|was|were|be|equals?|becomes?)|=|:)\s*(?:approximately|about|exactly|simply|just|equal\s+to|given\s+by)?\s*:?\s*$",
+    r"(?:\b(?:is|are|was|were|be|equals?|becomes?|gives?|get|obtain|yields?|at)|=|:)\s*(?:therefore|thus|then|approximately|about|exactly|simply|just|equal\s+to|given\s+by)?\s*:?\s*$",
     re.IGNORECASE,
 )
 _CONCLUSION_START = re.compile(
@@ -213,6 +239,13 @@ _CONCLUSION_START = re.compile(
 )
 _MATH_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\[|\\\(")
 _BOLD_RE = re.compile(r"\*\*([^*\n]{1,120})\*\*")
+
+
+# "$f(x) = x^2$ for every real number $x$.": a qualifier ends the statement
+_QUALIFYING_REST = re.compile(r"(?:for\s+(?:all|every|each|any)|where|with)\b[^.!?\n]{0,80}[.!?]?\s*$", re.IGNORECASE)
+# "Comparing coefficients, $a = 3$ and $b = 5$.": an introductory phrase and a comma lead to the statement
+_INTRO_PHRASE = re.compile(r"\W*(?:[A-Za-z]+\s+){0,4}[A-Za-z]+\s*,\s*")
+_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or|;)\s*")
 
 
 def _math_segments(text: str) -> list[tuple[int, int, str]]:
@@ -254,31 +287,121 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
     base, para = _last_paragraph(text)
     cands = [(s, e, c) for s, e, c in _math_segments(para)]
     cands += [(m.start(), m.end(), m.group(1)) for m in _BOLD_RE.finditer(para) if re.search(r"[\d\\]", m.group(1))]
+    cands.sort()
     best = None
-    for start, end, content in cands:
-        before = para[:start].rstrip()
+    for idx, (start, end, content) in enumerate(cands):
+        # "$x = 2$, $y = -1$" / "$a=3$ and $b=5$": the segments before it in the same sentence join it
+        joined = [content.strip().strip("*").strip()]
+        first = start
+        for p_start, p_end, p_content in reversed(cands[:idx]):
+            if p_end > first or not _JOINER.fullmatch(para[p_end:first]):
+                break
+            joined.insert(0, p_content.strip().strip("*").strip())
+            first = p_start
+        before = para[:first].rstrip()
         sentence = before[_sentence_start(before) :]
         lead = sentence
-        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE)):
+        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE) or _INTRO_PHRASE.fullmatch(lead)):
             continue
         if content.rstrip().endswith((",", ";")):
             continue  # the sentence goes on
         following = para[end:].lstrip()
         display = para.startswith(("\\[", "$$"), start)
         ended = content.rstrip().endswith(".") or not following or following[0] in ".!?" or (display and following[0].isupper())
+        ended = ended or bool(_QUALIFYING_REST.match(following))
         if not ended:
             after = _first_sentence(following)
             # only a few unit words may follow ("... is $12$ square units.")
             if len(re.findall(r"[A-Za-z]{2,}", after)) > 3 or _MATH_OPEN_RE.search(after) or "**" in after:
                 continue
-        content = content.strip().strip("*").strip()
+        content = ", ".join(j for j in joined if j)
         if not content:
             continue
+        if _NEGATION.search(_first_sentence(sentence + para[first:])):
+            continue  # "So $x = 14$ and $y = 15$ is not a solution."
         rank = 1 if (_CONCLUSION_START.search(sentence) or re.search(r"answer|final", sentence, re.IGNORECASE)) else 0
         key = (rank, start)
         if best is None or key > best[0]:
-            best = (key, (base + start, content))
-    return best[1] if best else None
+            best = (key, (base + first, content), end)
+    if best is None:
+        return None
+    # A later sentence that states a value in plain text ("... is 985.") closes the solution instead.
+    rest = para[best[2] :]
+    later = _last_sentence(rest) if _SENTENCE_END.search(rest) else ""
+    if later and later not in _first_sentence(rest.lstrip(" .,;:")) and _PLAIN_STATEMENT.search(later) and "$" not in later and "\\(" not in later:
+        return None
+    return best[1]
+
+
+_PLAIN_VALUE = r"(?:[A-Za-z]\s*=\s*)?-?(?:\d+(?:\.\d+)?(?:\s*/\s*\d+)?|\.\d+)"
+# "Solving gives x = 5 and x = -2." / "the probability is 3/4." / "Hence the value of k is -4 dollars."
+_PLAIN_STATEMENT = re.compile(
+    r"(?:\b(?:is|are|was|were|be|equals?|gives?|get|obtain|yields?|therefore|thus|so|hence|that)\b|:)\s*"
+    r"(?:therefore|thus|then|exactly|just)?\s*"
+    r"(?P<values>" + _PLAIN_VALUE + r"(?:\s*(?:,\s*(?:and|or)?|and|or)\s*" + _PLAIN_VALUE + r")*)"
+    r"(?P<tail>(?:\s+[A-Za-z]+){0,3})\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_SUBORDINATE = re.compile(r"\b(?:when|whenever|if|unless|where|while|since|because|assuming|suppose|supposing|provided|until|after|before)\b", re.IGNORECASE)
+_WORD_STATEMENT = re.compile(r"\b(?:is|are|was|were|be|on|:)\s+(?:the\s+)?\**(?P<word>[A-Za-z][A-Za-z\-]{1,30})\**\s*[.!]?\s*$", re.IGNORECASE)
+_BOLD_LINE = re.compile(r"^\s*\*\*(?:[^*:\n]{0,40}:\s*)?(?P<content>[^*\n]{1,80}?)\s*\*\*\s*\.?\s*$")
+
+
+def _last_sentence(text: str) -> str:
+    body = text.rstrip()
+    tail = body[-600:]
+    start = _sentence_start(tail.rstrip(".!").rstrip())
+    return tail[start:].strip()
+
+
+def _plain_statement(text: str, expect_word: bool) -> str | None:
+    """An answer the closing sentence states in plain text, no math delimiters: values after a
+    cue ("... is 3/4.", "gives x = 5 and x = -2."), or a word when the reference is a word."""
+    sentence = _last_sentence(text)
+    if not sentence or "$" in sentence or "\\(" in sentence:
+        return None
+    m = _PLAIN_STATEMENT.search(sentence)
+    if m is not None and _SUBORDINATE.search(sentence[: m.start()].rsplit(",", 1)[-1]):
+        m = None  # "the expression equals 1 when x is 2": a condition, not the conclusion
+    named = _named_statement(sentence)
+    if named is not None:
+        return named
+    if m is not None:
+        tail = m.group("tail").strip()
+        values = m.group("values").strip()
+        return values + (" " + tail if tail and not re.search(r"\d", tail) else "")
+    if expect_word:
+        m = _WORD_STATEMENT.search(sentence)
+        if m is not None:
+            return m.group("word")
+    return None
+
+
+_NAMED_CLAUSE = re.compile(
+    r"^(?:(?:so|thus|therefore|hence|finally)\b,?\s*)?(?:the\s+)?(?P<name>[A-Za-z]+)(?:\s+[a-z]+){0,2}?\s+(?:is|=|equals|has|gets)\s+(?P<value>-?(?:\d+(?:\.\d+)?(?:/\d+)?|\.\d+))$",
+    re.IGNORECASE,
+)
+
+
+def _named_statement(sentence: str) -> str | None:
+    """"The largest value is 5 and the smallest is -5." -> "largest = 5, smallest = -5"."""
+    clauses = [c.strip() for c in re.split(r",\s*(?:and\s+)?|\s+and\s+", sentence.rstrip(" .!")) if c.strip()]
+    if len(clauses) < 2:
+        return None
+    out = []
+    for c in clauses:
+        m = _NAMED_CLAUSE.match(c)
+        if m is None:
+            return None
+        out.append(f"{m.group('name')} = {m.group('value')}")
+    return ", ".join(out)
+
+
+def _bold_final_line(text: str) -> str | None:
+    """The last line is all bold: "**14**", "**Final result: 7**"."""
+    last = text.rstrip().rsplit("\n", 1)[-1]
+    m = _BOLD_LINE.match(last)
+    return m.group("content").strip() if m else None
 
 
 # Numbers of prose, not exponents, subscripts or coefficients ("x^5", "a_2", "3x").
@@ -337,11 +460,17 @@ def _looks_bare(text: str) -> bool:
     return len(words) <= 2 and not re.search(r"[.,;:!?'\"]\s*\S", s)
 
 
+_COUNT_CLAUSE = re.compile(r"^\s*(\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s+([A-Za-z][A-Za-z' \-]{0,40}?)\s*(?:[,;(]|\s+(?:because|since|which|as|so)\b|\.?\s*$)")
+
+
 def _answer_from_sentence(s: str, last_number: bool) -> str:
     """A phrase answer that is a whole sentence ("Verna received $7.00 in change"): its math, or
-    its number (word problems)."""
+    its number (word problems). A count that opens it is the answer: "7 crayons, 2 in each box"."""
     if _looks_bare(s):
         return s
+    m = _COUNT_CLAUSE.match(s)
+    if m and parse_noun(m.group(2).split()) is not None:
+        return m.group(1) + " " + m.group(2)
     segs = _math_segments(s)
     if segs:
         return segs[-1][2]
@@ -357,34 +486,48 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
 
     Order: the latest of (last complete ``\\boxed{}``/``\\fbox{}``, last "answer is"/"Final Answer:"
     phrase, last ``#### N``); else a math answer stated in the closing paragraph ("Therefore, the
-    area is $12\\pi$."); else the whole text when it is a bare answer; else, when
-    ``last_number`` is set, the last number in the text.
+    area is $12\\pi$."); else an all-bold last line; else a plain-text statement closing the text
+    ("gives x = 5 and x = -2.", when ``last_number`` is off); else the whole text when it is a bare
+    answer; else, when ``last_number`` is set, the last number in the text.
     """
+    return extract_answer_traced(text, last_number=last_number)[0]
+
+
+def extract_answer_traced(text: str, *, last_number: bool = True, expect_word: bool = False) -> tuple[str | None, str]:
+    """(answer, the rule that found it). ``expect_word``: the reference is a word ("Evelyn"), so a
+    closing "... is Evelyn." states it."""
     if not isinstance(text, str) or not text.strip():
-        return None
+        return None, "empty"
     boxed = _last_boxed(text)
     phrase = _last_phrase(text)
     if boxed is not None and boxed[1] is None:
         if phrase is None or phrase[0] < boxed[2]:
-            return None  # the answer is an over-long box (a phrase inside it is part of it)
+            return None, "over-long box"  # the answer is an over-long box (a phrase inside it is part of it)
         boxed = None  # a phrase after it is the answer
     chosen: str | None = None
+    how = "none"
     if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
-        chosen = boxed[1]
+        chosen, how = boxed[1], "last box"
     elif phrase is not None:
-        chosen = _answer_from_sentence(phrase[1], last_number)
+        chosen, how = _answer_from_sentence(phrase[1], last_number), "answer phrase"
     if chosen is None:
         concl = _last_conclusion(text)
         if concl is not None:
-            chosen = concl[1]
-    if chosen is None and _looks_bare(text):
-        chosen = text.strip()
-    if chosen is None and last_number:
-        chosen = _last_number(text)
+            chosen, how = concl[1], "closing statement"
     if chosen is None:
-        return None
+        chosen = _bold_final_line(text)
+        how = "bold last line"
+    if chosen is None and (not last_number or expect_word):
+        chosen = _plain_statement(text, expect_word)
+        how = "plain closing statement"
+    if chosen is None and _looks_bare(text):
+        chosen, how = text.strip(), "bare answer"
+    if chosen is None and last_number:
+        chosen, how = _last_number(text), "last number"
+    if chosen is None:
+        return None, "no answer found"
     chosen = _strip_math_delimiters(chosen.strip())
-    return chosen or None
+    return (chosen or None), how
 
 
 def _strip_math_delimiters(s: str) -> str:
@@ -396,6 +539,9 @@ def _strip_math_delimiters(s: str) -> str:
                 s = s[len(a) : len(s) - len(b)].strip()
                 changed = True
         if s.endswith(".") and not re.search(r"\d\.$", s[-2:]) or s.endswith("\\."):
+            s = s[:-1].rstrip()
+            changed = True
+        if s.endswith("\\") and not s.endswith("\\\\"):  # a stray trailing backslash
             s = s[:-1].rstrip()
             changed = True
     return s

@@ -8,8 +8,10 @@ import enum
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from labeler.checking.extraction import _strip_math_delimiters
+from labeler.checking.quantities import MULTIPLIERS, Noun, parse_noun
 
 # Decimal exponents beyond this are not evaluated exactly in-process (10^{10^{10}}).
 _MAX_EXACT_EXPONENT = 400
@@ -24,7 +26,7 @@ _UNIT_WORDS = (
     r"l|ml|gallons?|gal|cups?|quarts?|pints?)"
 )
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}")
-_SPACES_CMD = re.compile(r"\\(?:,|;|:|!|>|\s|quad|qquad|displaystyle|textstyle|left|right|big|Big|bigg|Bigg)(?![A-Za-z])")
+_SPACES_CMD = re.compile(r"\\(?:[,;:!>\s]|(?:quad|qquad|displaystyle|textstyle|left|right|big|Big|bigg|Bigg)(?![A-Za-z]))")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\^\s*\{\s*\\text\{o\}\s*\}")
 _PERCENT = re.compile(r"\\?%|\s*\\text\{\s*percent\s*\}|\s+percent(?:age)?\b|\\percent(?![A-Za-z])")
@@ -36,9 +38,55 @@ class _Norm:
     text: str  # normalised LaTeX-ish text, spaces removed
     spaced: str  # normalised, spaces kept (for the symbolic layer)
     percent: bool
+    noun: Noun | None = None  # the words stripped after a number ("10 pencils", "3 hours")
+    unscaled: str | None = None  # "2 dozen eggs" has text "24"; unscaled "2", when the question counts dozens
+    qualifier: str | None = None  # a trailing "for all real x" / "where c is any integer", stripped
+    int_params: frozenset[str] = frozenset()  # letters the qualifier declares integers ("n \in \mathbb{Z}")
+    domains: frozenset[str] = frozenset()  # number sets the qualifier names (integer, real, ...)
+    degrees: bool = False  # it had a degree sign (a family "90^\circ + 180^\circ k" has no \pi)
 
 
+_TEXT_UNIT = re.compile(
+    r"(?:(?<=[\d}])|(?<=[\d}]\s)|(?<=[\d}]\s\s))\s*\\(?:text|mbox|mathrm)\s*\{\s*(" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?)\s*\.?\s*\}(\s*\^\s*\{?\d\}?)?"
+)
+_BACKSLASH_DIGIT = re.compile(r"\\(?=\d)")
+_TRAILING_UNIT = re.compile(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", re.IGNORECASE)
+_TOKEN = r"(\\[A-Za-z]+|[0-9A-Za-z])"
+_FRAC_TT = re.compile(r"\\frac\s*" + _TOKEN + r"\s*" + _TOKEN)  # \frac12 -> \frac{1}{2}, \frac\pi2
+_FRAC_T = re.compile(r"\\frac\s*" + _TOKEN + r"\s*\{")  # \frac1{2x} -> \frac{1}{2x}
+_FRAC_BT = re.compile(r"\\frac\s*\{([^{}]*)\}\s*" + _TOKEN)  # \frac{3}4 -> \frac{3}{4}
+_SQRT_DIGITS = re.compile(r"\\sqrt\s*(\d+)")  # \sqrt2 -> \sqrt{2}
+_WHITESPACE = re.compile(r"\s+")
+# Ordinal suffixes after a number: 3^{rd}, 21st, 9\text{th} (\text already unwrapped).
+_ORDINAL = re.compile(r"(?<=\d)\s*(?:\^\s*\{\s*(?:st|nd|rd|th)\s*\}|\^\s*(?:st|nd|rd|th)|(?:st|nd|rd|th))(?![A-Za-z])")
+# A trailing clause that qualifies the answer: "for all real x", ", where c is any integer",
+# "\forall x \in \mathbb{R}", ", n \in \mathbb{Z}". Stripped when something stands before it.
+_QUALIFIER = re.compile(
+    r"(?:\s*,(?!\s*[A-Za-z]\s*\\in))?\s*(?:\bfor\s+(?:all|every|each|any|some|integers?|integral|real|reals|positive|nonnegative|natural|arbitrary)\b"
+    r"|\bwhere\s+(?!the\b)|\bwith\s+[A-Za-z]\s*(?:\\in|is|an?\b)|\\forall(?![A-Za-z])"
+    r"|(?:,|\()\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*\\in\s*\\mathbb\s*\{?\s*[ZNRQC]\s*\}?(?=\s*\)?\s*$)"
+    r"|\bif\s+[A-Za-z]\s+is\s+an?\s+integer)",
+    re.IGNORECASE,
+)
+_INT_DECLARED = re.compile(
+    r"([A-Za-z])(?:\s*,\s*([A-Za-z]))?\s*\\in\s*\\mathbb\s*\{?\s*[ZN]|\bintegers?\s+([A-Za-z])\b|\b([A-Za-z])\s+(?:is|are)\s+(?:an?\s+|any\s+)?(?:arbitrary\s+)?(?:integers?|whole\s+numbers?)\b"
+    r"|\bany\s+integer\s+([A-Za-z])\b"
+)
+_DOMAIN_WORDS = (
+    ("integer", re.compile(r"integer|\\mathbb\s*\{?\s*Z|whole number", re.I)),
+    ("natural", re.compile(r"natural|\\mathbb\s*\{?\s*N", re.I)),
+    ("rational", re.compile(r"rational|\\mathbb\s*\{?\s*Q", re.I)),
+    ("real", re.compile(r"\breal|\\mathbb\s*\{?\s*R", re.I)),
+    ("complex", re.compile(r"complex|\\mathbb\s*\{?\s*C", re.I)),
+)
+# "<number> <noun phrase>": any count noun, "1,200 sheets of paper", "2 dozen eggs".
+_COUNTED = re.compile(r"(?P<num>[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[+-]?\.\d+)\s+(?P<words>[A-Za-z][A-Za-z'\- /]{0,60}?)\s*[.!]?")
+
+
+@lru_cache(maxsize=16384)
 def _normalise(s: str) -> _Norm:
+    """The normal form of an answer (a pure function of the text, cached: references and common
+    answers repeat across rollouts)."""
     s = s.strip()
     s = _strip_math_delimiters(s)
     s = s.replace("\\varnothing", "\\emptyset")
@@ -47,39 +95,74 @@ def _normalise(s: str) -> _Norm:
     s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
     s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
     s = _SPACES_CMD.sub(" ", s)
-    s = re.sub(r"\\(?=\d)", "", s)  # "\15" (a mangled "\$15") is 15
+    if "\\" in s:
+        s = _BACKSLASH_DIGIT.sub("", s)  # "\15" (a mangled "\$15") is 15
+    s = s.rstrip("\\").rstrip() if s.endswith("\\") else s  # a stray trailing backslash
     s = s.replace("~", " ")
     if _TRIG.search(s):
         # inside trigonometry a degree sign is a unit to convert: \sin 15^\circ = \sin(15 pi/180)
         s = re.sub(r"(\d+(?:\.\d+)?)\s*(?:" + _DEGREE.pattern + ")", r"\\frac{\1\\pi}{180}", s)
+    degrees = bool(_DEGREE.search(s))
     s = _DEGREE.sub("", s)
     percent = bool(_PERCENT.search(s))
     if percent:
         s = _PERCENT.sub("", s)
     s = _CURRENCY.sub("", s)
     # \text{...}: a unit after a quantity is dropped, otherwise the text is kept (\text{Friday}).
-    s = re.sub(
-        r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm)\s*\{\s*" + _UNIT_WORDS + r"(?:\^?\{?\d\}?)?\s*\.?\s*\}(?:\s*\^\s*\{?\d\}?)?",
-        "",
-        s,
-    )
+    # At the end it stays, unwrapped, for the trailing-unit rule below to record ("5 \text{ cm}" vs "5 m").
+    s = _TEXT_UNIT.sub(lambda m: " " + m.group(1) + (m.group(2) or "") if not s[m.end() :].strip(" .") else "", s)
     for _ in range(4):
         new = _TEXT_CMD.sub(lambda m: m.group(1), s)
         if new == s:
             break
         s = new
+    if "st" in s or "nd" in s or "rd" in s or "th" in s:
+        s = _ORDINAL.sub("", s)
+    qualifier = None
+    int_params: frozenset[str] = frozenset()
+    domains: frozenset[str] = frozenset()
+    q = _QUALIFIER.search(s) if (" " in s or "\\in" in s or "\\forall" in s) else None
+    if q is not None and s[: q.start()].strip(" ,"):
+        qualifier = s[q.start() :].strip(" ,")
+        s = s[: q.start()].rstrip(" ,")
+        int_params = frozenset(x for m in _INT_DECLARED.finditer(qualifier) for x in m.groups() if x)
+        domains = frozenset(name for name, rx in _DOMAIN_WORDS if rx.search(qualifier))
+    noun = None
+    unscaled = None
     # Trailing unit words after a number: "18 dollars", "5 cm^2".
-    s = re.sub(r"(?<=[\d}])\s*" + _UNIT_WORDS + r"(?:\^?\{?[23]\}?)?\s*\.?$", "", s, flags=re.IGNORECASE)
+    m = _TRAILING_UNIT.search(s) if re.search("[A-Za-z]", s) else None
+    if m and not m.group(0)[:1].isspace() and re.fullmatch(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?", m.group(0).strip()) and not re.fullmatch(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*", m.group(0).strip()):
+        m = None  # "2m", "3h": a variable after a coefficient, not a unit
+    if m:
+        noun = parse_noun(re.sub(r"[\^{}\d.]", " ", m.group(0)).split())
+        s = s[: m.start()]
+    else:
+        # Any count noun after a plain number: "10 pencils", "2 dozen eggs", "1,200 sheets of paper".
+        m = _COUNTED.fullmatch(s.strip())
+        if m:
+            words = m.group("words").split()
+            noun = parse_noun(words)
+            if noun is not None:
+                s = m.group("num")
+                first = words[0].lower()
+                if first in MULTIPLIERS:
+                    value = _parse_number(s.replace(" ", ""))
+                    if value is not None:
+                        unscaled = s
+                        scaled = value * MULTIPLIERS[first]
+                        s = str(scaled.numerator) if scaled.denominator == 1 else f"{scaled.numerator}/{scaled.denominator}"
+                        noun = parse_noun(words[1:]) if len(words) > 1 else parse_noun(words)
     # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
-    tok = r"(\\[A-Za-z]+|[0-9A-Za-z])"
-    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*" + tok + r"\s*\{", r"\\frac{\1}{", s)
-    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*" + tok, r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
+    if "\\frac" in s:
+        s = _FRAC_TT.sub(r"\\frac{\1}{\2}", s)
+        s = _FRAC_T.sub(r"\\frac{\1}{", s)
+        s = _FRAC_BT.sub(r"\\frac{\1}{\2}", s)
+    if "\\sqrt" in s:
+        s = _SQRT_DIGITS.sub(r"\\sqrt{\1}", s)
     s = s.replace("\u27e8LB\u27e9", "\\{").replace("\u27e8RB\u27e9", "\\}").replace("\u27e8NL\u27e9", "\\\\")
     s = s.strip().rstrip(".").strip()
-    spaced = re.sub(r"\s+", " ", s)
-    return _Norm(text=re.sub(r"\s+", "", s), spaced=spaced, percent=percent)
+    spaced = _WHITESPACE.sub(" ", s)
+    return _Norm(_WHITESPACE.sub("", s), spaced, percent, noun, unscaled, qualifier, int_params, domains, degrees)
 
 
 _NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")
@@ -91,6 +174,7 @@ _NUM_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\{(?P<a>[+-]?\d+)\}\{(?P<b>[+-]?\d
 _NUM_SLASH = re.compile(r"(?P<a>[+-]?\d+)/(?P<b>[+-]?\d+)")
 
 
+@lru_cache(maxsize=16384)
 def _parse_number(t: str) -> Fraction | None:
     """An exact number from a normalised, space-free string, or None. Never evaluates code."""
     if not t or len(t) > _MAX_NUMBER_DIGITS:
@@ -122,6 +206,12 @@ def _parse_number(t: str) -> Fraction | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
+
+
+def clear_caches() -> None:
+    """Empty the caches of normal forms and parsed numbers (for benchmarks that must not measure them)."""
+    _normalise.cache_clear()
+    _parse_number.cache_clear()
 
 
 def _decimals(t: str) -> int | None:
@@ -188,8 +278,8 @@ def _equation_rhs(t: str) -> str | None:
     return rhs
 
 
-def _is_plain_number_reference(ref: str) -> bool:
-    n = _normalise(ref)
+def _is_plain_number_reference(ref: str | _Norm) -> bool:
+    n = ref if isinstance(ref, _Norm) else _normalise(ref)
     return _parse_number(n.text) is not None and "\\frac" not in n.text and "^" not in n.text
 
 

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from multiprocessing.connection import wait as _wait_connections
 
-from labeler.checking.symbolic import _check_no_eval_guard, _install_no_eval_guard, _symbolic_check
+from labeler.checking.symbolic import _check_no_eval_guard, _install_no_eval_guard, run_task
 from labeler.checking.verdicts import CheckerUnavailable, Verdict
 
 logger = logging.getLogger(__name__)
@@ -62,12 +62,12 @@ def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | N
             return
         if msg is None:
             return
-        task_id, pred_variants, ref_variants = msg
+        task_id, task = msg
         try:
             if soft_timeout_s:
                 signal.setitimer(signal.ITIMER_REAL, soft_timeout_s)
             try:
-                verdict = _symbolic_check(pred_variants, ref_variants)
+                verdict = run_task(task)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _SoftTimeout:
@@ -84,11 +84,11 @@ def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | N
             return
 
 
-# Cheap pairs any working worker decides, and how: (pred variants, ref variants), verdict.
+# Cheap tasks any working worker decides, and how: a task of comparison.py, verdict.
 SELF_TEST = [
-    ((["\\frac{1}{2}"], ["0.5"]), Verdict.CORRECT),
-    ((["x+1"], ["1+x"]), Verdict.CORRECT),
-    ((["2"], ["3"]), Verdict.INCORRECT),
+    (("plain", ("\\frac{1}{2}",), ("0.5",)), Verdict.CORRECT),
+    (("plain", ("x+1",), ("1+x",)), Verdict.CORRECT),
+    (("plain", ("2",), ("3",)), Verdict.INCORRECT),
 ]
 
 
@@ -107,8 +107,8 @@ class _Worker:
         self.task: int | None = None
         self.deadline = 0.0
 
-    def give(self, task_id: int, task: tuple[list[str], list[str]]) -> None:
-        self.conn.send((task_id, task[0], task[1]))
+    def give(self, task_id: int, task: tuple) -> None:
+        self.conn.send((task_id, task))
 
     def kill(self) -> None:
         try:
@@ -186,7 +186,7 @@ class _Pool:
 
         self._schedule(tasks, results, [0] * len(tasks), workers_wanted=1, halt=a_wrong_verdict)
         wrong = [
-            f"{task[0][0]} vs {task[1][0]}: {got.value if got else 'no verdict'}, not {want.value}"
+            f"{task[1][0]} vs {task[2][0]}: {got.value if got else 'no verdict'}, not {want.value}"
             for task, got, want in zip(tasks, results, expected)
             if got is not want
         ]
@@ -245,7 +245,7 @@ class _Pool:
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def run(self, tasks: list[tuple[list[str], list[str]]]) -> list[Verdict]:
+    def run(self, tasks: list[tuple]) -> list[Verdict]:
         results: list[Verdict | None] = [None] * len(tasks)
         attempts = [0] * len(tasks)
         self._top_up(len(tasks))  # the self-test runs on the first of them to start

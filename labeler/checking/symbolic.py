@@ -40,6 +40,8 @@ def _install_no_eval_guard() -> None:
         x = sympy.Symbol("x")
         sympy.simplify((x + 1) ** 2 - x**2 - 2 * x - 1)
         _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"])
+        run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n"))
+        run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",))))
     except Exception:  # pragma: no cover
         pass
     original = sympy_parser.stringify_expr
@@ -87,6 +89,172 @@ def _symbolic_parse(latex: str):
         parsing_timeout=None,
     )
     return got or None
+
+
+def run_task(task: tuple) -> str:
+    """Runs in a worker: one task of comparison.py. Returns a Verdict value.
+
+    ("plain", pred variants, ref variants): equivalent under math-verify;
+    ("all", tasks): every sub-task correct (components of a tuple);
+    ("match", pred items, ref items): a one-to-one matching of equivalent items (a set);
+    ("periodic", pred items, param, ref items, param): the same families of solutions."""
+    kind = task[0]
+    if kind == "plain":
+        return _symbolic_check(list(task[1]), list(task[2]))
+    if kind == "all":
+        verdicts = []
+        for sub in task[1]:
+            v = run_task(sub)
+            if v != Verdict.CORRECT.value:
+                return Verdict.INCORRECT.value if v == Verdict.UNPARSEABLE.value and verdicts else v
+            verdicts.append(v)
+        return Verdict.CORRECT.value
+    if kind == "match":
+        return _match(task[1], task[2])
+    if kind == "periodic":
+        return _same_families(task[1], task[2], task[3], task[4])
+    raise ValueError(f"unknown symbolic task {kind!r}")
+
+
+def _match(pred_items, ref_items) -> str:
+    """The same set: every predicted item equals a reference item and every reference item a
+    predicted one (cells computed lazily)."""
+    from math_verify import verify
+
+    preds = [[t for v in item if (t := _symbolic_parse(v))] for item in pred_items]
+    refs = [[g for v in item if (g := _symbolic_parse(v))] for item in ref_items]
+    if not all(preds):
+        return Verdict.UNPARSEABLE.value
+    if not all(refs):
+        return Verdict.INCORRECT.value
+    cache: dict[tuple[int, int], bool] = {}
+
+    def equal(i: int, j: int) -> bool:
+        if (i, j) not in cache:
+            cache[i, j] = any(
+                verify(g, t, timeout_seconds=None, strict=True, allow_set_relation_comp=True) and not _much_more_complex(t, g)
+                for g in refs[j]
+                for t in preds[i]
+            )
+        return cache[i, j]
+
+    if all(any(equal(i, j) for j in range(len(refs))) for i in range(len(preds))) and all(
+        any(equal(i, j) for i in range(len(preds))) for j in range(len(refs))
+    ):
+        return Verdict.CORRECT.value
+    return Verdict.INCORRECT.value
+
+
+MAX_RESIDUES = 240
+
+
+def _family(items, param: str):
+    """[(offset, period)] of each item, linear in the integer `param`; None when an item is not."""
+    import sympy
+
+    out = []
+    for item in items:
+        parsed = _symbolic_parse(item)
+        exprs = [e for e in (parsed or []) if isinstance(e, sympy.Expr)]
+        if not exprs:
+            return None
+        e = exprs[0]
+        k = next((s for s in e.free_symbols if s.name == param), None)
+        if k is None:
+            if e.free_symbols:
+                return None
+            out.append((sympy.nsimplify(e), None))
+            continue
+        if e.free_symbols - {k}:
+            return None
+        progression = _progression(e, k)
+        if progression is None:
+            # "(-1)^k a + k b": linear on the even and on the odd k, each a progression of its own
+            j = sympy.Symbol("j", integer=True)
+            halves = [_progression(e.subs(k, 2 * j + r), j) for r in (0, 1)]
+            if None in halves:
+                return None
+            out.extend(halves)
+            continue
+        out.append(progression)
+    return out
+
+
+def _progression(e, k):
+    """(offset, period) when e is linear in k, else None."""
+    import sympy
+
+    f0, f1, f2 = (sympy.simplify(e.subs(k, v)) for v in (0, 1, 2))
+    if sympy.simplify(f2 - 2 * f1 + f0) != 0:
+        return None
+    period = sympy.Abs(sympy.simplify(f1 - f0))
+    if period == 0 or not period.is_number:
+        return None
+    return (f0, period)
+
+
+def _same_families(pred_items, pred_param: str, ref_items, ref_param: str) -> str:
+    """Two unions of arithmetic progressions a + k p (k integer) are the same set: with L the least
+    common multiple of all periods, both give the same residues modulo L."""
+    import math
+
+    import sympy
+
+    pred = _family(pred_items, pred_param)
+    ref = _family(ref_items, ref_param)
+    if pred is None:
+        return Verdict.UNPARSEABLE.value
+    if ref is None:
+        return Verdict.INCORRECT.value
+    periods = [p for _, p in pred + ref if p is not None]
+    if not periods:
+        return Verdict.INCORRECT.value
+    base = periods[0]
+    ratios = []
+    for p in periods:
+        r = sympy.nsimplify(sympy.simplify(p / base))
+        if not r.is_Rational:
+            return Verdict.INCORRECT.value
+        ratios.append(r)
+    denominator = math.lcm(*(int(r.q) for r in ratios))
+    unit = base / denominator
+    common = math.lcm(*(int(r * denominator) for r in ratios))
+    modulus = unit * common
+
+    def residues(families):
+        out = []
+        for offset, period in families:
+            if period is None:
+                return None  # a single solution never equals a family's infinitely many
+            steps = int(sympy.nsimplify(modulus / period))
+            if len(out) + steps > MAX_RESIDUES:
+                return None
+            for j in range(steps):
+                v = offset + j * period
+                out.append(sympy.nsimplify(v - modulus * sympy.floor(v / modulus)))
+        return out
+
+    a, b = residues(pred), residues(ref)
+    if a is None or b is None:
+        return Verdict.INCORRECT.value
+
+    def same(x, y) -> bool:
+        d = sympy.N(x - y, 30)
+        # residues near 0 and near the modulus are the same point
+        return abs(d) < 1e-20 or abs(abs(d) - sympy.N(modulus, 30)) < 1e-20
+
+    left = list(b)
+    for x in a:
+        j = next((j for j, y in enumerate(left) if same(x, y)), None)
+        if j is None:
+            return Verdict.INCORRECT.value
+        left.pop(j)
+    if left:
+        # duplicates on one side ("pi/4 + k pi, 5pi/4 + k pi") are one set: compare without multiplicity
+        if all(any(same(y, x) for x in a) for y in left):
+            return Verdict.CORRECT.value
+        return Verdict.INCORRECT.value
+    return Verdict.CORRECT.value
 
 
 def _symbolic_check(pred_variants: list[str], ref_variants: list[str]) -> str:

@@ -13,7 +13,7 @@ from labeler.labeling.config import INPUT_OUTPUT, ROLLOUTS, check_numbers, setti
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-FORMAT_FIELDS = ("preset", "split_rule", "max_row_chars", "columns")  # LabelConfig fields: how input rows are read
+FORMAT_FIELDS = ("preset", "split_rule", "max_steps", "max_row_chars", "columns")  # LabelConfig fields: how input rows are read
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def add_output_flag(parser, *, required: bool, metavar: str, help: str) -> None:
 
 
 def add_format_arguments(group) -> None:
-    """--preset, --split, --max-row-chars and the --FIELD-column flags: how input rows are read
+    """--preset, --split, --max-steps, --max-row-chars and the --FIELD-column flags: how input rows are read
     (made from the LabelConfig fields that declare them)."""
     from labeler.cli.flags import add_flags
     from labeler.labeling.config import LabelConfig

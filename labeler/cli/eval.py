@@ -1,7 +1,9 @@
-"""`labeler eval`: compare step labels, or a PRM's step scores, with human labels.
+"""`labeler eval`: compare step labels, a PRM's step scores, or a judge's verdicts with human labels.
 
     labeler eval --labels OUT --reference processbench/gsm8k.jsonl --reference processbench/math.jsonl
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
+    labeler eval --judgments JUDGED --reference processbench/gsm8k.jsonl
+    labeler eval --labels mc=runs/mc --labels human=runs/pb-import --scores prm=scores.jsonl --reference gsm8k.jsonl --common
 
 Rows are matched by problem_id (and by their steps when a problem has several solutions).
 ProcessBench files (steps, label = first wrong step or -1): accuracy on erroneous rows (predicted
@@ -11,13 +13,21 @@ first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 
 A step is predicted wrong when its hard label is False (--labels), when its soft label is below
 --threshold (--labels with --threshold), or when its score is below --threshold (--scores,
-default 0.5). The predicted first error is the first step predicted wrong, -1 if none.
+default 0.5). The predicted first error is the first step predicted wrong, -1 if none. With
+--judgments (the output of `labeler judge`) it is the judge's verdict, the majority of its votes:
+how good a critic the judge is, before a large run trusts it.
+
+--labels, --scores and --judgments repeat: several sources (Monte-Carlo, judge, consensus, imported
+human labels, PRM scores, a judge's verdicts) go side by side in one table, a row per source and
+subset, each named by NAME= before its path or else by its folder or file name; --common compares
+them all on the reference rows that every source matched.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags
@@ -36,9 +46,19 @@ def register(subparsers) -> None:
         description=__doc__,
         usage_errors="bad usage or unreadable files",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--labels", metavar="DIR", help="labels shards: a job's output directory, a folder of shards, or one shard")
-    source.add_argument("--scores", metavar="FILE.jsonl", help="the output of `labeler score`")
+    parser.add_argument(
+        "--labels",
+        action="append",
+        metavar="[NAME=]DIR",
+        help="labels shards: a job's output directory, a folder of shards, or one shard; repeat to compare several",
+    )
+    parser.add_argument("--scores", action="append", metavar="[NAME=]FILE.jsonl", help="the output of `labeler score`; repeatable")
+    parser.add_argument(
+        "--judgments",
+        action="append",
+        metavar="[NAME=]DIR",
+        help="a judge's verdicts: a `labeler judge` output, a folder of judgments shards, or one shard; repeatable",
+    )
     parser.add_argument(
         "--reference",
         required=True,
@@ -56,31 +76,70 @@ def register(subparsers) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores)",
+        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; not with --judgments)",
     )
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
+    parser.add_argument(
+        "--common", action="store_true", help="with several sources: compare them only on the reference rows that every one of them matched"
+    )
     add_flags(parser, RunOptions, only=("json",))
     parser.set_defaults(handler=run_eval)
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from labeler.evaluation.human_agreement import DEFAULT_SCORE_THRESHOLD, evaluate, format_table, predictions_from_labels, predictions_from_scores
-    from labeler.inputs.readers import InputError
+    from labeler.evaluation.human_agreement import (
+        DEFAULT_SCORE_THRESHOLD,
+        PredictionSource,
+        evaluate,
+        evaluate_sources,
+        format_comparison,
+        format_table,
+        predictions_from_judgments,
+        predictions_from_labels,
+        predictions_from_scores,
+    )
     from labeler.evaluation.references import read_reference
+    from labeler.inputs.readers import InputError
 
+    args.labels, args.scores, args.judgments = args.labels or [], args.scores or [], args.judgments or []
+    if not args.labels and not args.scores and not args.judgments:
+        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --judgments DIR (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
+    if args.threshold is not None and not args.labels and not args.scores:
+        return usage_error(COMMAND, "--threshold does not apply to --judgments: a judge names a step, it gives no score")
+    named = [(kind, *_named(spec)) for kind in ("labels", "scores", "judgments") for spec in getattr(args, kind)]
+    names = [name for _, name, _ in named]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        return usage_error(COMMAND, f"two sources are named {repeated[0]!r}: name them, as NAME=PATH")
+    score_threshold = DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold
     try:
-        if args.labels:
-            predictions = predictions_from_labels(args.labels, args.threshold)
-        else:
-            predictions = predictions_from_scores(args.scores, DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold)
+        sources = []
+        for kind, name, path in named:
+            if kind == "labels":
+                sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
+            elif kind == "scores":
+                sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
+            else:
+                sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
         references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
-    report = evaluate(references, predictions, args.neutral)
-    threshold = args.threshold if args.threshold is not None or args.labels else DEFAULT_SCORE_THRESHOLD
-    report = {"predictions": args.labels or args.scores, "kind": "labels" if args.labels else "scores", "threshold": threshold} | report
-    print(json.dumps(report, indent=1) if args.json else format_table(report))
+    if len(sources) == 1:
+        (source,) = sources
+        report = source.header() | evaluate(references, source.predictions, args.neutral)
+        print(json.dumps(report, indent=1) if args.json else format_table(report))
+        return EXIT_OK
+    report = evaluate_sources(references, sources, args.neutral, args.common)
+    print(json.dumps(report, indent=1) if args.json else format_comparison(report))
     return EXIT_OK
+
+
+def _named(spec: str) -> tuple[str, str]:
+    """(name, path) of `NAME=PATH`, or of a bare PATH named by its folder or file name."""
+    name, equals, path = spec.partition("=")
+    if equals and name and "/" not in name:
+        return name, path
+    return Path(spec.rstrip("/")).stem or spec, spec

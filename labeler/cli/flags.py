@@ -6,7 +6,8 @@ spelling in its metadata. `add_flags` turns the fields of a dataclass into flags
 
 - the flag is `--name-with-dashes`, or the metadata's `flag` (`--split` for split_rule);
 - a bool is a switch: `--name` storing True, or `--no-name` storing False when it defaults to True;
-- a tuple is a repeatable flag; a dict gets one flag per key of the metadata's `keys`;
+- a tuple is a repeatable flag (required when the field has no default); a dict gets one flag per
+  key of the metadata's `keys`;
 - int, float and str (or `X | None`) take a value of that type; a field without a default (and no
   `cli_default`) is a required flag; every other flag's help ends with "(default: ...)", which
   reads the metadata's `default_text` where the default alone would say nothing (None, empty);
@@ -64,6 +65,7 @@ def add_flags(parser: argparse.ArgumentParser, cls, only=None, exclude=(), into=
                 dest=f.name,
                 action="append",
                 default=None,
+                required=default is MISSING,
                 metavar=meta.get("metavar"),
                 help=_help(meta["help"], default, meta),
             )

@@ -6,8 +6,10 @@ Input: the formats `labeler label` reads (jsonl, json, parquet, hf:NAME[:CONFIG]
 --preset and column flags), or labels shards (a job's output directory or a shard). One JSON line
 per solution: problem_id, solution_id, row_index, step_scores (probability that the solution is
 still on track after each step; null for steps past the PRM's length limit), steps_scored,
-score_min, score_product, score_last, and `selected`: the best of N solutions of its problem by
---select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
+score_min, score_product, score_last, score_mean, trajectory_score (a PRM trained with trajectory
+labels: the probability that the whole trajectory reaches the answer; else null), score_combined
+((score_mean + W x trajectory_score) / (1 + W), W = --trajectory-weight), and `selected`: the best
+of N solutions of its problem by --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ RUN_OPTIONS = ("json", "quiet", "verbose")
 
 
 def register(subparsers) -> None:
-    from labeler.prm.solution_scores import AGGREGATES
+    from labeler.prm.solution_scores import SELECT_BY
+    from labeler.prm.trajectory import CombinedScore
 
     parser = add_command(
         subparsers,
@@ -59,8 +62,9 @@ def register(subparsers) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--output", default=None, metavar="FILE.jsonl", help="where the score lines go (default: stdout)")
     out.add_argument(
-        "--select-by", choices=AGGREGATES, default="min", help="solution score that picks the best of N per problem (default: min)"
+        "--select-by", choices=SELECT_BY, default="min", help="solution score that picks the best of N per problem (default: min)"
     )
+    add_flags(parser, CombinedScore)
     run = parser.add_argument_group("run")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
@@ -80,15 +84,21 @@ def run_score(args: argparse.Namespace) -> int:
     log_to_stderr(run_options.quiet)
     if not run_options.verbose:
         quiet_transformers()
+    from labeler.prm.trajectory import CombinedScore
+
     if args.batch_size < 1:
         return usage_error(COMMAND, "--batch-size must be at least 1")
+    try:
+        combined = CombinedScore(**flag_values(args, CombinedScore))
+    except ValueError as error:
+        return usage_error(COMMAND, str(error))
     if args.limit is not None and args.limit < 0:
         return usage_error(COMMAND, "--limit must be >= 0")
     try:
         check_format_flags(args)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
-    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args))
+    options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args), max_steps=args.max_steps)
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)
@@ -105,7 +115,7 @@ def run_score(args: argparse.Namespace) -> int:
         args.prm,
         placement.describe(),
     )
-    scored = score_solutions(scorer, read.solutions, select_by=args.select_by)
+    scored = score_solutions(scorer, read.solutions, select_by=args.select_by, combined=combined)
     _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
     summary = {
         "solutions": len(scored),
@@ -113,6 +123,7 @@ def run_score(args: argparse.Namespace) -> int:
         "rows_rejected": len(read.rejected),
         "steps_scored": sum(s.to_dict()["steps_scored"] for s in scored),
         "steps_past_max_length": sum(len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored),
+        "trajectories_scored": sum(s.trajectory_score is not None for s in scored),
         "select_by": args.select_by,
         "output": args.output or "-",
     }

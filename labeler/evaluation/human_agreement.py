@@ -1,10 +1,17 @@
-"""`labeler eval`: how far step labels, or a PRM's step scores, agree with human labels.
+"""`labeler eval`: how far step labels, a PRM's step scores, or a judge's verdicts agree with human labels.
 
 Predictions come from labels shards (a step is predicted wrong when its hard label is False, or,
-with a threshold, when its soft label is below it) or from `labeler score` output (wrong when the
-step's probability is below the threshold). They are matched to reference rows by problem_id;
+with a threshold, when its soft label is below it), from `labeler score` output (wrong when the
+step's probability is below the threshold), or from judgments shards (`labeler judge`: the steps
+before the judge's first error predicted right, that step wrong, the later ones not predicted: a
+critique names the earliest error only). They are matched to reference rows by problem_id;
 when several predicted solutions share a problem_id, the one with the reference's steps is used.
 A match whose step count differs from the reference's is not compared.
+
+Several sources (labels of several jobs: Monte-Carlo, judge, consensus, imported human labels, or
+PRM scores) are compared in one table, each by its name, against the same references; with
+`common`, each subset holds only the reference rows that every source matched, so the figures
+of the sources count the same solutions.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass
 from statistics import mean
 
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, step_metrics
-from labeler.store.reader import read_labelled_rows
+from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 
 DEFAULT_SCORE_THRESHOLD = 0.5
@@ -32,6 +39,7 @@ class Prediction:
     n_steps: int
     correct: tuple[bool | None, ...]  # per step: predicted correct, wrong, or no prediction
     scores: tuple[float | None, ...]  # per step, for AUC
+    label_source: str | None = None  # labels: who made them (schemas/tables.py LABEL_SOURCES); scores: None
 
 
 def predictions_from_labels(path: str, threshold: float | None = None) -> list[Prediction]:
@@ -42,7 +50,7 @@ def predictions_from_labels(path: str, threshold: float | None = None) -> list[P
             correct = row.hard_labels
         else:
             correct = tuple(None if score is None else score >= threshold for score in scores)
-        predictions.append(Prediction(row.problem_id, row.solution_id, row.steps, len(row.steps), tuple(correct), scores))
+        predictions.append(Prediction(row.problem_id, row.solution_id, row.steps, len(row.steps), tuple(correct), scores, row.label_source))
     return predictions
 
 
@@ -61,6 +69,18 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
         raise PredictionsError(f"{path}:{number}: not a `labeler score` line ({error})") from error
+    return predictions
+
+
+def predictions_from_judgments(path: str) -> list[Prediction]:
+    """A judge as a critic: its verdict (the majority first error) on each judged solution."""
+    predictions = []
+    table = read_judgments_table(path).select(["problem_id", "solution_id", "steps", "first_error"])
+    for row in table.to_pylist():
+        steps, first = tuple(row["steps"]), row["first_error"]
+        correct = tuple(True if first < 0 or i < first else (False if i == first else None) for i in range(len(steps)))
+        scores = tuple(None if value is None else float(value) for value in correct)
+        predictions.append(Prediction(row["problem_id"], row["solution_id"], steps, len(steps), correct, scores))
     return predictions
 
 
@@ -92,7 +112,10 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
 
 
 def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutral: str = "exclude") -> dict:
-    matched, counts = match(reference, predictions)
+    return _subset_result(reference, *match(reference, predictions), neutral)
+
+
+def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str) -> dict:
     result = {"subset": reference.name, "format": reference.format, "reference_rows": len(reference.solutions) + reference.rejected}
     result |= {"matched": len(matched), **counts, "reference_rows_unreadable": reference.rejected}
     if reference.format == "processbench":
@@ -117,35 +140,113 @@ def _prm800k_result(matched: list[Matched], neutral: str) -> dict:
 
 def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude") -> dict:
     subsets = [subset_result(reference, predictions, neutral) for reference in references]
+    return {"subsets": subsets, "average_f1": _average_f1(subsets)}
+
+
+def _average_f1(subsets: list[dict]) -> float | None:
     f1s = [s["f1"] for s in subsets if s.get("f1") is not None]
-    return {"subsets": subsets, "average_f1": mean(f1s) if f1s else None}
+    return mean(f1s) if f1s else None
+
+
+@dataclass
+class PredictionSource:
+    """One source of predictions in a comparison: a labels output, a score file or a judge's verdicts, by its name."""
+
+    name: str
+    kind: str  # "labels", "scores" or "judgments"
+    path: str
+    threshold: float | None  # None: hard labels
+    predictions: list[Prediction]
+
+    @property
+    def label_source(self) -> str:
+        found = sorted({p.label_source for p in self.predictions if p.label_source is not None})
+        return ", ".join(found) if found else {"scores": "PRM scores", "judgments": "judge verdicts"}.get(self.kind, "none")
+
+    def header(self) -> dict:
+        return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}
+
+
+def evaluate_sources(references: list[ReferenceSet], sources: list[PredictionSource], neutral: str = "exclude", common: bool = False) -> dict:
+    """Each source against each reference set; with `common`, on the reference rows every source matched."""
+    reports = [source.header() | {"subsets": []} for source in sources]
+    for reference in references:
+        matches = [match(reference, source.predictions) for source in sources]
+        if common:
+            shared = set.intersection(*({id(m.reference) for m in matched} for matched, _ in matches))
+            left_out = len(reference.solutions) - len(shared)
+            matches = [([m for m in matched if id(m.reference) in shared], counts) for matched, counts in matches]
+        for report, (matched, counts) in zip(reports, matches):
+            result = _subset_result(reference, matched, counts, neutral)
+            if common:
+                result["not_matched_by_every_source"] = left_out
+            report["subsets"].append(result)
+    for report in reports:
+        report["average_f1"] = _average_f1(report["subsets"])
+    return {"sources": reports, "common": common}
+
+
+_COLUMNS = [
+    ("subset", "subset", "{}"),
+    ("format", "format", "{}"),
+    ("matched", "matched", "{}"),
+    ("erroneous", "erroneous", "{}"),
+    ("erroneous_accuracy", "acc erroneous", "{:.1%}"),
+    ("correct", "correct", "{}"),
+    ("correct_accuracy", "acc correct", "{:.1%}"),
+    ("f1", "F1", "{:.1%}"),
+    ("step_accuracy", "step acc", "{:.1%}"),
+    ("step_auc", "step AUC", "{:.3f}"),
+]
+_SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch")
 
 
 def format_table(report: dict) -> str:
-    columns = [
-        ("subset", "subset", "{}"),
-        ("format", "format", "{}"),
-        ("matched", "matched", "{}"),
-        ("erroneous", "erroneous", "{}"),
-        ("erroneous_accuracy", "acc erroneous", "{:.1%}"),
-        ("correct", "correct", "{}"),
-        ("correct_accuracy", "acc correct", "{:.1%}"),
-        ("f1", "F1", "{:.1%}"),
-        ("step_accuracy", "step acc", "{:.1%}"),
-        ("step_auc", "step AUC", "{:.3f}"),
-    ]
-    shown = [c for c in columns if any(c[0] in s for s in report["subsets"])]
-    rows = [[title for _, title, _ in shown]]
-    for subset in report["subsets"]:
-        rows.append([_cell(subset.get(key), fmt) for key, _, fmt in shown])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(shown))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    """One source's report as a table: a row per subset."""
+    lines = _table([], [((), subset) for subset in report["subsets"]])
     if report["average_f1"] is not None and len(report["subsets"]) > 1:
         lines.append(f"average F1: {report['average_f1']:.1%}")
-    skipped = {key: sum(s[key] for s in report["subsets"]) for key in ("unmatched", "ambiguous", "step_count_mismatch")}
-    if any(skipped.values()):
-        lines.append("not compared: " + ", ".join(f"{value} {key.replace('_', ' ')}" for key, value in skipped.items() if value))
+    skipped = _skipped(report["subsets"])
+    if skipped:
+        lines.append(f"not compared: {skipped}")
     return "\n".join(lines)
+
+
+def format_comparison(report: dict) -> str:
+    """Several sources' reports in one table: a row per source and subset."""
+    rows = [((source["name"], source["label_source"]), subset) for source in report["sources"] for subset in source["subsets"]]
+    lines = _table(["source", "label source"], rows)
+    averages = [(source["name"], source["average_f1"]) for source in report["sources"] if source["average_f1"] is not None]
+    if averages and any(len(source["subsets"]) > 1 for source in report["sources"]):
+        lines.append("average F1: " + ", ".join(f"{name} {value:.1%}" for name, value in averages))
+    for source in report["sources"]:
+        skipped = _skipped(source["subsets"])
+        if skipped:
+            lines.append(f"not compared ({source['name']}): {skipped}")
+    if report["common"]:
+        left_out = {s["subset"]: s["not_matched_by_every_source"] for s in report["sources"][0]["subsets"] if s["not_matched_by_every_source"]}
+        if left_out:
+            lines.append("left out (--common), not matched by every source: " + ", ".join(f"{n} {name}" for name, n in left_out.items()))
+    else:
+        for subset in dict.fromkeys(s["subset"] for source in report["sources"] for s in source["subsets"]):
+            matched = {s["matched"] for source in report["sources"] for s in source["subsets"] if s["subset"] == subset}
+            if len(matched) > 1:
+                lines.append(f"{subset}: the sources matched different rows; --common compares them on the rows all of them match")
+    return "\n".join(lines)
+
+
+def _table(lead: list[str], rows: list[tuple[tuple[str, ...], dict]]) -> list[str]:
+    shown = [c for c in _COLUMNS if any(c[0] in subset for _, subset in rows)]
+    cells = [lead + [title for _, title, _ in shown]]
+    for lead_cells, subset in rows:
+        cells.append(list(lead_cells) + [_cell(subset.get(key), fmt) for key, _, fmt in shown])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+
+
+def _skipped(subsets: list[dict]) -> str:
+    totals = {key: sum(s[key] for s in subsets) for key in _SKIPPED}
+    return ", ".join(f"{value} {key.replace('_', ' ')}" for key, value in totals.items() if value)
 
 
 def _cell(value, fmt: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-NEUTRAL_MODES = ("positive", "negative", "exclude")
+from labeler.inputs.human_labels import NEUTRAL_MODES, rating_is_positive  # noqa: F401 (part of this module's interface)
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,6 @@ def first_error_metrics(pairs: Sequence[tuple[int, int]]) -> FirstErrorMetrics:
 def first_predicted_error(step_correct: Sequence[bool | None]) -> int:
     """Index of the first step predicted wrong, or -1; steps without a prediction are skipped."""
     return next((i for i, ok in enumerate(step_correct) if ok is False), -1)
-
-
-def rating_is_positive(rating: int | None, neutral: str) -> bool | None:
-    """A PRM800K rating as step correctness; None when it does not count."""
-    if rating is None:
-        return None
-    if rating > 0:
-        return True
-    if rating < 0:
-        return False
-    return {"positive": True, "negative": False, "exclude": None}[neutral]
 
 
 @dataclass(frozen=True)

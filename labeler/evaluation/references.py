@@ -1,7 +1,8 @@
 """Human step labels to evaluate against: ProcessBench and PRM800K files.
 
 Rows are read through the same presets as `labeler label`, so a reference row gets the
-problem_id and steps its labelled copy got (`--id-column` must match the labeling run's).
+problem_id and steps its labelled copy got (`--id-column` must match the labeling run's), and
+their labels as `labeler import` reads them (labeler/inputs/human_labels.py).
 
 - ProcessBench rows: `steps` and `label`, the 0-based index of the first wrong step (-1: none).
 - PRM800K rows: `label.steps[i]` with completions rated -1 / 0 / +1. The steps are the chosen
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeler.inputs.human_labels import prm800k_ratings, processbench_first_error
 from labeler.inputs.readers import InputError, read_rows
 from labeler.inputs.presets import PresetOptions, to_source_row
 from labeler.records import RowError
@@ -69,13 +71,8 @@ def detect_reference_format(row: dict, path: str) -> str:
 
 
 def _processbench(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolution:
-    label = row.get("label")
-    if not isinstance(label, int) or isinstance(label, bool) or label < -1:
-        raise RowError("label", f"expected the first wrong step's index or -1, got {label!r}")
     source = to_source_row("processbench", row_index, with_placeholder_answer("processbench", row, options), options)
-    if label >= len(source.steps):
-        raise RowError("label", f"first error {label} is past the last of {len(source.steps)} steps")
-    return ReferenceSolution(source.problem_id, source.steps, label)
+    return ReferenceSolution(source.problem_id, source.steps, processbench_first_error(row, len(source.steps)))
 
 
 def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolution:
@@ -83,23 +80,7 @@ def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolu
     if isinstance(question, dict) and not question.get("ground_truth_answer"):
         row = {**row, "question": {**question, "ground_truth_answer": ANSWER_PLACEHOLDER}}
     source = to_source_row("prm800k", row_index, row, options)
-    ratings = [_step_rating(step) for step in row["label"]["steps"][: len(source.steps)]]
-    return ReferenceSolution(source.problem_id, source.steps, None, tuple(ratings))
-
-
-def _step_rating(step: dict) -> int | None:
-    completions = step.get("completions") or []
-    chosen = step.get("chosen_completion")
-    if chosen is not None:
-        return _rating(completions[chosen])
-    if step.get("human_completion"):
-        return 1
-    return _rating(completions[0]) if completions else None
-
-
-def _rating(completion) -> int | None:
-    rating = completion.get("rating") if isinstance(completion, dict) else None
-    return rating if isinstance(rating, int) and not isinstance(rating, bool) else None
+    return ReferenceSolution(source.problem_id, source.steps, None, prm800k_ratings(row, len(source.steps)))
 
 
 _READERS = {"processbench": _processbench, "prm800k": _prm800k}

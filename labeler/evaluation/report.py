@@ -56,6 +56,7 @@ def _summary(rows: list[LabelledRow], rejected: Counter) -> list[tuple[str, str]
     with_error = sum(row.first_error >= 0 for row in rows)
     return [
         ("solutions", f"{len(rows)}"),
+        ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
         ("problems", f"{len({row.problem_id for row in rows})}"),
         ("steps", f"{steps}"),
         ("steps without a label", f"{steps - len(hard)}"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from labeler.inputs.readers import read_rows
 from labeler.store.reader import read_labelled_rows
 from labeler.labeling.planning import assign_row_keys
-from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
+from labeler.inputs.presets import TRACE_COLUMNS, PresetOptions, resolve_preset, to_source_row
 from labeler.records import RejectedRow, RowError, SourceRow
 
 ANSWER_PLACEHOLDER = "(no reference answer: not needed here)"
@@ -27,6 +27,7 @@ class SolutionToScore:
     problem: str
     steps: tuple[str, ...]
     row_index: int | None = None
+    thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking (the trace preset)
 
 
 @dataclass
@@ -55,7 +56,7 @@ def read_solutions(
 ) -> SolutionsRead:
     if is_labels_input(spec):
         rows = read_labelled_rows(spec)[:limit]
-        solutions = [SolutionToScore(r.problem_id, r.solution_id, r.problem, r.steps) for r in rows]
+        solutions = [SolutionToScore(r.problem_id, r.solution_id, r.problem, r.steps, thinking_steps=r.thinking_steps) for r in rows]
         return SolutionsRead("labels", solutions)
     sources: list[SourceRow] = []
     rejected: list[RejectedRow] = []
@@ -73,7 +74,9 @@ def read_solutions(
         except RowError as error:
             rejected.append(RejectedRow(raw.row_index, error.field, error.reason, raw=raw.raw))
     solutions = [
-        SolutionToScore(p.source.problem_id, p.given_solution().solution_id, p.source.problem, p.source.steps, p.source.row_index)
+        SolutionToScore(
+            p.source.problem_id, p.given_solution().solution_id, p.source.problem, p.source.steps, p.source.row_index, p.source.thinking_steps
+        )
         for p in assign_row_keys(sources)
     ]
     return SolutionsRead(resolved or preset or "unknown", solutions, rejected)
@@ -81,10 +84,11 @@ def read_solutions(
 
 def with_placeholder_answer(preset: str, row: dict, options: PresetOptions) -> dict:
     """The row, with a placeholder where a flat preset expects a reference answer and finds none."""
-    if preset not in ("processbench", "columns", "math"):
+    if preset not in ("processbench", "columns", "math", "trace"):
         return row
     column = options.answer_column or "answer"
-    if row.get(column) not in (None, ""):
+    candidates = (column,) if options.answer_column or preset != "trace" else TRACE_COLUMNS["answer"]
+    if any(row.get(name) not in (None, "") for name in candidates):
         return row
     if preset == "math" and "\\boxed{" in str(row.get(options.solution_column or "solution") or ""):
         return row  # math takes the answer from the solution's \\boxed{}

@@ -5,17 +5,26 @@
 - math (alias math-500): `problem`; steps = `solution` split by the split rule, or None (the
   job samples solutions) when there is no solution; reference = `answer`, else the last
   \\boxed{} of the solution.
-- processbench: `problem`, `steps` (a list), `answer`.
+- processbench: `problem`, `steps` (a list), `answer` (the hub's rows have none: --answers FILE).
 - math-shepherd: `input` = problem + "Step 1: ... ки\nStep 2: ... ки"; the problem is the text
   before "Step 1:", the steps are split on `ки`. No answer column: the reference is the
-  "The answer is: X" of the final step when `label` tags that step `+`.
+  "The answer is: X" of the final step when `label` tags that step `+`, else the answer that
+  --answers FILE gives the problem (labeler/inputs/answers.py).
 - prm800k: `question.problem`, `question.ground_truth_answer`; per `label.steps[i]` the chosen
   completion, else the human completion, else the first completion, which ends the solution.
 - columns: --problem-column, --answer-column, and --steps-column (a list) or
   --solution-column (text to split), else no steps.
+- trace: a reasoning model's trajectory and response (labeler/inputs/traces.py): the problem in
+  `problem`/`question`/`prompt`, the reference in `answer`/`reference_answer`/`ground_truth`, the
+  response in `response`/`output`/`completion`/`generation`/`content` (--solution-column), either as
+  `<think>...</think>response` or beside a reasoning field `reasoning`/`reasoning_content`/`thinking`
+  (--reasoning-column). Steps: the thinking split by the `thinking` rule (into at most --max-steps
+  chunks; another --split rule when given), then the whole response as one final step.
 
 `math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
-columns; given without a preset they select `columns`. A bad row raises RowError naming the
+columns; given without a preset they select `columns`. With an answer book (PresetOptions.answers,
+from --answers FILE), a math-shepherd, processbench, math or columns row that carries no reference
+answer of its own gets the one the book gives its problem. A bad row raises RowError naming the
 field; a bad configuration raises InputError.
 """
 
@@ -25,13 +34,18 @@ import math as _math
 import re
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
+from typing import TYPE_CHECKING
 
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
-from labeler.inputs.splitting import KI_TAG, SPLIT_RULES, split_steps
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, KI_TAG, SPLIT_RULES, split_steps
+from labeler.inputs.traces import THINK_CLOSE, has_think_tags, parse_trace
 
-PRESET_NAMES = ("gsm8k", "math", "math-500", "processbench", "math-shepherd", "prm800k", "columns")
+if TYPE_CHECKING:
+    from labeler.inputs.answers import AnswerBook
+
+PRESET_NAMES = ("gsm8k", "math", "math-500", "processbench", "math-shepherd", "prm800k", "trace", "columns")
 _ALIASES = {"math-500": "math"}
 
 _CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: 9*2=$<<9*2=18>>18
@@ -48,14 +62,25 @@ class PresetOptions:
     solution_column: str | None = None
     steps_column: str | None = None
     id_column: str | None = None
+    answers: AnswerBook | None = None  # --answers FILE: reference answers by problem text, for rows without one
+    reasoning_column: str | None = None
+    max_steps: int = DEFAULT_MAX_STEPS  # the thinking split rule's bound
 
     @classmethod
-    def from_columns(cls, split_rule: str, max_row_chars: int, columns: dict[str, str]) -> PresetOptions:
+    def from_columns(
+        cls,
+        split_rule: str,
+        max_row_chars: int,
+        columns: dict[str, str],
+        answers: AnswerBook | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> PresetOptions:
         """From a {field: column} mapping of the explicit column flags (fields as in COLUMN_FIELDS)."""
-        return cls(split_rule, max_row_chars, *(columns.get(name) for name in COLUMN_FIELDS))
+        given = {f"{name}_column": columns.get(name) for name in COLUMN_FIELDS}
+        return cls(split_rule=split_rule, max_row_chars=max_row_chars, answers=answers, max_steps=max_steps, **given)
 
 
-COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id")  # the --FIELD-column flags
+COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id", "reasoning")  # the --FIELD-column flags
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,7 @@ class _Columns:
     solution: str | None = None  # text to split into steps
     steps: str | None = None  # a list of step texts
     id: str = "id"
+    reasoning: str | None = None  # a trace's thinking, beside its response (trace preset)
 
 
 _DEFAULT_COLUMNS = {
@@ -75,6 +101,7 @@ _DEFAULT_COLUMNS = {
     "processbench": _Columns(problem="problem", steps="steps", answer="answer"),
     "math-shepherd": _Columns(solution="input"),
     "prm800k": _Columns(),
+    "trace": _Columns(),  # each field from the first of its candidate columns the row has (TRACE_COLUMNS)
     "columns": _Columns(),
 }
 _ALL_FLAGS = frozenset(f.name for f in fields(_Columns))
@@ -82,6 +109,13 @@ _ACCEPTED_FLAGS = {
     "gsm8k": frozenset({"problem", "answer", "solution", "id"}),
     "math-shepherd": frozenset({"solution", "answer", "id"}),
     "prm800k": frozenset({"id"}),  # its fields are nested objects
+    "trace": frozenset({"problem", "answer", "solution", "reasoning", "id"}),
+}
+TRACE_COLUMNS = {  # where the trace preset looks for each field, in order, unless a column flag names it
+    "problem": ("problem", "question", "prompt"),
+    "answer": ("answer", "reference_answer", "ground_truth"),
+    "solution": ("response", "output", "completion", "generation", "content"),
+    "reasoning": ("reasoning", "reasoning_content", "thinking"),
 }
 
 
@@ -99,6 +133,8 @@ def detect_preset(row: dict) -> str:
         candidates.append("math-shepherd")
     if isinstance(row.get("question"), dict) and isinstance(row.get("label"), dict):
         candidates.append("prm800k")
+    if _looks_like_trace(row):  # more telling than a problem and an answer: math and gsm8k give way
+        candidates = [name for name in candidates if name not in ("math", "gsm8k")] + ["trace"]
     if len(candidates) == 1:
         return candidates[0]
     if candidates:
@@ -112,7 +148,9 @@ def resolve_preset(name: str | None, first_row: dict | None, options: PresetOpti
     `first_row` is the first readable row, used only when `name` is None.
     """
     if name is None:
-        if _given_flags(options):
+        if options.reasoning_column:
+            name = "trace"
+        elif _given_flags(options):
             name = "columns"
         elif first_row is None:
             raise InputError("no readable row to detect the preset from: pass --preset")
@@ -129,7 +167,8 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
     """Read one input row with `preset`; RowError (naming the field) when the row is unusable."""
     preset = _ALIASES.get(preset, preset)
     columns = _columns(preset, options)
-    problem, answer, steps = _READERS[preset](row, columns, options)
+    problem, answer, steps, *trace = _READERS[preset](row, columns, options)
+    thinking_steps, finished = trace or (0, True)  # only the trace reader tells them
     total = len(problem) + len(answer) + sum(map(len, steps or ()))
     if total > options.max_row_chars:
         raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
@@ -140,7 +179,8 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
         reference_answer=answer,
         steps=None if steps is None else tuple(steps),
         source=preset,
-        complete=_ends_with_answer(preset, row),
+        complete=finished and _ends_with_answer(preset, row),
+        thinking_steps=thinking_steps,
     )
 
 
@@ -165,6 +205,13 @@ def last_boxed(text: str) -> str | None:
 # --- configuration ------------------------------------------------------------------------
 
 
+def _looks_like_trace(row: dict) -> bool:
+    """A reasoning field, or a response field holding think tags."""
+    return any(isinstance(row.get(name), str) for name in TRACE_COLUMNS["reasoning"]) or any(
+        has_think_tags(row.get(name)) for name in TRACE_COLUMNS["solution"]
+    )
+
+
 def _given_flags(options: PresetOptions) -> dict[str, str]:
     return {name: getattr(options, f"{name}_column") for name in _ALL_FLAGS if getattr(options, f"{name}_column")}
 
@@ -176,7 +223,7 @@ def _columns(preset: str, options: PresetOptions) -> _Columns:
     if options.split_rule not in SPLIT_RULES:
         raise InputError(f"unknown split rule {options.split_rule!r}; valid rules: {', '.join(SPLIT_RULES)}")
     flags = _given_flags(options)
-    refused = sorted(set(flags) - _ACCEPTED_FLAGS.get(preset, _ALL_FLAGS))
+    refused = sorted(set(flags) - _ACCEPTED_FLAGS.get(preset, _ALL_FLAGS - {"reasoning"}))
     if refused:
         raise InputError(f"preset {preset} does not take {', '.join(f'--{n}-column' for n in refused)}")
     if "steps" in flags and "solution" in flags:
@@ -233,7 +280,9 @@ def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_an
         reason = _why_absent(row, columns.answer) if columns.answer else "no answer column"
         if boxed_answer:
             reason += " and no \\boxed{} in the solution"
-        raise RowError("answer", reason)
+        if options.answers is None:
+            raise RowError("answer", reason)
+        answer = options.answers.answer_for(problem, reason)
     return problem, answer, steps
 
 
@@ -249,30 +298,28 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
     if columns.answer:
-        answer = _required(row, columns.answer, "answer", numbers=True)
-    else:
-        answer = _math_shepherd_answer(row, steps[-1])
-    return problem, answer, steps
+        return problem, _required(row, columns.answer, "answer", numbers=True), steps
+    answer, why_not = _math_shepherd_answer(row, steps[-1])
+    if answer is not None:
+        return problem, answer, steps
+    if options.answers is not None:
+        return problem, options.answers.answer_for(problem, why_not), steps
+    raise RowError("answer", f"no reference answer: {why_not}; pass --answers FILE or --answer-column")
 
 
-def _math_shepherd_answer(row: dict, final_step: str) -> str:
-    """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer."""
+def _math_shepherd_answer(row: dict, final_step: str) -> tuple[str | None, str]:
+    """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer.
+    (the answer, "") or (None, why there is none)."""
     label = row.get("label")
     if not isinstance(label, str) or not label.strip():
-        raise RowError(
-            "answer",
-            "no reference answer: no 'label' column to derive it from; pass --answer-column",
-        )
+        return None, "no 'label' column to derive it from"
     tag = label.rstrip()[-1]
     if tag != "+":
-        raise RowError(
-            "answer",
-            f"no reference answer: 'label' tags the final step {tag!r}, not '+'; pass --answer-column",
-        )
+        return None, f"'label' tags the final step {tag!r}, not '+'"
     stated = _LAST_ANSWER_IS.match(final_step)
     if not stated or not stated[1].strip():
-        raise RowError("answer", "no reference answer: the final step, tagged '+', has no 'The answer is: X'")
-    return stated[1].strip()
+        return None, "the final step, tagged '+', has no 'The answer is: X'"
+    return stated[1].strip(), ""
 
 
 def _read_prm800k(row: dict, columns: _Columns, options: PresetOptions):
@@ -314,6 +361,39 @@ def _completion_text(completion) -> object:
     return completion.get("text") if isinstance(completion, dict) else completion
 
 
+def _read_trace(row: dict, columns: _Columns, options: PresetOptions):
+    """Problem, reference, the thinking's steps then the response as one step, how many steps are
+    thinking, and whether the trace got to its response."""
+    column = lambda field: getattr(columns, field) or next((c for c in TRACE_COLUMNS[field] if c in row), TRACE_COLUMNS[field][0])
+    problem = _required(row, column("problem"), "problem")
+    answer = _required(row, column("answer"), "answer", numbers=True)
+    if THINK_CLOSE in answer:
+        raise RowError("answer", f"column '{column('answer')}' holds a thinking trace, not a reference answer: pass --solution-column and --answer-column")
+    response_column, reasoning_column = column("solution"), column("reasoning")
+    text = _text(row, response_column, "response") or ""
+    reasoning = _text(row, reasoning_column, "reasoning")
+    try:
+        parsed = parse_trace(text)
+    except ValueError as error:
+        raise RowError("response", f"column '{response_column}': {error}") from None
+    if reasoning is not None:
+        if parsed.thinking is not None:
+            raise RowError("reasoning", f"thinking twice: column '{reasoning_column}' and a {THINK_CLOSE} block in column '{response_column}'")
+        thinking, response, finished = reasoning, parsed.response, bool(parsed.response)
+    elif parsed.thinking is None:
+        looked = ", ".join(f"'{c}'" for c in ((columns.reasoning,) if columns.reasoning else TRACE_COLUMNS["reasoning"]))
+        if not text:
+            raise RowError("response", _why_absent(row, response_column))
+        raise RowError("reasoning", f"no thinking: no {THINK_CLOSE} in column '{response_column}' and no reasoning column ({looked})")
+    else:
+        thinking, response, finished = parsed.thinking, parsed.response, parsed.finished
+    rule = "thinking" if options.split_rule == "auto" else options.split_rule
+    thinking_steps = _split(thinking, rule, "reasoning", options) if thinking else []
+    if not thinking_steps and not response:
+        raise RowError("response", f"empty thinking and no response in column '{response_column}'")
+    return problem, answer, thinking_steps + ([response] if response else []), len(thinking_steps), finished
+
+
 _READERS = {
     "gsm8k": _read_gsm8k,
     "math": partial(_read_flat, boxed_answer=True, needs_steps=False),
@@ -321,6 +401,7 @@ _READERS = {
     "columns": partial(_read_flat, boxed_answer=False, needs_steps=False),
     "math-shepherd": _read_math_shepherd,
     "prm800k": _read_prm800k,
+    "trace": _read_trace,
 }
 
 
@@ -385,7 +466,7 @@ def _split(text: str, rule: str, field: str, options: PresetOptions) -> list[str
             "row",
             f"{len(text)} characters of solution text, over max_row_chars={options.max_row_chars}",
         )
-    steps = split_steps(text, rule)
+    steps = split_steps(text, rule, options.max_steps)
     if not steps:
         raise RowError(field, f"the text splits into no steps (split rule {rule})")
     return steps

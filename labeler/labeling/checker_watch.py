@@ -40,12 +40,13 @@ class _Watched:
         self.checker = checker
         self.watch = watch
 
-    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list:
-        verdicts = list(self.checker.check_many(pairs))
+    def check_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None) -> list:
+        verdicts = list(self.checker.check_many(pairs, questions))
         timed_out = [i for i, result in enumerate(verdicts) if result.verdict.value == "timeout"]
         if timed_out:
             self.watch.retried += len(timed_out)
-            for i, result in zip(timed_out, self.checker.check_many([pairs[i] for i in timed_out])):
+            again = self.checker.check_many([pairs[i] for i in timed_out], None if questions is None else [questions[i] for i in timed_out])
+            for i, result in zip(timed_out, again):
                 verdicts[i] = result
         self.watch.checked += len(pairs)
         self.watch.timeouts += sum(result.verdict.value == "timeout" for result in verdicts)

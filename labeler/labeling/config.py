@@ -16,7 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field
 from labeler.ids import stable_id
 from labeler.labeling.bounds import Bounds
 from labeler.inputs.presets import COLUMN_FIELDS, PRESET_NAMES
-from labeler.inputs.splitting import SPLIT_RULES
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, SPLIT_RULES
 from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
@@ -75,6 +75,13 @@ def setting(
     return field(default=default, default_factory=default_factory, metadata=metadata)
 
 
+def same_setting(source, name: str):
+    """The setting `name` of the settings class `source`, for another class that takes it too: one
+    declaration (default, help, range, flag) for both."""
+    declared = {f.name: f for f in dataclasses.fields(source)}[name]
+    return field(default=declared.default, default_factory=declared.default_factory, metadata=declared.metadata)
+
+
 def names_with(cls, key: str) -> tuple[str, ...]:
     """The names of the fields of `cls` whose metadata sets `key`, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(key))
@@ -116,7 +123,7 @@ def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
     `source` instance (derived ones from its attribute of the same name)."""
     by_name = {f.name: f for f in dataclasses.fields(source)}
     specs = [(n, kind, field(default=MISSING)) for n, kind in derived.items()]
-    specs += [(n, by_name[n].type, field(default=by_name[n].default, metadata=by_name[n].metadata)) for n in names]
+    specs += [(n, by_name[n].type, _same_field(by_name[n])) for n in names]
 
     def of(cls, config):
         return cls(**{n: getattr(config, n) for n in (*derived, *names)})
@@ -126,12 +133,47 @@ def settings_view(name: str, source, names: tuple[str, ...], **derived: type):
     return view
 
 
+def _same_field(f: dataclasses.Field):
+    """A field declared as `f` is: its default (or default factory) and its metadata."""
+    return field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
 INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"
 CLUSTER = "Ray cluster (without --workers the job runs in this process)"
 
 
+class JobSettings:
+    """What the job machinery (labeler/labeling/job.py) reads of a job's settings dataclass, whatever
+    the job does (LabelConfig here, JudgeConfig in labeler/judging/config.py): which settings decide
+    what it writes (`output_settings`, hashed into `config_hash`) and which are the engine's.
+
+    A subclass sets ENGINE_ONLY (its `may_change_on_resume` fields: the output location and the engine
+    settings) and GUARDS (its `guard` fields) after its declaration, with `names_with`."""
+
+    ENGINE_ONLY: tuple[str, ...] = ()
+    GUARDS: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def output_settings(self) -> dict:
+        """The settings that decide what the job writes; a rerun must match them to resume."""
+        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
+
+    def config_hash(self) -> str:
+        return stable_id(json.dumps(self.output_settings(), sort_keys=True))
+
+    def engine_settings(self) -> dict:
+        """The engine settings as asked for (what the engines resolved them to is in the engine records)."""
+        return {key: getattr(self, key) for key in self.ENGINE_ONLY if key != "output"}
+
+    def answers_file(self) -> str | None:
+        """The file of reference answers the job reads beside its input (LabelConfig's --answers), if it has one."""
+        return getattr(self, "answers", None)
+
+
 @dataclass(frozen=True)
-class LabelConfig:
+class LabelConfig(JobSettings):
     input: str = setting(
         help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]",
         group=INPUT_OUTPUT,
@@ -151,6 +193,14 @@ class LabelConfig:
         None, at_least=1, help="take only the first K rows", metavar="K", group=INPUT_OUTPUT, default_text="all rows"
     )
     split_rule: str = setting("auto", flag="--split", choices=SPLIT_RULES, help="how solution text is cut into steps", group=INPUT_OUTPUT)
+    max_steps: int = setting(
+        DEFAULT_MAX_STEPS,
+        at_least=1,
+        metavar="K",
+        help="thinking split rule (a trace's thinking, or --split thinking): merge paragraphs into at most K steps "
+        "of about equal length in characters",
+        group=INPUT_OUTPUT,
+    )
     max_row_chars: int = setting(50_000, at_least=1, help="rows longer than this are rejected", group=INPUT_OUTPUT)
     max_rejected_share: float = setting(
         0.5,
@@ -171,6 +221,15 @@ class LabelConfig:
         group=INPUT_OUTPUT,
         default_text="the preset's column",
     )
+    answers: str | None = setting(
+        None,
+        metavar="FILE",
+        help="reference answers joined by problem text (whitespace normalised), for rows that carry none, such as "
+        "Math-Shepherd rows whose final step is tagged '-': a jsonl, json or parquet file of GSM8K rows, MATH rows or "
+        "{problem, answer} rows; a row still without an answer is rejected",
+        group=INPUT_OUTPUT,
+        default_text="none",
+    )
     rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
     temperature: float = setting(0.7, at_least=0, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
     top_p: float = setting(
@@ -181,6 +240,14 @@ class LabelConfig:
         group=ROLLOUTS,
     )
     max_new_tokens: int = setting(256, at_least=1, help="token budget of each completion", group=ROLLOUTS)
+    min_rollout_tokens: int = setting(
+        16,
+        at_least=1,
+        help="a prefix so deep in a long trace that the model's context leaves fewer tokens than this for its "
+        "rollouts is not sampled: it and the longer prefixes are unlabelled, with the reason (above it, the budget "
+        "shrinks to what the context leaves, recorded in each rollout's token_budget)",
+        group=ROLLOUTS,
+    )
     seed: int = setting(0, help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)", group=ROLLOUTS)
     shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
     solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
@@ -284,19 +351,17 @@ class LabelConfig:
             temperature=self.temperature,
             top_p=self.top_p,
             max_new_tokens=budget,
+            min_budget=min(self.min_rollout_tokens, budget),
             stop=DEFAULT_STOP + tuple(self.stop),
             answer_marker=ANSWER_MARKER if self.stop_after_answer else None,
         )
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     def output_settings(self) -> dict:
         """The settings that decide what the job writes; a rerun must match them to resume."""
-        return {key: value for key, value in self.to_dict().items() if key not in self.ENGINE_ONLY + self.GUARDS}
-
-    def config_hash(self) -> str:
-        return stable_id(json.dumps(self.output_settings(), sort_keys=True))
+        settings = super().output_settings()
+        if settings["answers"] is None:  # added after jobs were started: without it they keep their config hash and resume
+            del settings["answers"]
+        return settings
 
 
 # The output location and the engine settings: a resumed job may change them (the dtype and context

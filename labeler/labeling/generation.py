@@ -12,6 +12,9 @@ class SamplingSettings:
     temperature: float = 0.7
     top_p: float = 1.0
     max_new_tokens: int = 256
+    # The least budget a completion may be given: a prompt that leaves less room in the model's context
+    # is refused as beyond it (context_exceeded) rather than sampled with a budget too small to answer in.
+    min_budget: int = 1
     stop: tuple[str, ...] = ()
     # When set, a completion ends at the end of the line where it first writes this marker
     # (e.g. "The answer is"): the answer is stated, the rest would be tokens spent for nothing.

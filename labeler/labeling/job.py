@@ -1,9 +1,12 @@
-"""A labeling job from input rows to committed shards: read, normalise and plan, hand the pending units
+"""A job from input rows to committed shards: read, normalise and plan, hand the pending units
 to an executor, commit each result it returns.
 
 The executor (workers/local_executor.py in this process, workers/ray_executor.py on a Ray cluster)
-does the labeling; the job never knows where. Resume is the same code path: units the manifest
-records as committed are skipped, unless a shard of theirs has gone missing or unreadable since.
+runs each unit's task; the job never knows where. The task is what is done to a unit: labeling it
+with rollouts (LabelingTask, labeler/labeling/unit.py; `run_job` here) or asking a judge about its
+solutions (labeler/judging/); `run_units` is the machinery they share: the output lock, the manifest
+and its resume checks, commits, progress and rejected rows. Resume is the same code path: units the
+manifest records as committed are skipped, unless a shard of theirs has gone missing or unreadable since.
 """
 
 from __future__ import annotations
@@ -14,15 +17,26 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from labeler import __version__
-from labeler.labeling.config import LabelConfig
+from labeler.labeling.config import JobSettings, LabelConfig
+from labeler.inputs.answers import read_answer_book
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
 from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
-from labeler.store.manifest import MANIFEST_NAME, CorruptManifestError, check_same_job, new_manifest, read_commit_records
+from labeler.store.manifest import (
+    JOB_KIND_KEY,
+    MANIFEST_NAME,
+    CorruptManifestError,
+    check_same_job,
+    check_same_kind,
+    new_manifest,
+    read_commit_records,
+)
 from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
-from labeler.labeling.unit import UnitResult
+from labeler.labeling.generation import Generator
+from labeler.labeling.rollouts import Checker
+from labeler.labeling.unit import LabelingTask, UnitResult
 from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.store.lock import hold_output
@@ -30,6 +44,8 @@ from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
 from labeler.labeling.tables import rejected_table
+
+Summary = TypeVar("Summary")
 
 SAMPLE_INPUT = "embedded:sample"
 SAMPLE_PATH = Path(__file__).parents[1] / "data" / "sample_problems.jsonl"  # labeler/data/
@@ -47,24 +63,47 @@ class JobPlan:
         return sum(1 for unit in self.units for row in unit.rows if not row.needs_solutions)
 
 
+class UnitTask(Protocol):
+    """What is done to each work unit, in two halves that an executor may overlap (unit i finishing
+    while unit i+1 generates) or run in a Ray worker: `generate`, the engine's work, and `finish`,
+    the CPU's (checking, counting, building the unit's tables; no I/O: the job commits the result).
+    A task is sent to Ray workers as it is: it holds only settings (picklable)."""
+
+    config: JobSettings  # the job's settings: its model, engine settings, and what the job writes
+
+    # what a unit's samples are called in progress lines ("rollouts", "critiques"); counted in its stats' "rollouts"
+    samples_name: str
+
+    def planned_solutions(self, unit: WorkUnit) -> int:
+        """How many solutions the unit is to produce: its share of the job's progress."""
+        ...
+
+    def generate(self, unit: WorkUnit, generator: Generator, checker: Checker | None) -> object:
+        """The engine's half; what it returns goes to `finish`. `checker` is the answer checker, None for a task without one."""
+        ...
+
+    def finish(self, generated: object, checker: Checker | None, engine: dict | None) -> UnitResult:
+        """The CPU's half: the unit's tables and stats; `engine` is the record of the engine that generated it."""
+        ...
+
+
 class UnitExecutor(Protocol):
-    """Labels work units: in this process (workers/local_executor.py) or on a Ray cluster (workers/ray_executor.py)."""
+    """Runs work units: in this process (workers/local_executor.py) or on a Ray cluster (workers/ray_executor.py)."""
 
     def run(
         self,
         units: Sequence[WorkUnit],
-        config: LabelConfig,
-        config_hash: str,
+        task: UnitTask,
         progress: ProgressReporter,
         commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
     ) -> None:
-        """Label every unit and call `commit` with each result as soon as it is ready, in any order
+        """Run `task` on every unit and call `commit` with each result as soon as it is ready, in any order
         (maybe from another thread, one call at a time). A unit that keeps failing is committed as its
         rows in rejected/ (labeler/labeling/unit_failures.py); whatever `commit` raises stops the run.
 
-        Each result carries the engine record of what labelled it; `check_engine` is called with
-        the record of every engine as it starts, before it labels anything, and may raise to stop.
+        Each result carries the engine record of what produced it; `check_engine` is called with
+        the record of every engine as it starts, before it runs anything, and may raise to stop.
         """
         ...
 
@@ -89,7 +128,12 @@ def input_path(spec: str) -> str:
 
 
 def preset_options(config: LabelConfig) -> PresetOptions:
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns)
+    """How the presets read the job's rows: the input-format settings (preset, split rule, row size, column
+    flags) of a job's settings (LabelConfig, or another job's that declares the same fields); reads the
+    --answers file, if any (InputError when it cannot)."""
+    answers_file = config.answers_file()
+    answers = read_answer_book(answers_file, config.trust_remote_code) if answers_file else None
+    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers, max_steps=config.max_steps)
 
 
 def plan_job(config: LabelConfig) -> JobPlan:
@@ -108,6 +152,28 @@ def plan_rows(raw_rows: Iterable[RawRow], config: LabelConfig) -> JobPlan:
     as soon as they are read (labeler/inputs/rejection_share.py). No rows at all is not an error here:
     the Python API labels an empty list as an empty table.
     """
+    rows = normalise_rows(raw_rows, config)
+    units = plan_units(assign_row_keys(rows.sources), config.shard_size, config.solutions_per_problem)
+    return JobPlan(preset=rows.preset, rows_read=rows.rows_read, rejected=rows.rejected, units=units)
+
+
+# Reads one input row with a preset: (preset, row index, row, options) -> SourceRow, RowError for a bad row.
+RowReader = Callable[[str, int, dict, PresetOptions], SourceRow]
+
+
+@dataclass
+class NormalisedRows:
+    preset: str
+    rows_read: int
+    sources: list[SourceRow]
+    rejected: list[RejectedRow]
+
+
+def normalise_rows(raw_rows: Iterable[RawRow], config, read_row: RowReader = to_source_row) -> NormalisedRows:
+    """Read each row with the input's preset (`read_row`: labeling's `to_source_row`, or a task's own
+    that also needs its rows to carry steps, say); bad rows become RejectedRow. `config` declares the
+    input-format settings and max_rejected_share (LabelConfig, or another job's settings); InputError
+    for too many rejected rows (labeler/inputs/rejection_share.py), as soon as JUDGED_ROWS are read."""
     options = preset_options(config)
     preset: str | None = None
     sources: list[SourceRow] = []
@@ -118,22 +184,21 @@ def plan_rows(raw_rows: Iterable[RawRow], config: LabelConfig) -> JobPlan:
         if raw.error is None and preset is None:
             preset = resolve_preset(config.preset, raw.data, options)  # file-level: raises InputError
         try:
-            sources.append(_normalise(raw, preset, options))
+            sources.append(_normalise(raw, preset, options, read_row))
         except RowError as error:
             rejected.append(RejectedRow(raw.row_index, error.field, error.reason, _row_id(raw), raw.raw))
         if rows_read == JUDGED_ROWS:
             check_rejected_share(config.input, rows_read, rejected, config.max_rejected_share, preset)
     if rows_read < JUDGED_ROWS:
         check_rejected_share(config.input, rows_read, rejected, config.max_rejected_share, preset)
-    units = plan_units(assign_row_keys(sources), config.shard_size, config.solutions_per_problem)
-    return JobPlan(preset=preset or (config.preset or "unknown"), rows_read=rows_read, rejected=rejected, units=units)
+    return NormalisedRows(preset or (config.preset or "unknown"), rows_read, sources, rejected)
 
 
-def _normalise(raw: RawRow, preset: str | None, options: PresetOptions) -> SourceRow:
+def _normalise(raw: RawRow, preset: str | None, options: PresetOptions, read_row: RowReader) -> SourceRow:
     if raw.error is not None:
         raise raw.error
     assert preset is not None
-    return to_source_row(preset, raw.row_index, raw.data, options)
+    return read_row(preset, raw.row_index, raw.data, options)
 
 
 def _row_id(raw: RawRow) -> str | None:
@@ -178,23 +243,70 @@ def run_job(
     """
     started = time.monotonic()
     plan = plan_job(config)  # reads only the input: a bad input touches no output
-    store = ShardStore(config.output)
+    return run_units(
+        LabelingTask(config, config.config_hash()),
+        plan,
+        executor=executor,
+        model_info=model_info,
+        fingerprint=input_fingerprint(input_path(config.input)),
+        summarise=lambda store, units_run_now: summarise(store, plan, units_run_now, time.monotonic() - started),
+        overwrite=overwrite,
+        progress_enabled=progress_enabled,
+        allow_engine_change=allow_engine_change,
+        rebuild_manifest=rebuild_manifest,
+        retry_rejected=retry_rejected,
+        lock_output=lock_output,
+    )
+
+
+def run_units(
+    task: UnitTask,
+    plan: JobPlan,
+    *,
+    executor: UnitExecutor,
+    model_info: dict,
+    fingerprint: str,
+    summarise: Callable[[ShardStore, int], Summary],
+    store: ShardStore | None = None,
+    job_kind: str | None = None,
+    overwrite: bool = False,
+    progress_enabled: bool = True,
+    allow_engine_change: bool = False,
+    rebuild_manifest: bool = False,
+    retry_rejected: bool = False,
+    lock_output: bool = True,
+) -> Summary:
+    """Run `task` on every planned unit not yet committed in the output `task.config.output`, with
+    `executor`, committing each result as it comes; then `summarise(store, units run now)`, still
+    holding the output's lock. What `run_job` says of resume, engines, storage errors and the lock
+    holds for every task. `fingerprint` identifies the input's content (a changed input is refused on
+    resume); `store` is the output's ShardStore (by default one with the labeling folders); `job_kind`
+    is recorded in the manifest ("job") for a job other than labeling, whose manifests have none."""
+    store = store or ShardStore(task.config.output)
     with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
-        warnings = list(lock_warnings) + _open_store(store, config, plan, model_info, overwrite, rebuild_manifest)
+        warnings = list(lock_warnings) + open_output(store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest)
         if retry_rejected and (reopened := store.reopen_failed_units()):
             warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
         store.remove_uncommitted()
         store.write_input_rejected(rejected_table(plan.rejected, stage="input"))
         pending = [unit for unit in plan.units if not store.is_committed(unit.unit_id)]
-        _label(store, plan, pending, config, executor, warnings, progress_enabled, allow_engine_change)
+        _run_pending(store, plan, pending, task, executor, warnings, progress_enabled, allow_engine_change)
         store.compact()
-        return summarise(store, plan, len(pending), time.monotonic() - started)
+        return summarise(store, len(pending))
 
 
-def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_info: dict, overwrite: bool, rebuild_manifest: bool) -> list[str]:
+def open_output(
+    store: ShardStore,
+    config: JobSettings,
+    plan: JobPlan,
+    model_info: dict,
+    fingerprint: str,
+    job_kind: str | None,
+    overwrite: bool,
+    rebuild_manifest: bool,
+) -> list[str]:  # fmt: skip
     """Start the job's manifest afresh, resume the one in the output, or rebuild a lost one; the warnings to show."""
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
-    fingerprint = input_fingerprint(input_path(config.input))
     warnings, existing, corrupt = [], None, False
     if overwrite:
         store.wipe()  # without reading the old manifest first: a corrupt one must not stop a fresh start
@@ -206,6 +318,7 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
                 raise
             corrupt = True
     if existing is not None:
+        check_same_kind(existing, job_kind, config.output)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
     else:
@@ -221,11 +334,14 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
                 "preset": plan.preset,
                 "rows_read": plan.rows_read,
                 "rows_rejected": len(plan.rejected),
-            },
+            }
+            | ({"answers": {"spec": answers, "fingerprint": input_fingerprint(answers)}} if (answers := config.answers_file()) else {}),
             units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
         )
+        if job_kind is not None:
+            manifest[JOB_KIND_KEY] = job_kind
         # the engine settings as asked for; what the engines resolved them to is in engine_records
-        manifest["engine"] = {key: getattr(config, key) for key in LabelConfig.ENGINE_ONLY if key != "output"}
+        manifest["engine"] = config.engine_settings()
         if rebuild_manifest:  # from the records left in commits/ (none after --overwrite)
             folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output)
             if corrupt or folded:
@@ -235,10 +351,10 @@ def _open_store(store: ShardStore, config: LabelConfig, plan: JobPlan, model_inf
     return warnings + store.redo_unreadable_units()
 
 
-def _label(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], config: LabelConfig, executor: UnitExecutor,
-           warnings: list[str], progress_enabled: bool, allow_engine_change: bool) -> None:  # fmt: skip
+def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task: UnitTask, executor: UnitExecutor,
+                 warnings: list[str], progress_enabled: bool, allow_engine_change: bool) -> None:  # fmt: skip
     """Hand the pending units to the executor and commit each result it returns, with progress for the whole job."""
-    planned = {unit.unit_id: _planned_solutions(unit, config) for unit in plan.units}
+    planned = {unit.unit_id: task.planned_solutions(unit) for unit in plan.units}
     totals = store.manifest["totals"]
     progress = ProgressReporter(
         len(plan.units),
@@ -248,11 +364,12 @@ def _label(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], config: La
         rollouts_done=totals["rollouts"],
         tokens_done=totals["generated_tokens"],
         enabled=progress_enabled,
+        samples_name=task.samples_name,
     )
     for warning in warnings:
         progress.warn(warning)
     progress.log(
-        f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
+        f"input {task.config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"
     )
     store_lock = threading.Lock()  # executors may commit on another thread than the one that starts engines
@@ -269,12 +386,7 @@ def _label(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], config: La
             progress.unit_committed(planned[result.unit_id], result.stats["rollouts"], result.stats["generated_tokens"])
 
     if pending:
-        executor.run(pending, config, config.config_hash(), progress, commit, check_engine=use_engine)
-
-
-def _planned_solutions(unit: WorkUnit, config: LabelConfig) -> int:
-    """The solutions a unit is to label: its given ones, and M sampled for each problem-only row."""
-    return sum(config.solutions_per_problem if row.needs_solutions else 1 for row in unit.rows)
+        executor.run(pending, task, progress, commit, check_engine=use_engine)
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:

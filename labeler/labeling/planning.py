@@ -42,6 +42,7 @@ def _solution(source: SourceRow, solution_id: str, steps: Sequence[str]) -> Solu
         source=source.source,
         row_index=source.row_index,
         complete=source.complete,
+        thinking_steps=source.thinking_steps,
     )
 
 
@@ -64,6 +65,8 @@ def assign_row_keys(rows: Iterable[SourceRow]) -> list[PlannedRow]:
     planned = []
     for row in rows:
         content = ("steps", *row.steps) if row.steps is not None else ("problem-only",)
+        if row.thinking_steps:  # the same texts as thinking are another solution than as plain steps
+            content += ("thinking", str(row.thinking_steps))
         base = stable_id(row.problem_id, row.problem, row.reference_answer, *content)
         occurrence = seen[base]
         seen[base] += 1

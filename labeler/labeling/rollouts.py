@@ -19,6 +19,7 @@ from typing import Protocol, Sequence
 from labeler.labeling import prompts
 from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, Generator, SamplingSettings
 from labeler.ids import derived_seed
+from labeler.inputs.traces import response_part
 from labeler.records import Solution, StepCounts
 
 FINAL_ANSWER_FINISH = "final_answer_check"
@@ -26,7 +27,10 @@ TRUNCATED = "truncated"  # the verdict of a completion cut by its token budget a
 
 
 class Checker(Protocol):
-    def check_many(self, pairs: Sequence[tuple[str, str]]) -> list: ...
+    def check_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None) -> list:
+        """One verdict per (completion, reference) pair; `questions`, one per pair, lets the checker
+        read what the problem asks (an ordered tuple or a set, the quantity counted)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class RolloutRecord:
 class LabelledSolution:
     solution: Solution
     steps: list[StepCounts]
+    trajectory_verdict: str | None = None  # the solution as a whole (labeler/labeling/trajectory.py)
 
     @property
     def generated_tokens(self) -> int:
@@ -103,14 +108,14 @@ class PrefixSampler:
         requests: list[GenerationRequest] = []
         for probe in probes:
             solution = self.solutions[probe.solution]
-            prefix = solution.steps[: probe.step + 1]
+            prefix = prompts.assistant_prefix(solution.steps[: probe.step + 1], solution.thinking_steps)
             key = (solution.problem, solution.reference_answer, prefix, probe.first_rollout, probe.count)
             if key not in index_of_key:
                 index_of_key[key] = len(requests)
                 requests.append(
                     GenerationRequest(
                         user_message=prompts.user_message(solution.problem),
-                        assistant_prefix=prompts.assistant_prefix(prefix),
+                        assistant_prefix=prefix,
                         n=probe.count,
                         seed=prefix_seed(self.seed, solution, probe.step) + probe.first_rollout,
                     )
@@ -129,9 +134,11 @@ class StepLedger:
     completion rarely states the answer, so it almost always counts as wrong).
     """
 
-    def __init__(self, solutions: Sequence[Solution], truncated: str = "excluded"):
+    def __init__(self, solutions: Sequence[Solution], truncated: str = "excluded", max_new_tokens: int | None = None):
         self.solutions = solutions
         self.truncated = truncated
+        self.max_new_tokens = max_new_tokens  # to tell, when a step's rollouts were all cut, whether the context shrank their budget
+        self.budgets: dict[tuple[int, int], int] = {}  # (solution, step) -> the smallest budget its rollouts had
         self.counts = [
             [StepCounts(measured_by="unlabelled", truncated_counted=truncated == "incorrect") for _ in solution.steps]
             for solution in solutions
@@ -154,16 +161,19 @@ class StepLedger:
         for probe, request_index in zip(sent.probes, sent.request_of_probe):
             owner_of_request.setdefault(request_index, probe)
         pairs: list[tuple[str, str]] = []
+        questions: list[str] = []
         pair_of_completion: dict[tuple[int, int], int] = {}  # (request, offset) -> its pair; cut completions have none
         for request_index, result in enumerate(sent.results):
-            reference = self.solutions[owner_of_request[request_index].solution].reference_answer
+            solution = self.solutions[owner_of_request[request_index].solution]
             for offset, completion in enumerate(result.completions):
                 if not self._excluded(completion):
                     pair_of_completion[request_index, offset] = len(pairs)
-                    pairs.append((completion.text, reference))
+                    pairs.append((response_part(completion.text), solution.reference_answer))  # a reasoning model answers after its thinking
+                    questions.append(solution.problem)
         final_start = len(pairs)
         pairs.extend((self.solutions[s].steps[-1], self.solutions[s].reference_answer) for s in final_checks)
-        verdicts = checker.check_many(pairs)
+        questions.extend(self.solutions[s].problem for s in final_checks)
+        verdicts = checker.check_many(pairs, questions)
 
         charged: set[int] = set()  # generated tokens are counted once, for the first probe of a request
         correct_per_probe: list[int | None] = []
@@ -184,6 +194,9 @@ class StepLedger:
                 verdict = None if pair is None else verdicts[pair]
                 self._keep(probe.solution, probe.step, probe.first_rollout + offset, request.seed + offset, completion, verdict)
                 step.n_truncated += completion.truncated
+                if completion.budget is not None:
+                    key = (probe.solution, probe.step)
+                    self.budgets[key] = min(self.budgets.get(key, completion.budget), completion.budget)
                 if verdict is not None:
                     counted += 1
                     correct += verdict.verdict == "correct"
@@ -219,9 +232,9 @@ class StepLedger:
     def outcome(self) -> BatchOutcome:
         outcome = BatchOutcome(probes=self.probes, requests=self.requests)
         for s, solution in enumerate(self.solutions):
-            for step in self.counts[s]:
+            for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut
-                    self._unlabel(step, f"all {step.n_truncated} rollouts were cut by the token budget (--max-new-tokens)")
+                    self._unlabel(step, self._all_cut_reason(step, self.budgets.get((s, i))))
                 elif step.measured_by == "unlabelled" and step.unlabelled_reason is None:
                     step.unlabelled_reason = "not sampled"
             if s in self.failed:
@@ -232,6 +245,14 @@ class StepLedger:
         failed_ids = {solution.solution_id for solution, _ in outcome.failed}
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
+
+    def _all_cut_reason(self, step: StepCounts, budget: int | None) -> str:
+        if budget is not None and self.max_new_tokens is not None and budget < self.max_new_tokens:
+            return (
+                f"all {step.n_truncated} rollouts were cut by their token budget, {budget} tokens: the prefix leaves "
+                f"no more of the model's context (--max-new-tokens {self.max_new_tokens}, --max-model-len)"
+            )
+        return f"all {step.n_truncated} rollouts were cut by the token budget (--max-new-tokens)"
 
     def _unlabelled(self, s: int, i: int, reason: str) -> None:
         self._unlabel(self.counts[s][i], reason)

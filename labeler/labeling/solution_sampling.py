@@ -9,7 +9,7 @@ from labeler.labeling.generation import GenerationRequest, Generator, SamplingSe
 from labeler.ids import derived_seed
 from labeler.labeling.planning import PlannedRow
 from labeler.records import RejectedRow, Solution
-from labeler.inputs.splitting import split_steps
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, split_steps
 
 
 def sample_solutions(
@@ -20,6 +20,7 @@ def sample_solutions(
     sampling: SamplingSettings,
     seed: int,
     split_rule: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
 ) -> tuple[list[Solution], list[RejectedRow], int]:
     """One batched call for all rows; a sample that splits into no steps is rejected, not dropped.
 
@@ -43,7 +44,7 @@ def sample_solutions(
             rejected.append(_rejected(row, "problem", f"solution sampling failed: {result.error}"))
             continue
         for j, completion in enumerate(result.completions):
-            steps = split_steps(completion.text, split_rule)
+            steps = split_steps(completion.text, split_rule, max_steps)
             if not steps:
                 rejected_tokens += completion.tokens
                 rejected.append(_rejected(row, "steps", f"sampled solution {j} has no steps", completion.text))

@@ -9,8 +9,10 @@ import pyarrow as pa
 
 from labeler.labeling.monte_carlo import first_error, hard_label, soft_label
 from labeler.labeling.rollouts import LabelledSolution, RolloutRecord
+from labeler.labeling.trajectory import trajectory_label
 from labeler.records import RejectedRow
 from schemas import LABELS_SCHEMA, REJECTED_SCHEMA, ROLLOUTS_SCHEMA, SCHEMA_VERSION
+from schemas.tables import MONTE_CARLO
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "label_method": [step.measured_by for step in item.steps],
                 "unlabelled_reason": [step.unlabelled_reason for step in item.steps],
                 "first_error": first_error(hard),
+                "thinking_steps": solution.thinking_steps,
+                "trajectory_verdict": item.trajectory_verdict,
+                "trajectory_label": None if item.trajectory_verdict is None else trajectory_label(item.trajectory_verdict),
                 "generated_tokens": item.generated_tokens,
                 "solution_tokens": solution.sampling_tokens,
                 "solution_truncated": solution.sampling_truncated,
@@ -53,6 +58,7 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "seed": provenance.seed,
                 "config_hash": provenance.config_hash,
                 "schema_version": SCHEMA_VERSION,
+                "label_source": MONTE_CARLO,
             }
         )
     return pa.Table.from_pylist(rows, schema=LABELS_SCHEMA)

@@ -2,6 +2,8 @@
 
 - `generate_unit`: the engine's work (sample solutions for problem-only rows, then rollouts);
 - `finish_unit`: check, count, label and build the unit's tables (no I/O: the executor commits).
+
+`LabelingTask` is the two as the task that executors run (labeler/labeling/job.py: UnitTask).
 """
 
 from __future__ import annotations
@@ -45,6 +47,26 @@ class UnitResult:
     engine: dict | None = None  # the engine record of what labelled it (labeling/engine_record.py); None: no engine ran
 
 
+@dataclass(frozen=True)
+class LabelingTask:
+    """Labeling as a unit task (labeler/labeling/job.py: UnitTask): rollouts from every step prefix."""
+
+    config: LabelConfig
+    config_hash: str
+    samples_name = "rollouts"
+
+    def planned_solutions(self, unit: WorkUnit) -> int:
+        """The solutions a unit is to label: its given ones, and M sampled for each problem-only row."""
+        return sum(self.config.solutions_per_problem if row.needs_solutions else 1 for row in unit.rows)
+
+    def generate(self, unit: WorkUnit, generator: Generator, checker: Checker | None) -> GeneratedUnit:
+        return generate_unit(unit, self.config, generator, checker)
+
+    def finish(self, generated: GeneratedUnit, checker: Checker | None, engine: dict | None) -> UnitResult:
+        assert checker is not None, "labeling checks answers: its executor needs an answer checker"
+        return finish_unit(generated, self.config, checker, self.config_hash, engine)
+
+
 def strategy_settings(config: LabelConfig) -> strategies.StrategySettings:
     return config.strategy_settings
 
@@ -61,6 +83,7 @@ def generate_unit(unit: WorkUnit, config: LabelConfig, generator: Generator, che
         sampling=config.solution_sampling,
         seed=config.seed,
         split_rule=config.split_rule,
+        max_steps=config.max_steps,
     )
     watch = TimeoutWatch()
     watched = None if checker is None else watch.wrap(checker)

@@ -1,7 +1,17 @@
-"""Settings of a PRM training run (`labeler train`), saved beside its checkpoints as train_config.json."""
+"""Settings of a PRM training run (`labeler train`), saved beside its checkpoints as train_config.json.
+
+`--labels DIR[:WEIGHT]`, repeatable: several label sources (Monte-Carlo, judge, consensus, human)
+trained on at once. A source's weight scales the loss of its steps: the loss is the mean over the
+batch's labelled steps of weight x binary cross-entropy, so a step of weight 2 counts as two steps
+and weight 1 everywhere is the plain mean. (Weighting the loss, not the sampling: every epoch still
+holds each solution once, in an order that depends on the seed alone, so a run resumes exactly and a
+fractional weight means what it says; oversampling would repeat solutions and blur epochs.)
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict, dataclass, fields
 
 from labeler.labeling.config import check_choices, check_numbers, names_with, setting
@@ -17,10 +27,40 @@ PRECISION_HELP = "auto is bf16-mixed on a GPU with bfloat16, else fp32; bf16 hal
 
 
 @dataclass(frozen=True)
+class LabelSource:
+    """One --labels: where the labels are and how much their steps weigh in the loss."""
+
+    path: str
+    weight: float = 1.0
+
+    @classmethod
+    def parse(cls, spec: str) -> LabelSource:
+        """`DIR` (weight 1) or `DIR:WEIGHT`: a last `:NUMBER` is the weight, so `s3://bucket/job` is a path
+        and `s3://bucket/job:0.5` a path with its weight; ValueError for a weight that is not finite and > 0."""
+        path, colon, weight = spec.rpartition(":")
+        try:
+            value = float(weight) if colon and path else None
+        except ValueError:
+            value = None
+        if value is None:
+            return cls(spec)
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"--labels {spec}: the weight must be a finite number > 0, got {weight}")
+        return cls(path, value)
+
+    def describe(self) -> str:
+        return self.path if self.weight == 1 else f"{self.path} (weight {self.weight:g})"
+
+
+@dataclass(frozen=True)
 class TrainConfig:
-    labels: str = setting(
-        help="a labeling job's output directory, a folder of labels shards, or one shard",
-        metavar="DIR",
+    # Paths may change on resume (a moved folder: the data fingerprint still has to match); the number
+    # of sources and their weights may not (changed_settings).
+    labels: tuple[str, ...] = setting(
+        help="labels to train on, DIR[:WEIGHT]: a labeling or import job's output directory, a folder of labels shards, "
+        "or one shard; repeat to train on several sources at once, each step's loss scaled by its source's WEIGHT "
+        "(default 1); the validation split is by problem across all sources",
+        metavar="DIR[:WEIGHT]",
         group=DATA,
         may_change_on_resume=True,
     )
@@ -45,6 +85,14 @@ class TrainConfig:
     )
     max_grad_norm: float = setting(1.0, above=0, help="gradient clipping", group=OPTIMISATION)
     max_length: int = setting(2048, at_least=8, help="tokens per solution; steps past it get no target", group=DATA)
+    trajectory_loss_weight: float = setting(
+        1.0,
+        at_least=0,
+        metavar="W",
+        help="labels with trajectory labels (schema 1.4) also train a trajectory head, read after the last step: "
+        "loss = step loss + W x trajectory loss; 0: no trajectory head",
+        group=OPTIMISATION,
+    )
     validation_fraction: float = setting(0.1, at_least=0, below=1, help="share of problems held out for validation", group=DATA)
     select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
     seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)
@@ -72,16 +120,41 @@ class TrainConfig:
     )
 
     def __post_init__(self):
+        if isinstance(self.labels, str):  # one source, as Python callers write it
+            object.__setattr__(self, "labels", (self.labels,))
+        object.__setattr__(self, "labels", tuple(self.labels))
         check_choices(self)
         check_numbers(self)
+        if not self.labels:
+            raise ValueError("--labels: give at least one source of labels")
+        paths = [source.path for source in self.sources]
+        repeated = sorted({path for path in paths if paths.count(path) > 1})
+        if repeated:
+            raise ValueError(f"--labels {repeated[0]} is given twice: give it once, with a weight if it should count more")
+
+    @property
+    def sources(self) -> tuple[LabelSource, ...]:
+        return tuple(LabelSource.parse(spec) for spec in self.labels)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def changed_settings(self, saved: dict) -> list[str]:
-        """Settings that differ from a saved run's and would change the model a resume produces."""
+        """Settings that differ from a saved run's and would change the model a resume produces
+        (for --labels: the number of sources and their weights; the data itself is checked apart)."""
         names = [f.name for f in fields(self) if f.name not in self.RESUMABLE]
-        return sorted(name for name in names if saved.get(name) != getattr(self, name))
+        mine = json.loads(json.dumps(self.to_dict()))  # as the saved config holds them (tuples as lists)
+        changed = [name for name in names if saved.get(name) != mine[name]]
+        saved_labels = saved.get("labels", ())
+        saved_weights = [LabelSource.parse(spec).weight for spec in ([saved_labels] if isinstance(saved_labels, str) else saved_labels)]
+        weights = [source.weight for source in self.sources]
+        if saved_weights != weights:
+            changed.append(f"labels (weights {_weights(saved_weights)} -> {_weights(weights)})")
+        return sorted(changed)
+
+
+def _weights(weights: list[float]) -> str:
+    return ", ".join(f"{weight:g}" for weight in weights) or "none"
 
 
 # Settings a resumed run may change: they do not alter what the finished model is.

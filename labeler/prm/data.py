@@ -1,8 +1,13 @@
 """Labels shards to PRM training examples: rendering, targets, the split by problem, batches.
 
-Targets per step: `soft` is the soft label (an "inferred" step, which has only a hard label,
-uses it as 0/1); `hard` is the hard label. Steps with no label ("unlabelled") and steps cut off
-by the length limit get no target. Accuracy and AUC are always measured against hard labels.
+Targets per step: `soft` is the soft label (a step with only a hard label, "inferred" by a search
+or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with no label
+("unlabelled") and steps cut off by the length limit get no target. Accuracy and AUC are always
+measured against hard labels. Each example carries its label source's index and weight (--labels
+DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
+
+The trajectory target (labels of schema 1.4) is the solution's trajectory label, 0/1, read at the
+last step's position; a solution cut by the length limit, or without a trajectory label, has none.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ class PRMExample:
     score_positions: list[int]  # steps with a target only
     targets: list[float]
     hard_labels: list[bool | None]
+    weight: float = 1.0  # of its label source, on each of its steps' loss
+    source: int = 0  # index of its label source among --labels
+    trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
+    trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
 
 
 @dataclass(frozen=True)
@@ -38,13 +47,15 @@ class ExampleStats:
     solutions_dropped: int  # no step left with a target
 
 
-def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int) -> tuple[list[PRMExample], ExampleStats]:
+def build_examples(
+    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0
+) -> tuple[list[PRMExample], ExampleStats]:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     for row in rows:
-        rendered = render_solution(tokenizer, row.problem, row.steps, max_length)
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
         truncated += len(row.steps) - rendered.steps_kept
         positions, targets, hard = [], [], []
         for i, position in enumerate(rendered.score_positions):
@@ -58,7 +69,15 @@ def build_examples(rows: Sequence[LabelledRow], tokenizer, target: str, max_leng
         if not positions:
             dropped += 1
             continue
-        examples.append(PRMExample(row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard))
+        whole = rendered.steps_kept == len(row.steps)
+        trajectory = _as_float(row.trajectory_label) if whole else None
+        examples.append(
+            PRMExample(
+                row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source,
+                trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
+                trajectory_target=trajectory,
+            )
+        )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
 
@@ -90,9 +109,14 @@ class Batch:
     attention_mask: torch.Tensor
     step_mask: torch.Tensor  # True at score positions that carry a target
     targets: torch.Tensor  # float, meaningful where step_mask
+    weights: torch.Tensor  # float, the step's label-source weight where step_mask
+    # [batch]: where each solution's trajectory score is read (-1: no trajectory target), and its target
+    trajectory_positions: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.step_mask.to(device), self.targets.to(device))
+        tensors = (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights, self.trajectory_positions, self.trajectory_targets)
+        return Batch(*(None if tensor is None else tensor.to(device) for tensor in tensors))
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,10 +134,20 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
     input_ids, attention_mask = pad([e.input_ids for e in examples], pad_token_id)
     step_mask = torch.zeros(input_ids.shape, dtype=torch.bool)
     targets = torch.zeros(input_ids.shape, dtype=torch.float32)
+    weights = torch.zeros(input_ids.shape, dtype=torch.float32)
     for row, example in enumerate(examples):
         step_mask[row, example.score_positions] = True
         targets[row, example.score_positions] = torch.tensor(example.targets)
-    return Batch(input_ids, attention_mask, step_mask, targets)
+        weights[row, example.score_positions] = example.weight
+    trajectory_positions = torch.tensor([-1 if e.trajectory_position is None else e.trajectory_position for e in examples])
+    trajectory_targets = torch.tensor([0.0 if e.trajectory_target is None else e.trajectory_target for e in examples])
+    return Batch(input_ids, attention_mask, step_mask, targets, weights, trajectory_positions, trajectory_targets)
+
+
+def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean over the steps of weight x binary cross-entropy (of the logits against soft or hard
+    targets): a step of weight 2 counts as two steps; all weights 1 is the plain mean."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), targets, weight=weights)
 
 
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
@@ -130,8 +164,12 @@ def batches(examples: Sequence[PRMExample], order: Sequence[int], batch_size: in
 
 
 def data_fingerprint(examples: Sequence[PRMExample]) -> str:
-    """Which solutions, with which targets: a resumed run must train on the same data."""
+    """Which solutions, from which source with which weight, with which targets: a resumed run must
+    train on the same data. (A first source of weight 1 adds nothing: runs on one source started
+    before several sources were possible keep their fingerprint.)"""
     digest = hashlib.sha256()
-    for example in sorted(examples, key=lambda e: e.solution_id):
-        digest.update(f"{example.solution_id}:{len(example.input_ids)}:{example.targets}\n".encode())
+    for example in sorted(examples, key=lambda e: (e.source, e.solution_id)):
+        origin = "" if (example.source, example.weight) == (0, 1.0) else f"{example.source}:{example.weight}:"
+        trajectory = "" if example.trajectory_target is None else f":{example.trajectory_target}"  # runs on older labels keep their fingerprint
+        digest.update(f"{origin}{example.solution_id}:{len(example.input_ids)}:{example.targets}{trajectory}\n".encode())
     return digest.hexdigest()[:16]

@@ -6,7 +6,7 @@
 - `math-shepherd`: {"input", "label"}: the problem, a space, then "Step k: text ки" per step joined
   by newlines; `label` is the same text with each `ки` replaced by `+` or `-`. Steps that do not
   start with a "Step k:" marker get one.
-- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods).
+- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods, label_source).
 
 Booleans are the hard labels, or soft >= --threshold when given. A step without a label (a search
 strategy left it unlabelled) cannot be written in the boolean formats: the solution is cut before
@@ -70,7 +70,7 @@ def export_labels(labels: str, format: str, out: str, threshold: float | None = 
         steps = row.steps[: len(labels_kept)]
         steps_written += len(steps)
         records.append(_trl_record(row, steps, labels_kept) if format == "trl" else _math_shepherd_record(row, steps, labels_kept))
-    _write(records, out_path)
+    write_records(records, out_path)
     return ExportSummary(str(out_path), format, len(records), steps_written, cut, skipped)
 
 
@@ -124,10 +124,14 @@ def _jsonl_record(row: LabelledRow) -> dict:
         "n_rollouts": list(row.n_rollouts),
         "label_method": list(row.label_method),
         "first_error": row.first_error,
+        "label_source": row.label_source,
+        "thinking_steps": row.thinking_steps,
+        "trajectory_label": row.trajectory_label,
     }
 
 
-def _write(records: list[dict], path: Path) -> None:
+def write_records(records: list[dict], path: Path) -> None:
+    """`records` as .jsonl or .parquet (by `path`'s suffix), written to a temporary name then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
     if path.suffix == ".parquet":

@@ -2,12 +2,15 @@
 
 The head maps each token's last hidden state to one logit; only the logits at the score positions
 of `labeler.prm.rendering` are used (sigmoid: the probability that the solution is still on a path to
-the right answer after that step).
+the right answer after that step). A PRM trained with trajectory labels also has a trajectory head
+beside it, read at the last step's position: the probability that the whole trajectory (a trace's
+thinking and response) reaches the answer (labeler/prm/trajectory.py).
 
 A saved PRM is a folder that `ProcessRewardModel.load` reads back:
 
     prm.json             format, base model, step separator, max length, training target
     head.safetensors     the head's weight and bias
+    trajectory_head.safetensors    the trajectory head's, when prm.json says it has one
     config.json, model.safetensors, tokenizer files    the backbone, as transformers saves it
 """
 
@@ -24,6 +27,7 @@ from labeler.labeling.prompts import STEP_SEPARATOR
 
 PRM_CONFIG_NAME = "prm.json"
 HEAD_NAME = "head.safetensors"
+TRAJECTORY_HEAD_NAME = "trajectory_head.safetensors"
 FORMAT = "prm-labeler/step-score-head"
 FORMAT_VERSION = 1
 
@@ -38,6 +42,7 @@ class PRMSettings:
     max_length: int
     target: str = "soft"
     step_separator: str = STEP_SEPARATOR
+    trajectory_head: bool = False  # a second head scores the whole trajectory (absent in PRMs saved before it)
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -52,6 +57,7 @@ class ProcessRewardModel(nn.Module):
         self.tokenizer = tokenizer
         self.settings = settings
         self.head = nn.Linear(_hidden_size(backbone.config), 1, dtype=torch.float32)
+        self.trajectory_head = nn.Linear(_hidden_size(backbone.config), 1, dtype=torch.float32) if settings.trajectory_head else None
 
     @classmethod
     def from_backbone(
@@ -63,12 +69,17 @@ class ProcessRewardModel(nn.Module):
         dtype: torch.dtype = torch.float32,
         trust_remote_code: bool = False,
         name: str | None = None,
+        trajectory_head: bool = False,
     ) -> ProcessRewardModel:
-        """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head."""
+        """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head (and
+        trajectory head)."""
         backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code)
-        prm = cls(backbone, tokenizer, PRMSettings(base_model=name or model, max_length=max_length, target=target))
-        nn.init.normal_(prm.head.weight, std=0.02)
-        nn.init.zeros_(prm.head.bias)
+        settings = PRMSettings(base_model=name or model, max_length=max_length, target=target, trajectory_head=trajectory_head)
+        prm = cls(backbone, tokenizer, settings)
+        for head in (prm.head, prm.trajectory_head):
+            if head is not None:
+                nn.init.normal_(head.weight, std=0.02)
+                nn.init.zeros_(head.bias)
         return prm
 
     @classmethod
@@ -91,6 +102,11 @@ class ProcessRewardModel(nn.Module):
             prm.head.load_state_dict(load_file(str(directory / HEAD_NAME)))
         except (OSError, RuntimeError) as error:  # missing file, or a head of another size
             raise PRMLoadError(f"{directory}: cannot load the step-score head: {str(error).splitlines()[0]}") from error
+        if prm.trajectory_head is not None:
+            try:
+                prm.trajectory_head.load_state_dict(load_file(str(directory / TRAJECTORY_HEAD_NAME)))
+            except (OSError, RuntimeError) as error:
+                raise PRMLoadError(f"{directory}: cannot load the trajectory head: {str(error).splitlines()[0]}") from error
         return prm
 
     def save(self, directory: str | Path) -> None:
@@ -101,6 +117,9 @@ class ProcessRewardModel(nn.Module):
         self.backbone.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         save_file({name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}, str(directory / HEAD_NAME))
+        if self.trajectory_head is not None:
+            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.trajectory_head.state_dict().items()}
+            save_file(state, str(directory / TRAJECTORY_HEAD_NAME))
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(self.settings), indent=1) + "\n")
 
     @property
@@ -112,8 +131,14 @@ class ProcessRewardModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """One logit per token, [batch, length], in float32."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-        return self.head(hidden.float()).squeeze(-1)
+        return self.step_and_trajectory_logits(input_ids, attention_mask)[0]
+
+    def step_and_trajectory_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The step head's and the trajectory head's logit per token, [batch, length] each, from one
+        pass of the backbone; the second is None without a trajectory head."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state.float()
+        trajectory = None if self.trajectory_head is None else self.trajectory_head(hidden).squeeze(-1)
+        return self.head(hidden).squeeze(-1), trajectory
 
 
 def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool):

@@ -44,6 +44,12 @@ class CheckpointScorer:
 
         return checkpoint_step_scores(self.prm, solutions, self.placement, self.batch_size)
 
+    def step_and_trajectory_scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
+        """Step scores and the trajectory score (None without a trajectory head), from one forward pass."""
+        from labeler.prm.scoring import checkpoint_scores
+
+        return checkpoint_scores(self.prm, solutions, self.placement, self.batch_size)
+
 
 def checkpoint_folder(path: str) -> str:
     """A run folder stands for its best checkpoint."""

@@ -1,5 +1,6 @@
 """Scoring solutions: a step scorer's probabilities (`labeler.prm.scorers`), then the solution
-scores and best-of-N of `labeler.prm.solution_scores`.
+scores and best-of-N of `labeler.prm.solution_scores`; with a trajectory head, the trajectory score
+and the combined score of `labeler.prm.trajectory` too.
 
 Steps cut off by the PRM's length limit get no score (None).
 """
@@ -17,7 +18,8 @@ from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.solution_scores import AGGREGATES, ScoredSolution, aggregate, mark_best_of_n
+from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, mark_best_of_n
+from labeler.prm.trajectory import CombinedScore
 
 
 @torch.no_grad()
@@ -26,39 +28,78 @@ def step_logits(
 ) -> list[list[float]]:
     """The head's logit at each score position of each (input_ids, score_positions) sequence.
     Sequences are batched by length to limit padding; results come back in input order."""
+    return step_and_trajectory_logits(prm, [(ids, positions, None) for ids, positions in sequences], batch_size, placement)[0]
+
+
+@torch.no_grad()
+def step_and_trajectory_logits(
+    prm: ProcessRewardModel, sequences: Sequence[tuple[list[int], list[int], int | None]], batch_size: int, placement: Placement
+) -> tuple[list[list[float]], list[float | None]]:
+    """step_logits, and the trajectory head's logit at each sequence's trajectory position (None where
+    it has none, or the PRM has no trajectory head), from the same forward passes."""
     was_training = prm.training
     prm.eval()
     results: list[list[float]] = [[] for _ in sequences]
-    order = sorted((i for i in range(len(sequences)) if sequences[i][1]), key=lambda i: len(sequences[i][0]))
+    trajectories: list[float | None] = [None for _ in sequences]
+    wanted = lambda i: sequences[i][1] or (sequences[i][2] is not None and prm.trajectory_head is not None)
+    order = sorted((i for i in range(len(sequences)) if wanted(i)), key=lambda i: len(sequences[i][0]))
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         input_ids, attention_mask = pad([sequences[i][0] for i in chunk], prm.pad_token_id)
         with placement.autocast():
-            logits = prm(input_ids.to(placement.device), attention_mask.to(placement.device))
+            logits, trajectory_logits = prm.step_and_trajectory_logits(input_ids.to(placement.device), attention_mask.to(placement.device))
         for row, index in enumerate(chunk):
             results[index] = logits[row, sequences[index][1]].float().cpu().tolist()
+            if trajectory_logits is not None and sequences[index][2] is not None:
+                trajectories[index] = trajectory_logits[row, sequences[index][2]].float().item()
     prm.train(was_training)
-    return results
+    return results, trajectories
 
 
 def checkpoint_step_scores(
     prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8
 ) -> list[list[float | None]]:
     """Step probabilities of one of our checkpoints: sigmoid of the head's logit after each step."""
-    rendered = [render_solution(prm.tokenizer, s.problem, s.steps, prm.settings.max_length) for s in solutions]
-    logits = step_logits(prm, [(r.input_ids, r.score_positions) for r in rendered], batch_size, placement)
-    return [[_sigmoid(x) for x in step_logit] for step_logit in logits]
+    return [steps for steps, _ in checkpoint_scores(prm, solutions, placement, batch_size)]
 
 
-def score_solutions(scorer: StepScorer, solutions: Sequence[SolutionToScore], select_by: str = "min") -> list[ScoredSolution]:
-    scored = []
-    for solution, step_scores in zip(solutions, scorer.step_scores(solutions), strict=True):
-        scores: list[float | None] = list(step_scores)
-        scores += [None] * (len(solution.steps) - len(scores))
-        aggregates = {how: aggregate(scores, how) for how in AGGREGATES}
-        scored.append(ScoredSolution(solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates))
+def checkpoint_scores(
+    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8
+) -> list[tuple[list[float | None], float | None]]:
+    """Per solution, its step probabilities and its trajectory probability: the trajectory head's
+    sigmoid at the last step's position (None without a trajectory head, or when the whole solution
+    does not fit the PRM's max length)."""
+    rendered = [render_solution(prm.tokenizer, s.problem, s.steps, prm.settings.max_length, s.thinking_steps) for s in solutions]
+    sequences = [
+        (r.input_ids, r.score_positions, r.score_positions[-1] if r.steps_kept == len(s.steps) and r.score_positions else None)
+        for r, s in zip(rendered, solutions)
+    ]
+    logits, trajectories = step_and_trajectory_logits(prm, sequences, batch_size, placement)
+    return [([_sigmoid(x) for x in step], None if t is None else _sigmoid(t)) for step, t in zip(logits, trajectories)]
+
+
+def score_solutions(
+    scorer: StepScorer, solutions: Sequence[SolutionToScore], select_by: str = "min", combined: CombinedScore | None = None
+) -> list[ScoredSolution]:
+    """Step scores, their aggregates and, from a scorer that also scores trajectories (one of our
+    checkpoints with a trajectory head), the trajectory score and the combined score."""
+    combined = combined or CombinedScore()
+    both = getattr(scorer, "step_and_trajectory_scores", None)
+    results = both(solutions) if both is not None else [(steps, None) for steps in scorer.step_scores(solutions)]
+    scored = [scored_solution(solution, steps, trajectory, combined) for solution, (steps, trajectory) in zip(solutions, results, strict=True)]
     mark_best_of_n(scored, select_by)
     return scored
+
+
+def scored_solution(
+    solution: SolutionToScore, step_scores: Sequence[float | None], trajectory: float | None, combined: CombinedScore
+) -> ScoredSolution:
+    """A solution's step scores (None for each step past them), their aggregates, its trajectory score and the combined score."""
+    scores: list[float | None] = list(step_scores)
+    scores += [None] * (len(solution.steps) - len(scores))
+    aggregates = {how: aggregate(scores, how) for how in AGGREGATES}
+    aggregates[COMBINED] = combined.combine(scores, trajectory)
+    return ScoredSolution(solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory)
 
 
 def _sigmoid(x: float) -> float:

@@ -1,9 +1,10 @@
 """Solution scores from step scores, and best-of-N selection.
 
 A solution's score aggregates its step probabilities: `min` (the weakest step), `product` (the
-chance that no step goes wrong, if steps were independent) or `last` (the final step's score).
-Steps without a score (past the PRM's length limit) are left out of min and product; `last` is
-then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
+chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
+`mean` (the average step). Steps without a score (past the PRM's length limit) are left out of
+min, product and mean; `last` is then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
+A PRM with a trajectory head adds the trajectory score and `combined` (labeler/prm/trajectory.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-AGGREGATES = ("min", "product", "last")
+AGGREGATES = ("min", "product", "last", "mean")
+COMBINED = "combined"  # mean step score and trajectory score, weighted (labeler/prm/trajectory.py)
+SELECT_BY = (*AGGREGATES, COMBINED)  # what best-of-N and `labeler select` can rank by
 
 
 @dataclass
@@ -23,6 +26,7 @@ class ScoredSolution:
     step_scores: list[float | None]
     selected: bool = False  # best of N for its problem
     aggregates: dict[str, float | None] = field(default_factory=dict)
+    trajectory_score: float | None = None  # the trajectory head's probability; None without one
 
     def to_dict(self) -> dict:
         return {
@@ -31,7 +35,9 @@ class ScoredSolution:
             "row_index": self.row_index,
             "step_scores": self.step_scores,
             "steps_scored": sum(score is not None for score in self.step_scores),
-            **{f"score_{name}": value for name, value in self.aggregates.items()},
+            **{f"score_{name}": value for name, value in self.aggregates.items() if name != COMBINED},
+            "trajectory_score": self.trajectory_score,
+            "score_combined": self.aggregates.get(COMBINED),
             "selected": self.selected,
         }
 
@@ -46,6 +52,8 @@ def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
         return min(scored)
     if how == "product":
         return math.prod(scored)
+    if how == "mean":
+        return sum(scored) / len(scored)
     raise ValueError(f"unknown aggregate {how!r}; expected one of {', '.join(AGGREGATES)}")
 
 
@@ -61,10 +69,6 @@ def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True
-
-
-def _rank(value: float | None) -> float:
-    return -math.inf if value is None else value
 
 
 def _rank(value: float | None) -> float:

@@ -2,9 +2,13 @@
 
 One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumulation and
 clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
-`labeler.prm.data`). After every epoch it measures the validation problems (loss, step accuracy
-and AUC against hard labels), appends a line to OUT/metrics.jsonl, writes OUT/last (with the
-training state) and, when the selected metric improved, OUT/best.
+`labeler.prm.data`), scaled by the weight of the step's label source (--labels DIR:WEIGHT; several
+sources train together, split into train and validation by problem across all of them). After
+every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
+appends a line to OUT/metrics.jsonl, writes OUT/last (with the training state) and, when the
+selected metric improved, OUT/best. Labels with trajectory labels also train a trajectory head
+beside the step head (labeler/prm/trajectory.py), its loss added with --trajectory-loss-weight,
+and validate it (val_trajectory_*).
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
@@ -37,9 +41,10 @@ from labeler.prm.checkpoints import (
 from labeler.prm.devices import Placement, place
 from labeler.evaluation.metrics import roc_auc
 from labeler.store.reader import LabelledRow, read_labelled_rows
-from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem
+from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem, weighted_loss
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.scoring import step_logits
+from labeler.prm.scoring import step_and_trajectory_logits
+from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
 from labeler.prm.config import TrainConfig
 
 log = logging.getLogger("labeler.train")
@@ -67,7 +72,7 @@ def train(config: TrainConfig) -> TrainResult:
     run_dir = Path(config.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     placement = place(config.device, config.precision)
-    rows = read_labelled_rows(config.labels)  # before loading a model: bad labels fail fast
+    rows = [read_labelled_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config)
 
     if state is not None:
@@ -85,6 +90,7 @@ def train(config: TrainConfig) -> TrainResult:
             dtype=placement.weight_dtype,
             trust_remote_code=config.trust_remote_code,
             name=config.model_name,
+            trajectory_head=_wants_trajectory_head(config, rows),
         )
 
     train_set, validation_set = _examples(config, prm, rows)
@@ -109,6 +115,14 @@ def train(config: TrainConfig) -> TrainResult:
     return loop.run()
 
 
+def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -> bool:
+    """A trajectory head when its loss counts and some solution of some source has a trajectory label to train it on."""
+    labelled = any(row.trajectory_label is not None for source_rows in rows for row in source_rows)
+    if config.trajectory_loss_weight > 0 and not labelled:
+        log.info("no trajectory labels in the labels (schema 1.3 or older, or imported): the PRM gets no trajectory head")
+    return config.trajectory_loss_weight > 0 and labelled
+
+
 def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
     state = load_training_state(run_dir)
     if state is None:
@@ -123,21 +137,29 @@ def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
     return state
 
 
-def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[LabelledRow]) -> tuple[list[PRMExample], list[PRMExample]]:
-    examples, stats = build_examples(rows, prm.tokenizer, config.target, config.max_length)
-    log.info(
-        "labels %s: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
-        config.labels,
-        stats.solutions,
-        stats.steps_with_target,
-        config.target,
-        stats.steps_unlabelled,
-        stats.steps_truncated,
-        config.max_length,
-        stats.solutions_dropped,
-    )
-    if not examples:
-        raise TrainingError(f"{config.labels}: no step with a {config.target} label to train on")
+def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
+    """The examples of every source, in --labels order, split by problem across all of them."""
+    examples: list[PRMExample] = []
+    for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
+        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index)
+        log.info(
+            "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
+            source.describe(),
+            ", ".join(sorted({row.label_source for row in source_rows})) or "empty",
+            stats.solutions,
+            stats.steps_with_target,
+            config.target,
+            stats.steps_unlabelled,
+            stats.steps_truncated,
+            config.max_length,
+            stats.solutions_dropped,
+        )
+        if not built:
+            raise TrainingError(
+                f"{source.path}: no step with a {config.target} label to train on "
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
+            )
+        examples += built
     train_set, validation_set = split_by_problem(examples, config.validation_fraction, config.seed)
     log.info(
         "split by problem: %d train solutions, %d validation solutions (%d problems)",
@@ -220,8 +242,10 @@ class _TrainingLoop:
             batch = batch.to(self.placement.device)
             group_size = min(accumulation, total_batches - (self.batches_done // accumulation) * accumulation)
             with self.placement.autocast():
-                logits = self.prm(batch.input_ids, batch.attention_mask)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[batch.step_mask], batch.targets[batch.step_mask])
+                logits, trajectory_logits = self.prm.step_and_trajectory_logits(batch.input_ids, batch.attention_mask)
+            mask = batch.step_mask
+            loss = weighted_loss(logits[mask], batch.targets[mask], batch.weights[mask])
+            loss = self._plus_trajectory_loss(loss, trajectory_logits, batch)
             (loss / group_size).backward()
             self.loss_sum += loss.item()
             self.loss_count += 1
@@ -250,6 +274,13 @@ class _TrainingLoop:
                 self._save_last()
         self._finish_epoch(time.monotonic() - started)
         return config.max_steps is not None and self.global_step >= config.max_steps and self.epoch < config.epochs
+
+    def _plus_trajectory_loss(self, loss: torch.Tensor, trajectory_logits: torch.Tensor | None, batch) -> torch.Tensor:
+        """The step loss plus --trajectory-loss-weight x the trajectory head's loss, where the batch has trajectory targets."""
+        if trajectory_logits is None or batch.trajectory_positions is None:
+            return loss
+        extra = trajectory_loss(trajectory_logits, batch.trajectory_positions, batch.trajectory_targets)
+        return loss if extra is None else loss + self.config.trajectory_loss_weight * extra
 
     def _optimizer_step(self) -> None:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
@@ -302,15 +333,18 @@ class _TrainingLoop:
     def _validate(self) -> dict:
         if not self.validation_set:
             return {}
-        sequences = [(e.input_ids, e.score_positions) for e in self.validation_set]
-        logits = step_logits(self.prm, sequences, self.config.batch_size, self.placement)
-        flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
-        flat_targets = torch.tensor([t for e in self.validation_set for t in e.targets], dtype=torch.float64)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets).item()
-        hard_pairs = [(x, h) for row, e in zip(logits, self.validation_set) for x, h in zip(row, e.hard_labels) if h is not None]
-        accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
-        auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
-        return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
+        sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
+        logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
+        record = _validation_metrics(logits, self.validation_set)
+        record |= trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
+        if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
+            by_source = {}
+            for index, source in enumerate(self.config.sources):
+                mine = [(row, e) for row, e in zip(logits, self.validation_set) if e.source == index]
+                if mine:
+                    by_source[source.path] = _validation_metrics([row for row, _ in mine], [e for _, e in mine], weighted=False)["val_loss"]
+            record["val_loss_by_source"] = by_source
+        return record
 
     def _save_last(self) -> None:
         state = {
@@ -328,6 +362,18 @@ class _TrainingLoop:
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         save_checkpoint(self.run_dir, LAST, self.prm, state)
+
+
+def _validation_metrics(logits: list[list[float]], examples: list[PRMExample], weighted: bool = True) -> dict:
+    """Validation loss (weighted as in training, or not), and step accuracy and AUC against hard labels."""
+    flat_logits = torch.tensor([x for row in logits for x in row], dtype=torch.float64)
+    flat_targets = torch.tensor([t for e in examples for t in e.targets], dtype=torch.float64)
+    flat_weights = torch.tensor([e.weight if weighted else 1.0 for e in examples for _ in e.targets], dtype=torch.float64)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(flat_logits, flat_targets, weight=flat_weights).item()
+    hard_pairs = [(x, h) for row, e in zip(logits, examples) for x, h in zip(row, e.hard_labels) if h is not None]
+    accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
+    auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
+    return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
 
 
 def _fmt(value: float | None) -> str:

@@ -36,6 +36,9 @@ RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
 OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
 RECORD_CONFIG_HASH = "config_hash"  # the job's, to check records against on a rebuild; not folded into the unit
 NOT_RECORDED = "(not recorded)"
+# What kind of job wrote the output: "judge" (labeler judge), "consensus" (labeler consensus); absent
+# in the manifests of labeling jobs (labeler label), which had no such key before the other kinds.
+JOB_KIND_KEY = "job"
 
 
 class ConfigMismatchError(RuntimeError):
@@ -237,6 +240,16 @@ def check_same_job(
         raise ConfigMismatchError(
             f"{directory} holds a job planned from different input rows; "
             "use the same input to resume, another --output, or --overwrite to start over"
+        )
+
+
+def check_same_kind(existing: dict, kind: str | None, directory: str | Path) -> None:
+    """Refuse to resume a job of another kind in the same directory (a judge job in a labeling job's output, say)."""
+    found = existing.get(JOB_KIND_KEY)
+    if found != kind:
+        raise ConfigMismatchError(
+            f"{directory} holds the output of `labeler {found or 'label'}`, not of `labeler {kind or 'label'}`; "
+            "use another --output, or --overwrite to start over"
         )
 
 

@@ -29,12 +29,14 @@ class ProgressReporter:
         tokens_done: int = 0,
         stream: TextIO | None = None,
         enabled: bool = True,
+        samples_name: str = "rollouts",
     ):
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.units_total, self.units_done = units_total, units_done
         self.solutions_total, self.solutions_done = solutions_total, solutions_done
         self.rollouts, self.tokens = rollouts_done, tokens_done
+        self.samples_name = samples_name  # what the job samples: "rollouts" (labeling), "critiques" (a judge)
         self.solutions_this_run = self.rollouts_this_run = self.tokens_this_run = 0
         self.started = time.monotonic()
 
@@ -52,7 +54,7 @@ class ProgressReporter:
 
     def unit_committed(self, solutions: int, rollouts: int, tokens: int) -> None:
         """After a unit's commit: `solutions` is what the unit was planned to label (its share of the
-        total), rollouts and tokens what it spent."""
+        total), rollouts (the samples it drew: critiques, for a judge) and tokens what it spent."""
         self.units_done += 1
         self.solutions_done += solutions
         self.rollouts += rollouts
@@ -65,7 +67,7 @@ class ProgressReporter:
         eta = remaining * elapsed / self.solutions_this_run if self.solutions_this_run else float("nan")
         self.log(
             f"units {self.units_done}/{self.units_total} | solutions {self.solutions_done}/{self.solutions_total} | "
-            f"rollouts {self.rollouts} ({self.rollouts_this_run / elapsed:.1f}/s) | "
+            f"{self.samples_name} {self.rollouts} ({self.rollouts_this_run / elapsed:.1f}/s) | "
             f"tokens {self.tokens} ({self.tokens_this_run / elapsed:.0f}/s) | "
             f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta) if eta == eta else '?'}"
         )

@@ -1,8 +1,12 @@
-"""Reading the labels shards a labeling job wrote, for training, scoring, evaluation, export and reports.
+"""Reading the labels shards a labeling job wrote, for training, scoring, evaluation, export and reports
+(and the judgments shards of a judge job, the same way).
 
 A labels path is a job's output directory (local or an object-store URI such as s3://bucket/job:
 only the shards of committed units are read, so a running or interrupted job is read safely),
 a local folder of Parquet shards (`labels/` itself, or any folder of shards), or one Parquet file.
+
+Shards of schema 1.2 and older have no `label_source`: every label they hold came from Monte-Carlo
+rollouts, so they read as "monte-carlo".
 """
 
 from __future__ import annotations
@@ -11,13 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labeler.store.shard_store import LABELS_DIR, ShardStore
+from labeler.store.manifest import JOB_KIND_KEY
+from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ShardStore
+from schemas.tables import MONTE_CARLO
 
 
-class LabelsError(ValueError):
+class ShardsError(ValueError):
+    """Shards that cannot be read; the message is for the user."""
+
+
+class LabelsError(ShardsError):
     """The labels cannot be read, or a row breaks the steps/labels alignment; the message is for the user."""
+
+
+class JudgmentsError(ShardsError):
+    """The judgments (`labeler judge`'s output) cannot be read; the message is for the user."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,10 @@ class LabelledRow:
     label_method: tuple[str, ...]
     first_error: int
     generated_tokens: int
+    label_source: str = MONTE_CARLO  # who made the labels: schemas/tables.py LABEL_SOURCES
+    # Trajectory-level (schema 1.4; shards written before it read as a plain solution with no label):
+    thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking
+    trajectory_label: bool | None = None  # its stated final answer (a trace: its response) is right
 
     def soft_or_hard(self, i: int) -> float | None:
         """The soft label of step i, or its hard label as 0/1 when it has no soft label."""
@@ -46,8 +65,8 @@ class LabelledRow:
         return None if hard is None else float(hard)
 
 
-def open_job(path: str | Path) -> ShardStore | None:
-    """The labeling job at `path`, its commit records folded in; None when `path` holds no job."""
+def open_job(path: str | Path, error: type[ShardsError] = LabelsError) -> ShardStore | None:
+    """The job at `path`, its commit records folded in; None when `path` holds no job."""
     if "://" not in str(path) and Path(path).is_file():
         return None
     try:
@@ -55,44 +74,81 @@ def open_job(path: str | Path) -> ShardStore | None:
         if not store.exists():
             return None
         store.load()
-    except (ValueError, KeyError, OSError, pa.ArrowException) as error:
-        raise LabelsError(f"{path}: cannot read the job's manifest: {error}") from error
+    except (ValueError, KeyError, OSError, pa.ArrowException) as cause:
+        raise error(f"{path}: cannot read the job's manifest: {cause}") from cause
     return store
 
 
+# The jobs whose output holds each kind of shards (the manifest's JOB_KIND_KEY; None: `labeler label`).
+_WRITTEN_BY = {LABELS_DIR: (None, "import", "consensus"), JUDGMENTS_DIR: ("judge",)}
+
+
 def read_labels_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
-    job = open_job(path)
+    """The labels at `path`, every shard with its label_source: a shard of schema 1.2, which has none,
+    reads as "monte-carlo" (only `labeler label` wrote labels then)."""
+    wanted = columns if columns is None or LABEL_SOURCE not in columns else None  # a 1.2 shard has none to read
+    tables = [with_label_source(table) for table in _read_shards(path, LABELS_DIR, wanted, LabelsError, "labels")]
+    table = _concat(tables, path, LabelsError, "labels")
+    return table if columns is None else table.select(columns)
+
+
+LABEL_SOURCE = "label_source"
+
+
+def with_label_source(table: pa.Table) -> pa.Table:
+    """A labels table with its label_source on every row: "monte-carlo" where the shard predates it (schema 1.2)."""
+    if LABEL_SOURCE not in table.column_names:
+        return table.append_column(pa.field(LABEL_SOURCE, pa.string(), nullable=False), pa.array([MONTE_CARLO] * table.num_rows, pa.string()))
+    index = table.column_names.index(LABEL_SOURCE)
+    return table.set_column(index, LABEL_SOURCE, pc.fill_null(table.column(LABEL_SOURCE), MONTE_CARLO))
+
+
+def read_judgments_table(path: str | Path) -> pa.Table:
+    """The judgments at `path`: a `labeler judge` output directory (committed units only), a folder
+    of judgments shards (`judgments/` itself, or any folder of shards), or one Parquet file."""
+    return _concat(_read_shards(path, JUDGMENTS_DIR, None, JudgmentsError, "judgments"), path, JudgmentsError, "judgments")
+
+
+def _read_shards(path: str | Path, directory: str, columns: list[str] | None, error: type[ShardsError], what: str) -> list[pa.Table]:
+    job = open_job(path, error)
     if job is not None:
-        files = job.committed_files(LABELS_DIR)
+        kind = job.manifest.get(JOB_KIND_KEY)
+        if kind not in _WRITTEN_BY[directory]:
+            raise error(f"{path}: holds the output of `labeler {kind or 'label'}`, which has no {what}")
+        files = job.committed_files(directory)
         if not files:
-            raise LabelsError(f"{path}: the job has no committed labels yet")
+            raise error(f"{path}: the job has no committed {what} yet")
         read = lambda name: job.read_table(name, columns)
     else:
-        files = _parquet_files(Path(path))
+        files = _parquet_files(Path(path), directory, error, what)
         read = lambda name: pq.read_table(name, columns=columns)
     tables = []
     for name in files:
         try:
             tables.append(read(name))
-        except (OSError, pa.ArrowException) as error:
-            raise LabelsError(f"{name}: cannot read labels shard: {error}") from error
+        except (OSError, pa.ArrowException) as cause:
+            raise error(f"{name}: cannot read {what} shard: {cause}") from cause
+    return tables
+
+
+def _concat(tables: list[pa.Table], path, error: type[ShardsError], what: str) -> pa.Table:
     try:
         return pa.concat_tables(tables, promote_options="permissive")
-    except pa.ArrowException as error:
-        raise LabelsError(f"{path}: labels shards have incompatible columns: {error}") from error
+    except pa.ArrowException as cause:
+        raise error(f"{path}: {what} shards have incompatible columns: {cause}") from cause
 
 
-def _parquet_files(path: Path) -> list[Path]:
+def _parquet_files(path: Path, directory: str = LABELS_DIR, error: type[ShardsError] = LabelsError, what: str = "labels") -> list[Path]:
     if path.is_file():
         if path.suffix != ".parquet":
-            raise LabelsError(f"{path}: expected a .parquet file or a labeler output directory")
+            raise error(f"{path}: expected a .parquet file or a labeler output directory")
         return [path]
     if not path.is_dir():
-        raise LabelsError(f"{path}: no such file or directory")
-    folder = path / LABELS_DIR if (path / LABELS_DIR).is_dir() else path
+        raise error(f"{path}: no such file or directory")
+    folder = path / directory if (path / directory).is_dir() else path
     files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
     if not files:
-        raise LabelsError(f"{path}: no labels shards (*.parquet) found")
+        raise error(f"{path}: no {what} shards (*.parquet) found")
     return files
 
 
@@ -109,8 +165,10 @@ _ROW_COLUMNS = (
     "label_method",
     "first_error",
     "generated_tokens",
+    "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
+_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label")  # absent before schema 1.4
 
 
 def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
@@ -119,9 +177,12 @@ def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
     missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
     if missing:
         raise LabelsError(f"{path}: not a labels table, missing columns {', '.join(missing)}")
+    optional = [column for column in _OPTIONAL_COLUMNS if column in table.column_names]
     rows = []
-    for row in table.select(list(_ROW_COLUMNS)).to_pylist():
+    for row in table.select([*_ROW_COLUMNS, *optional]).to_pylist():
         check_alignment(row)
+        if row.get("thinking_steps") is None:  # a shard of schema 1.3 or older among newer ones
+            row["thinking_steps"] = 0
         rows.append(LabelledRow(**{key: tuple(value) if key == "steps" or key in _PER_STEP else value for key, value in row.items()}))
     return rows
 

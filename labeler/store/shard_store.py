@@ -37,20 +37,22 @@ from labeler.store.manifest import (
     write_commit_record,
 )
 from labeler.store.location import OutputLocation
-from schemas import validate_labels, validate_rejected, validate_rollouts
+from schemas import validate_judgments, validate_labels, validate_rejected, validate_rollouts
 from schemas.manifest import UNIT_COMMITTED, UNIT_PENDING
 
 LABELS_DIR = "labels"
 ROLLOUTS_DIR = "rollouts"
 REJECTED_DIR = "rejected"
+JUDGMENTS_DIR = "judgments"  # the output of a judge (labeler judge)
 INPUT_REJECTED_NAME = "input.parquet"
-SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)
+SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)  # a labeling job's folders; a judge's are JUDGE_SHARD_DIRS
+JUDGE_SHARD_DIRS = (JUDGMENTS_DIR, REJECTED_DIR)
 MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
 COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
 FAILURE_KEY = "failure"  # in the stats of a unit committed as failed (its rows in rejected/): why; --retry-rejected redoes it
 FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
-_VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected}
+_VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected, JUDGMENTS_DIR: validate_judgments}
 
 # Manifest rewrites per job: about this many, so their total cost grows linearly with the job.
 COMPACTIONS_PER_JOB = 64
@@ -58,8 +60,10 @@ COMPACT_AFTER_SECONDS = 60.0
 
 
 class ShardStore:
-    def __init__(self, output: str | Path):
+    def __init__(self, output: str | Path, shard_dirs: tuple[str, ...] = SHARD_DIRS):
+        """shard_dirs: the folders of shards the job writes (a labeling job's by default)."""
         self.location = OutputLocation(output)
+        self.shard_dirs = shard_dirs
         self.manifest: dict | None = None
         self._units: dict[str, dict] = {}
         self._compact_every = 1
@@ -79,14 +83,14 @@ class ShardStore:
 
     def wipe(self) -> None:
         """--overwrite: remove what a previous job wrote, nothing else (not the lock this driver holds)."""
-        for name in (*SHARD_DIRS, COMMITS_DIR):
+        for name in (*self.shard_dirs, COMMITS_DIR):
             self.location.delete_tree(name)
         self.location.delete(MANIFEST_NAME)
         self.location.delete(MANIFEST_TEMP)
         self._adopt(None)
 
     def start(self, manifest: dict) -> None:
-        self.location.make_dirs(*SHARD_DIRS, COMMITS_DIR)
+        self.location.make_dirs(*self.shard_dirs, COMMITS_DIR)
         self._adopt(manifest)
         save_manifest(self.location, manifest)
 
@@ -106,7 +110,7 @@ class ShardStore:
         if self.location.is_local and self.location.exists(MANIFEST_TEMP):
             self.location.delete(MANIFEST_TEMP)
             removed.append(MANIFEST_TEMP)
-        for directory in (*SHARD_DIRS, COMMITS_DIR):
+        for directory in (*self.shard_dirs, COMMITS_DIR):
             for name in self.location.list_names(directory):
                 relative = f"{directory}/{name}"
                 if relative not in keep:
@@ -120,7 +124,7 @@ class ShardStore:
         record go with remove_uncommitted, and the run redoes it under the same names."""
         assert self.manifest is not None
         units = self.committed_units()
-        listed = {directory: set(self.location.list_names(directory)) for directory in SHARD_DIRS}
+        listed = {directory: set(self.location.list_names(directory)) for directory in self.shard_dirs}
         problems: dict[str, str] = {}
         to_read = []
         for unit in units:

@@ -7,7 +7,7 @@ from calendar import timegm
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import load_manifest
+from labeler.store.manifest import JOB_KIND_KEY, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY
 
@@ -27,6 +27,7 @@ def job_status(directory: str) -> dict:
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
     return {
         "directory": directory,
+        "job": manifest.get(JOB_KIND_KEY) or "label",  # the command that wrote it: label, judge, consensus
         "state": "finished" if done == total else "incomplete",
         "units_committed": done,
         "units_total": total,
@@ -58,10 +59,10 @@ def format_status(status: dict) -> str:
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
-            f"job       : {status['directory']} ({status['state']})",
+            f"job       : {status['directory']} ({status['state']}{'' if status['job'] == 'label' else ', labeler ' + status['job']})",
             f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
             f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled, {status['input_rows_rejected']} rejected",
-            f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} rollouts)",
+            f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
             f"tokens    : {status['generated_tokens']} generated",
             f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
             f"ETA       : {eta}",
@@ -69,6 +70,11 @@ def format_status(status: dict) -> str:
             f"driver    : {_describe_driver(status['driver'])}",
         ]
     )
+
+
+def _samples(status: dict) -> str:
+    """What the job's samples are: a judge's are its critiques (its manifest counts them as rollouts)."""
+    return "critiques" if status.get("job") == "judge" else "rollouts"
 
 
 def _describe_driver(driver: dict | None) -> str:

@@ -7,7 +7,8 @@
   Wilson interval is narrower than --ci-width.
 
 Each strategy is started on a batch by `start`, which does the engine's work and returns a
-`PendingLabels` whose `finish(checker)` gives the BatchOutcome. Exhaustive leaves all checking to
+`PendingLabels` whose `finish(checker)` gives the BatchOutcome, each solution's trajectory label
+set too (labeler/labeling/trajectory.py). Exhaustive leaves all checking to
 `finish`, so a job can check one unit while the next one generates; the round-based strategies
 must check between rounds and so check during `start`.
 """
@@ -22,6 +23,7 @@ from labeler.checking import extract_answer
 from labeler.labeling.generation import Generator, SamplingSettings
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker
+from labeler.labeling.trajectory import label_trajectories
 
 __all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels", "start", "label", "sampled_prefixes", "checked_final_steps"]
 
@@ -60,6 +62,13 @@ def sampled_prefixes(solution: Solution, final_step: str) -> int:
 
 
 def start(
+    name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
+) -> PendingLabels:
+    steps = _start_steps(name, solutions, generator, checker, settings)
+    return PendingLabels(finish=lambda checker: label_trajectories(steps.finish(checker), checker))
+
+
+def _start_steps(
     name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
 ) -> PendingLabels:
     from labeler.labeling.strategies import adaptive, exhaustive, first_error

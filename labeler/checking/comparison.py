@@ -1,0 +1,389 @@
+"""Comparing two normalised answers by their shape, in-process: a decision, or the symbolic task
+that decides (run by symbolic.py in the worker pool), with the rule that applied and the normal
+forms compared (for ``labeler check --explain``).
+
+The shapes (forms.py), tried in this order:
+1. numbers on both sides: exact comparison (normalisation.py);
+2. sets of reals: inequalities and intervals, compared as sets ("n \\geq 2" is "[2, \\infty)");
+3. families of solutions with an integer parameter, compared as sets of residues (symbolic);
+4. functions: "g(t) = 2t" is "g(x) = 2x" (the variable renamed, never captured);
+5. named components: by name, or in the order the question names them ("a=3, b=5" is "(3,5)");
+6. lists: an ordered tuple component by component; a set of solutions in any order. Which one is
+   decided by the reference's form (parentheses: a tuple, braces: a set) and the question
+   ("ordered pair", "in increasing order" vs "find all", "separated by commas"); a bare list is a set
+   unless the question orders it;
+7. single answers: normalised strings, numbers, words, letters, "x = 3" vs 3; else symbolic.
+
+Afterwards, a match whose count noun names another quantity than the question asks for ("56
+apples" for how much money) is wrong (quantities.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labeler.checking import forms
+from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _Norm, _normalise, _numbers_equal, _parse_number
+from labeler.checking.quantities import MULTIPLIERS, conflict, lemma
+from labeler.checking.question import Question
+from labeler.checking.verdicts import Verdict
+
+MAX_COMPONENTS = 24
+MAX_DEPTH = 3
+# Characters without which an answer has no structure worth looking at (a plain number, a word).
+_STRUCTURE_HINTS = (",", ";", "=", "<", ">", "\\le", "\\ge", "\\ne", "\\pi", "\\infty", "\\cup", "\\{", " and ", " or ", ":", "\\mathbb", " is ", " has ", "real")
+
+
+@dataclass
+class Decision:
+    """A verdict (or None: `task` decides it in the symbolic layer), the rule, the forms compared."""
+
+    verdict: Verdict | None
+    rule: str
+    task: tuple | None = None
+    pred_form: str = ""
+    ref_form: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _done(verdict: Verdict, rule: str, pf: str, rf: str) -> Decision:
+    return Decision(verdict, rule, None, pf, rf)
+
+
+def compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int = 0) -> Decision:
+    decision = _compare(pn, rn, question, depth)
+    if decision.verdict is Verdict.CORRECT and depth == 0:
+        why = _noun_mismatch(pn, rn, question)
+        if why is not None:
+            return _done(Verdict.INCORRECT, f"count noun: {why}", decision.pred_form, decision.ref_form)
+    return decision
+
+
+def _noun_mismatch(pn: _Norm, rn: _Norm, question: Question | None) -> str | None:
+    if pn.noun is None:
+        return None
+    if rn.noun is not None and pn.noun.unit and rn.noun.unit:
+        (pd, pu), (rd, ru) = pn.noun.unit, rn.noun.unit
+        if pd == rd and pu != ru:
+            return f"'{pn.noun.text}' where the reference is in {ru}s"
+    if question is not None:
+        return conflict(pn.noun, question.quantity)
+    return None
+
+
+def _as_asked(pn: _Norm, question: Question | None) -> tuple[_Norm, str | None]:
+    """The prediction's number in the unit the question counts: "7 dozen" stays 7 when it counts
+    dozens; "3 pairs of socks" is 6 when it counts socks."""
+    if question is None or pn.noun is None and pn.unscaled is None:
+        return pn, None
+    asked = question.quantity.nouns
+    if pn.unscaled is not None and asked & {lemma(w) for w in MULTIPLIERS}:
+        return _normalise(pn.unscaled), f"not scaled: the question counts {' '.join(sorted(asked))}"
+    noun = pn.noun
+    if noun is not None and noun.head == "pair" and "of" in noun.words[:-1]:
+        value = _parse_number(pn.text)
+        if value is not None and lemma(noun.words[noun.words.index("of") + 1]) in asked and "pair" not in asked:
+            doubled = value * 2
+            text = str(doubled.numerator) if doubled.denominator == 1 else f"{doubled.numerator}/{doubled.denominator}"
+            return _normalise(text), f"{pn.text} pairs counted as {text}: the question counts {' '.join(sorted(asked))}"
+    return pn, None
+
+
+def _compare(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
+    pn, note = _as_asked(pn, question)
+    decision = _compare_shapes(pn, rn, question, depth)
+    if note:
+        decision.notes.append(note)
+    return decision
+
+
+def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision:
+    if pn.domains and rn.domains and pn.domains != rn.domains:
+        return _done(Verdict.INCORRECT, "qualifiers name different number sets", pn.qualifier or "", rn.qualifier or "")
+    if pn.text == rn.text and pn.percent == rn.percent:
+        return _done(Verdict.CORRECT, "same normal form", pn.spaced, rn.spaced)
+    structured = depth < MAX_DEPTH and "\\begin" not in pn.text + rn.text and (
+        any(h in pn.spaced for h in _STRUCTURE_HINTS) or any(h in rn.spaced for h in _STRUCTURE_HINTS)
+        or pn.int_params or rn.int_params or (pn.degrees and rn.degrees)
+    )
+    if structured and not (_parse_number(pn.text) is not None and _parse_number(rn.text) is not None):
+        for rule in (_real_sets, _families, _functions, _named, _lists):
+            decision = rule(pn, rn, question, depth)
+            if decision is not None:
+                return decision
+    return _atoms(pn, rn)
+
+
+# ---------------------------------------------------------------------------------------------
+# Single answers
+# ---------------------------------------------------------------------------------------------
+
+_CONSTANTS = frozenset({"e", "i"})
+_FAST_RULES = {
+    _Fast.CORRECT: Verdict.CORRECT,
+    _Fast.INCORRECT: Verdict.INCORRECT,
+}
+
+
+def _atoms(pn: _Norm, rn: _Norm) -> Decision:
+    fast = _fast_compare(pn, rn)
+    if fast in _FAST_RULES:
+        return _done(_FAST_RULES[fast], "fast path: " + _fast_rule_name(pn, rn, fast), pn.spaced, rn.spaced)
+    if not pn.text:
+        return _done(Verdict.UNPARSEABLE, "empty answer", pn.spaced, rn.spaced)
+    if "=" not in pn.spaced + rn.spaced and "\\begin" not in pn.spaced + rn.spaced:
+        p_vars, r_vars = forms.letters(pn.spaced) - _CONSTANTS, forms.letters(rn.spaced) - _CONSTANTS
+        if p_vars != r_vars:
+            # "2m" is not 2 (math-verify would read m as metres), "2w" is not "2x"
+            return _done(Verdict.INCORRECT, f"different variables ({', '.join(sorted(p_vars)) or 'none'} vs {', '.join(sorted(r_vars)) or 'none'})", pn.spaced, rn.spaced)
+    return Decision(None, "symbolic: math-verify equivalence", ("plain", tuple(symbolic_variants(pn, rn)), tuple(symbolic_variants(rn, pn))), pn.spaced, rn.spaced)
+
+
+def _fast_rule_name(pn: _Norm, rn: _Norm, fast: _Fast) -> str:
+    if _parse_number(pn.text) is not None and _parse_number(rn.text) is not None:
+        return "numbers" + (" (percent)" if pn.percent != rn.percent else "")
+    if pn.text.isalpha() and rn.text.isalpha():
+        return "words"
+    if _equation_rhs(pn.text) is not None or _equation_rhs(rn.text) is not None:
+        return "value of an equation"
+    return "normal forms"
+
+
+def symbolic_variants(n: _Norm, other: _Norm) -> list[str]:
+    """The strings the symbolic layer parses for one side: the answer; the right side of a simple
+    "x = value" when the other side is no such equation; with a percent sign the other side lacks,
+    both value and value/100."""
+    out = [n.spaced]
+    rhs = _equation_rhs(n.spaced)
+    if rhs is not None and _equation_rhs(other.spaced) is None:
+        out.append(rhs)
+    if n.percent and not other.percent:
+        out = out + [f"\\frac{{{v}}}{{100}}" for v in out]
+    return out
+
+
+def _component(p: str, r: str, depth: int) -> Decision:
+    return compare(_normalise(p), _normalise(r), None, depth + 1)
+
+
+def _all_of(decisions: list[Decision], rule: str, pf: str, rf: str) -> Decision:
+    """Every component must match: one wrong component decides; pending ones go to the symbolic layer together."""
+    for d in decisions:
+        if d.verdict in (Verdict.INCORRECT, Verdict.UNPARSEABLE):
+            return _done(Verdict.INCORRECT, f"{rule}: a component differs ({d.pred_form} vs {d.ref_form}: {d.rule})", pf, rf)
+    pending = tuple(d.task for d in decisions if d.verdict is None)
+    if not pending:
+        return _done(Verdict.CORRECT, rule, pf, rf)
+    return Decision(None, rule + " (symbolic for some components)", ("all", pending), pf, rf)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sets of reals
+# ---------------------------------------------------------------------------------------------
+
+
+def _real_sets(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
+    evidence = forms.looks_like_real_set(pn.spaced) or forms.looks_like_real_set(rn.spaced) or (question is not None and "interval" in question.text.lower())
+    if not evidence:
+        return None
+    ps = forms.real_set(pn.spaced, tuples_are_intervals=True)
+    rs = forms.real_set(rn.spaced, tuples_are_intervals=True)
+    if ps is None or rs is None:
+        return None
+    pf, rf = forms.intervals_latex(ps), forms.intervals_latex(rs)
+    pnum, rnum = forms.numeric_intervals(ps), forms.numeric_intervals(rs)
+    if pnum is not None and rnum is not None:
+        same = len(pnum) == len(rnum) and all(
+            _same_end(a[0], b[0]) and a[1] == b[1] and _same_end(a[2], b[2]) and a[3] == b[3] for a, b in zip(pnum, rnum)
+        )
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, "sets of reals (inequalities/intervals), exact end points", pf, rf)
+    if len(ps) == len(rs) == 1:
+        (p,), (r,) = ps, rs
+        if p.lo_closed != r.lo_closed or p.hi_closed != r.hi_closed:
+            return _done(Verdict.INCORRECT, "sets of reals: an end point is in one and out of the other", pf, rf)
+        ends = [_component(p.lo, r.lo, depth), _component(p.hi, r.hi, depth)]
+        return _all_of(ends, "sets of reals (inequalities/intervals), end points", pf, rf)
+    return Decision(None, "sets of reals: unions compared by math-verify", ("plain", (pf,), (rf,)), pf, rf)
+
+
+def _same_end(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a == b
+    return _numbers_equal(a, b, str(a), str(b))
+
+
+# ---------------------------------------------------------------------------------------------
+# Families of solutions
+# ---------------------------------------------------------------------------------------------
+
+
+def _families(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
+    pk = forms.family_param(pn.spaced, pn.int_params, pn.degrees)
+    rk = forms.family_param(rn.spaced, rn.int_params, rn.degrees)
+    if pk is None or rk is None:
+        return None
+    pi, ri = forms.family_items(pn.spaced, pk), forms.family_items(rn.spaced, rk)
+    if len(pi) > MAX_COMPONENTS or len(ri) > MAX_COMPONENTS:
+        return None
+    pf, rf = f"{{{', '.join(pi)} : k integer}}", f"{{{', '.join(ri)} : k integer}}"
+    return Decision(None, "families of solutions: residues modulo the common period (symbolic)", ("periodic", tuple(pi), "k", tuple(ri), "k"), pf, rf)
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+# ---------------------------------------------------------------------------------------------
+
+
+def _functions(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
+    pfun, rfun = forms.function(pn.spaced), forms.function(rn.spaced)
+    if pfun is None and rfun is None:
+        return None
+    if pfun is not None and rfun is not None:
+        p_expr, r_expr, target = pfun.expr, rfun.expr, rfun.var
+        p_expr = forms.rename(p_expr, pfun.var, target) if pfun.var != target else p_expr
+    elif pfun is not None:
+        if "=" in rn.spaced:
+            return None
+        r_expr = rn.spaced
+        found = forms.letters(r_expr)
+        target = next(iter(found)) if len(found) == 1 else pfun.var
+        p_expr = forms.rename(pfun.expr, pfun.var, target) if pfun.var != target else pfun.expr
+    else:
+        if "=" in pn.spaced:
+            return None
+        p_expr = pn.spaced
+        found = forms.letters(p_expr)
+        source = next(iter(found)) if len(found) == 1 else rfun.var
+        p_expr = forms.rename(p_expr, source, rfun.var) if source != rfun.var else p_expr
+        r_expr, target = rfun.expr, rfun.var
+    d = _component(p_expr, r_expr, depth)
+    rule = f"functions of {target} (variable renamed), then {d.rule}"
+    return Decision(d.verdict, rule, d.task, p_expr, r_expr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Named components and lists
+# ---------------------------------------------------------------------------------------------
+
+
+def _ordered_values(nm: forms.Named, question: Question | None) -> tuple[list[str], str]:
+    """The values of named components in the order the question names them, else alphabetical for
+    one-letter names, else as written."""
+    names = list(nm.names)
+    order = question.name_order(names) if question is not None else None
+    if order is not None:
+        return [nm.values[i] for i in order], "in the question's order of the names"
+    if all(len(forms.canonical_name(n)) == 1 for n in names):
+        order = sorted(range(len(names)), key=lambda i: forms.canonical_name(names[i]))
+        return [nm.values[i] for i in order], "in alphabetical order of the names"
+    return list(nm.values), "in the order written"
+
+
+def _named(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
+    pnm, rnm = forms.named(pn.spaced), forms.named(rn.spaced)
+    if pnm is None and rnm is None:
+        return None
+    if pnm is not None and rnm is not None:
+        pc = [forms.canonical_name(n) for n in pnm.names]
+        rc = [forms.canonical_name(n) for n in rnm.names]
+        if len(set(pc)) == len(pc) and sorted(pc) == sorted(rc):
+            by_name = dict(zip(rc, rnm.values))
+            ds = [_component(v, by_name[n], depth) for n, v in zip(pc, pnm.values)]
+            return _all_of(ds, "named components, by name", _show_named(pnm), _show_named(rnm))
+        return None
+    nm, other, pred_named = (pnm, rn, True) if pnm is not None else (rnm, pn, False)
+    items = forms.split_top(forms.inner(other.spaced))
+    if len(items) != len(nm.values) or len(items) < 2:
+        return None
+    canon = [forms.canonical_name(n) for n in nm.names]
+    if len(set(canon)) == 1:  # "x = 5 or x = -2": a set of solutions
+        values, how = list(nm.values), "one name: a set of solutions"
+        p_items, r_items = (values, items) if pred_named else (items, values)
+        return _as_set(p_items, r_items, f"named components ({how})", depth)
+    if len(set(canon)) != len(canon):
+        return None
+    values, how = _ordered_values(nm, question)
+    p_items, r_items = (values, items) if pred_named else (items, values)
+    ds = [_component(p, r, depth) for p, r in zip(p_items, r_items)]
+    return _all_of(ds, f"named components, {how}", "(" + ", ".join(p_items) + ")", "(" + ", ".join(r_items) + ")")
+
+
+def _show_named(nm: forms.Named) -> str:
+    return ", ".join(f"{n} = {v}" for n, v in zip(nm.names, nm.values))
+
+
+def _lists(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> Decision | None:
+    rkind, pkind = forms.container(rn.spaced), forms.container(pn.spaced)
+    r_items = forms.split_top(forms.inner(rn.spaced))
+    p_items = forms.split_top(forms.inner(pn.spaced))
+    if max(len(r_items), len(p_items)) > MAX_COMPONENTS:
+        return None
+    if len(r_items) < 2 and len(p_items) < 2:
+        return None
+    tuples = all(forms.container(r) == "paren" for r in r_items)
+    ordered = rkind == "paren" or (rkind == "bare" and not tuples and question is not None and question.ordered is True)
+    if rkind == "brace" or (rkind == "bare" and pkind == "brace" and not ordered):
+        ordered = False
+    if ordered:
+        if len(p_items) != len(r_items):
+            return _done(Verdict.INCORRECT, f"ordered tuple: {len(p_items)} components vs {len(r_items)}", _tuple(p_items), _tuple(r_items))
+        why = "the reference is a tuple" if rkind == "paren" else "the question asks for an ordered list"
+        ds = [_component(p, r, depth) for p, r in zip(p_items, r_items)]
+        return _all_of(ds, f"ordered tuple ({why}), component by component", _tuple(p_items), _tuple(r_items))
+    return _as_set(p_items, r_items, "set of solutions (order free)", depth)
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ")"
+
+
+def _expand(items: list[str]) -> list[str]:
+    out = []
+    for it in items:
+        expanded = forms.expand_pm(it)
+        out.extend(expanded if expanded else [it])
+    return out
+
+
+def _as_set(p_items: list[str], r_items: list[str], rule: str, depth: int) -> Decision:
+    """Sets compare as sets: each element of one side equals an element of the other ("\\boxed{a} or
+    \\boxed{b}" with a = b is the one answer a)."""
+    p_items, r_items = _expand(p_items), _expand(r_items)
+    pf, rf = "{" + ", ".join(p_items) + "}", "{" + ", ".join(r_items) + "}"
+    pns = [_normalise(p) for p in p_items]
+    rns = [_normalise(r) for r in r_items]
+    pv = [_parse_number(n.text) for n in pns]
+    rv = [_parse_number(n.text) for n in rns]
+    if all(v is not None for v in pv + rv):
+        for a, an, b, bn, side in ((pv, pns, rv, rns, p_items), (rv, rns, pv, pns, r_items)):
+            for i, v in enumerate(a):
+                if not any(_numbers_equal(v, w, an[i].text, bn[j].text) for j, w in enumerate(b)):
+                    return _done(Verdict.INCORRECT, f"{rule}: numbers, {side[i]} has no match", pf, rf)
+        return _done(Verdict.CORRECT, f"{rule}: numbers", pf, rf)
+    # What the fast path decides pairs off; the rest is matched in the symbolic layer.
+    p_open = set(range(len(pns)))
+    r_open = set(range(len(rns)))
+    for i in range(len(pns)):
+        for j in range(len(rns)):
+            if (i in p_open or j in r_open) and pns[i].text == rns[j].text:
+                p_open.discard(i)
+                r_open.discard(j)
+    for i in sorted(p_open):
+        for j in range(len(rns)):
+            if compare(pns[i], rns[j], None, depth + 1).verdict is Verdict.CORRECT:
+                p_open.discard(i)
+                r_open.discard(j)
+                break
+    for j in sorted(r_open):
+        for i in range(len(pns)):
+            if compare(pns[i], rns[j], None, depth + 1).verdict is Verdict.CORRECT:
+                r_open.discard(j)
+                break
+    if not p_open and not r_open:
+        return _done(Verdict.CORRECT, f"{rule}: every element matched", pf, rf)
+    task = (
+        "match",
+        tuple(tuple(symbolic_variants(n, n)) for n in pns),
+        tuple(tuple(symbolic_variants(n, n)) for n in rns),
+    )
+    return Decision(None, f"{rule}: elements matched by math-verify", task, pf, rf)

@@ -1,0 +1,393 @@
+"""The answer checker's rules for answers it was not tuned on (issue 12), one group per kind, each
+with the near misses that must stay wrong: named components, functions, prose answers, count
+nouns, text around numbers, inequalities vs intervals, periodic families, tuples vs sets; what a
+question says; the rule and normal forms that `explain` reports. No engine; the symbolic cases use
+one small worker pool for the module."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeler.checking import forms
+from labeler.checking.checker import AnswerChecker, Verdict
+from labeler.checking.extraction import extract_answer_traced
+from labeler.checking.normalisation import _normalise
+from labeler.checking.quantities import asked_quantity, conflict, parse_noun
+from labeler.checking.question import read_question
+
+C, I = Verdict.CORRECT, Verdict.INCORRECT
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with AnswerChecker(timeout_s=5.0, workers=2) as c:
+        yield c
+
+
+def verdicts(checker, cases):
+    """[(pred, gold, question, expected)] -> the cases whose verdict differs, with the rule."""
+    results = checker.check_many([(p, g) for p, g, _, _ in cases], [q for _, _, q, _ in cases])
+    return [(p, g, q, r.verdict, r.rule) for (p, g, q, want), r in zip(cases, results) if (r.verdict is C) != (want is C)]
+
+
+ORDERED_AB = "Find the ordered pair $(a,b)$ such that $ax + b = 3x + 5$ for all $x$."
+PEOPLE = "Ann and Ben share 13 sweets so that Ben has 5 more. How many does each get?"
+MIN_MAX = r"Find the minimum and the maximum of $2 - \cos x$."
+
+NAMED = [
+    ("\\boxed{a=3, b=5}", "3,5", None, C),
+    ("\\boxed{a=3, b=5}", "(3,5)", ORDERED_AB, C),
+    ("\\boxed{b=5, a=3}", "(3,5)", ORDERED_AB, C),  # the question orders (a,b)
+    ("\\boxed{b=5, a=3}", "3,5", None, C),  # one-letter names: alphabetical
+    ("\\boxed{a=5, b=3}", "(3,5)", ORDERED_AB, I),
+    ("\\boxed{(a, b) = (3, 5)}", "(3,5)", ORDERED_AB, C),
+    ("The answer is: Ann: 4, Ben: 9", "4, 9", PEOPLE, C),
+    ("The answer is: Ben: 9, Ann: 4", "4, 9", PEOPLE, C),  # named in the other order; the question puts Ann first
+    ("The answer is: Ann: 9, Ben: 4", "4, 9", PEOPLE, I),
+    ("The answer is: Ann has 4 and Ben has 9", "4, 9", PEOPLE, C),
+    ("\\boxed{\\text{Minimum: } 1,\\ \\text{Maximum: } 3}", "1, 3", MIN_MAX, C),
+    ("\\boxed{\\max = 3, \\min = 1}", "1, 3", MIN_MAX, C),  # synonyms of the question's words
+    ("\\boxed{\\text{min} = 3, \\text{max} = 1}", "1, 3", MIN_MAX, I),
+    ("So $x = 2$ and $y = -1$.", "(2,-1)", None, C),
+    ("\\boxed{x=-1, y=2}", "(2,-1)", None, I),
+    ("\\boxed{(2,-1)}", "x=2, y=-1", None, C),  # named in the gold, bare in the prediction
+    ("\\boxed{b=2, a=1}", "a=1, b=2", None, C),  # both named: by name
+    ("\\boxed{a=2, b=1}", "a=1, b=2", None, I),
+    ("\\boxed{a=3, b=5, c=1}", "(3,5)", ORDERED_AB, I),  # a component too many
+]
+
+
+@pytest.mark.parametrize("pred,gold,question,want", NAMED)
+def test_named_components(checker, pred, gold, question, want):
+    assert verdicts(checker, [(pred, gold, question, want)]) == []
+
+
+FUNCTIONS = [
+    ("\\boxed{g(t)=2t}", "g(x)=2x", C),
+    ("\\boxed{g(t)=2x}", "g(x)=2x", I),  # constant in t: renaming never captures x
+    ("\\boxed{h(s)=\\frac{1}{x}}", "h(x)=\\frac{1}{x}", I),
+    ("\\boxed{f(u) = u^2 + 1}", "x^2+1", C),  # a function for a bare expression
+    ("\\boxed{p(t)=(t-1)(t-2)}", "p(x)=x^2-3x+2", C),
+    ("\\boxed{p(t)=(t-1)(t+2)}", "p(x)=x^2-3x+2", I),
+    ("\\boxed{f(x) = 0 \\text{ for all real } x}", "f(x)=0", C),
+    ("\\boxed{f(x) = 0 \\text{ for all } x \\in \\mathbb{R}}", "f(x)=0", C),
+    ("\\boxed{f(x)=0 \\text{ for all real } x}", "f(x) = x", I),
+    ("\\boxed{f(x) = cx, \\text{ where } c \\text{ is any real constant}}", "f(x) = cx", C),
+    ("\\boxed{f(n) = n + c \\text{ where } c \\text{ is any integer}}", "f(n) = n + c", C),
+    ("\\boxed{f(n) = n + c \\text{ where } c \\text{ is any integer}}", "f(n) = n + c, c \\in \\mathbb{R}", I),  # other constants
+    ("The only solution is $f(x) = x^2$ for every real number $x$.", "f(x) = x^2", C),
+]
+
+
+@pytest.mark.parametrize("pred,gold,want", FUNCTIONS)
+def test_functions_up_to_the_variable_and_with_qualifiers(checker, pred, gold, want):
+    assert verdicts(checker, [(pred, gold, None, want)]) == []
+
+
+def test_renaming_a_variable_never_captures_another():
+    assert forms.rename("2x", "t", "x") != "2x"
+    assert forms.rename("2t + x", "t", "x").startswith("2x")
+    assert forms.rename("\\sin t", "t", "x") == "\\sin x"  # letters of commands are not variables
+
+
+LONG = "We list the cases. The first gives 2 ways, the second 1 way and the third 3 ways; none is counted twice.\n\n"
+PROSE = [
+    (LONG + "Therefore the answer is 6.", "6", C),
+    (LONG + "Hence the answer is 8.", "6", I),
+    ("Trying all pairs, the smallest possible sum is **14**.", "14", C),
+    ("## Final answer\n**4**", "4", C),
+    ("**Final result: 7**", "7", C),
+    ("Factoring, (x-5)(x+2) = 0. Solving gives x = 5 and x = -2.", "5, -2", C),
+    ("Thus x = 5 or x = -2.", "-2, 5", C),
+    ("Thus x = 5 or x = 2.", "5, -2", I),
+    ("Putting it together, the probability is 3/4.", "\\frac{3}{4}", C),
+    ("Putting it together, the probability is 4/3.", "\\frac{3}{4}", I),
+    ("The roots are $x = -1$ and $x = 3$.", "-1, 3", C),
+    ("The largest value is 5 and the smallest is -5.", "5, -5", C),
+    ("Comparing the times, the winner is Evelyn.", "\\text{Evelyn}", C),
+    ("The correct option is (B).", "\\text{(B)}", C),
+    # a condition is not a conclusion, a rejected candidate is not an answer
+    ("Plugging in, the expression equals 1 when x is 2.", "2", None),
+    ("So $x = 14$ and $y = 15$ is not a solution.", "(14,15)", I),
+]
+
+
+@pytest.mark.parametrize("pred,gold,want", PROSE)
+def test_prose_answers_without_a_box(checker, pred, gold, want):
+    if want is None:
+        assert extract_answer_traced(pred, last_number=False)[0] is None
+    else:
+        assert verdicts(checker, [(pred, gold, None, want)]) == []
+
+
+COUNTS = [
+    ("The answer is: 10 pencils", "10", None, C),
+    ("The answer is: 10 eggs", "10", None, C),
+    ("#### 10 muffins", "10", None, C),
+    ("She needs 10 more bolts.", "10", None, C),
+    ("The answer is: 1,200 sheets of paper", "1200", None, C),
+    ("The answer is 18 bags of flour.", "18", None, C),
+    ("The answer is: 5 times", "5", None, C),
+    ("The answer is: 7 crayons left over, 2 in each of 3 boxes", "7", None, C),
+    ("The answer is: 11 pencils", "10", None, I),
+    ("The answer is: 2 dozen eggs", "24", None, C),  # multipliers scale
+    ("The answer is: 2 dozen eggs", "2", None, I),
+    ("The answer is: 3 thousand bricks", "3000", None, C),
+    ("The answer is: 12 hundred", "12", None, I),
+    ("The answer is: 4 dozen", "48", None, C),
+    ("The answer is: 3 pairs of socks", "6", "Tim buys 3 packs of socks. How many socks does he buy?", C),  # pairs of what is counted
+    ("The answer is: 3 pairs of socks", "3", "Tim buys some socks. How many socks does he buy?", I),
+    ("The answer is: 3 pairs of socks", "3", "How many pairs of socks does Tim buy?", C),
+    ("The answer is: 10 apples and 5 oranges", "10", None, I),  # two quantities, not a count noun
+    # with the question: the noun must name the quantity asked
+    ("The answer is: 56 apples", "56", "Lena sells 8 apples a day at $1 each. How much money does she earn in a week?", I),
+    ("The answer is: 56 dollars", "56", "Lena sells 8 apples a day at $1 each. How much money does she earn in a week?", C),
+    ("The answer is: $56", "56", "Lena sells 8 apples a day at $1 each. How much money does she earn in a week?", C),
+    ("The answer is: 30 boxes", "30", "A box holds 12 pencils. Tom buys 3 boxes and loses 6 pencils. How many pencils does he have?", I),
+    ("The answer is: 30 pencils", "30", "A box holds 12 pencils. Tom buys 3 boxes and loses 6 pencils. How many pencils does he have?", C),
+    ("The answer is: 3 minutes", "3", "A train goes 180 miles at 60 miles per hour. How many hours does the trip take?", I),
+    ("The answer is: 3 hours", "3", "A train goes 180 miles at 60 miles per hour. How many hours does the trip take?", C),
+    ("The answer is: 5 dollars", "5", "Notebooks cost $4 each and Ben has $20. How many notebooks can he buy?", I),
+    ("The answer is: 60 minutes", "60", "How fast, in miles per hour, must she drive?", I),
+    ("The answer is: 60 miles", "60", "How fast, in miles per hour, must she drive?", C),  # the rate's numerator: no evidence
+    ("The answer is: 60 miles per hour", "60", "How fast, in miles per hour, must she drive?", C),
+    ("#### 7 dozens", "7", "She eats 3 eggs a day. How many dozens of eggs will she eat in 4 weeks?", C),  # the unit asked
+    ("The answer is: 10 cookies", "10", "Mia bakes 10 cookies. How many treats does she bake?", C),  # a noun the question does not count apart
+    ("The answer is: 18 every day", "18", "She sells eggs at $2 each. How much does she make every day?", C),  # where/when, not what
+    ("The answer is: 243 on clothing", "243", "Mishka bought 3 pairs of shorts. How many dollars did Mishka spend on all the clothing items?", C),
+    ("The answer is: 10 pizzas are needed", "10", None, C),  # a verb ends the noun phrase
+]
+
+
+@pytest.mark.parametrize("pred,gold,question,want", COUNTS)
+def test_any_count_noun_after_a_number(checker, pred, gold, question, want):
+    assert verdicts(checker, [(pred, gold, question, want)]) == []
+
+
+def test_count_nouns_and_the_quantity_a_question_asks_for():
+    assert parse_noun("bags of flour".split()).head == "bag"
+    assert parse_noun("dollars a day".split()).rate
+    assert parse_noun("cos x".split()) is None  # a function, not a noun
+    assert parse_noun("and 5".split()) is None
+    money = asked_quantity("Each pen costs $2. How much does she spend on 5 pens?")
+    assert money.dimension == "money" and conflict(parse_noun(["pens"]), money) and not conflict(parse_noun(["dollars"]), money)
+    hours = asked_quantity("How many hours does it take?")
+    assert (hours.dimension, hours.unit) == ("time", "hour") and conflict(parse_noun(["minutes"]), hours)
+    assert asked_quantity("What is 3 + 4?").dimension is None
+
+
+TEXT = [
+    ("\\boxed{3^{\\mathrm{rd}}}", "3", C),
+    ("\\boxed{21^{\\text{st}}}", "21", C),
+    ("\\boxed{9\\text{th}}", "9", C),
+    ("\\boxed{5^{\\text{th}}}", "4", I),
+    ("\\boxed{12 \\text{ marbles}}", "12", C),
+    ("\\boxed{\\text{12 marbles}}", "12", C),
+    ("\\boxed{45\\ \\mathrm{mph}}", "45", C),
+    ("The answer is: 7\\", "7", C),
+    ("\\boxed{\\frac{1}{2}\\ }", "\\frac{1}{2}", C),
+    ("\\boxed{\\frac{270}{7}^\\circ}", "\\frac{270}7\\text{ degrees}", C),
+    ("\\boxed{2m}", "2", I),  # a coefficient and a variable, not 2 meters
+    ("\\boxed{5 \\text{ cm}}", "5 \\text{ m}", I),  # two lengths in different units
+]
+
+
+@pytest.mark.parametrize("pred,gold,want", TEXT)
+def test_text_around_numbers(checker, pred, gold, want):
+    assert verdicts(checker, [(pred, gold, None, want)]) == []
+
+
+INTERVALS = [
+    ("\\boxed{n \\geq 2}", "[2, \\infty)", C),
+    ("\\boxed{x > 2}", "[2,\\infty)", I),
+    ("\\boxed{[2, \\infty)}", "x \\geq 2", C),
+    ("\\boxed{-1 < x \\le 4}", "(-1, 4]", C),
+    ("\\boxed{-1 \\le x \\le 4}", "(-1, 4]", I),
+    ("\\boxed{6 > x > 1}", "(1, 6)", C),
+    ("\\boxed{3 < x}", "(3,\\infty)", C),
+    ("\\boxed{x \\le -2 \\text{ or } x > 5}", "(-\\infty, -2] \\cup (5, \\infty)", C),
+    ("\\boxed{x < -2 \\text{ or } x > 5}", "(-\\infty, -2] \\cup (5, \\infty)", I),
+    ("\\boxed{x<1 \\text{ and } x>2}", "(-\\infty, 1) \\cup (2, \\infty)", I),
+    ("\\boxed{x \\neq 0}", "(-\\infty, 0) \\cup (0, \\infty)", C),
+    ("\\boxed{\\text{all real numbers}}", "(-\\infty,\\infty)", C),
+    ("\\boxed{-\\sqrt{3} < x < \\sqrt{3}}", "(-\\sqrt{3}, \\sqrt{3})", C),
+    ("\\boxed{-\\sqrt{3} \\le x < \\sqrt{3}}", "(-\\sqrt{3}, \\sqrt{3})", I),
+    ("\\boxed{x \\in [2,3]}", "[2,3]", C),
+    ("\\boxed{0<x<5}", "(0, 5)", C),  # no spaces around the operators
+    ("\\boxed{3<x}", "(3,\\infty)", C),
+    ("\\boxed{0<x\\le5}", "(0,5)", I),
+    ("\\boxed{|x| \\le 4}", "[-4, 4]", C),  # absolute values
+    ("\\boxed{|x| > 4}", "(-\\infty, -4) \\cup (4, \\infty)", C),
+    ("\\boxed{|x| < 4}", "[-4, 4]", I),
+    ("\\boxed{\\{x \\mid 2 < x \\le 5\\}}", "(2, 5]", C),  # set-builder notation
+    ("\\boxed{\\{x : 2 \\le x \\le 5\\}}", "(2, 5]", I),
+]
+
+
+@pytest.mark.parametrize("pred,gold,want", INTERVALS)
+def test_inequalities_and_intervals_for_the_same_set(checker, pred, gold, want):
+    assert verdicts(checker, [(pred, gold, None, want)]) == []
+
+
+def test_inequalities_become_intervals():
+    as_text = lambda s: forms.intervals_latex(forms.real_set(s, tuples_are_intervals=False))  # noqa: E731
+    assert as_text("n \\geq 2") == "[2, \\infty)"
+    assert as_text("6 > x > 1") == "(1, 6)"
+    assert as_text("x \\neq 0") == "(-\\infty, 0) \\cup (0, \\infty)"
+    assert forms.real_set("(1, 2)", tuples_are_intervals=False) is None  # an ordered pair, unless the other side is a set of reals
+
+
+PERIODIC = [
+    ("\\boxed{k\\pi + \\frac{\\pi}{4}}", "\\frac{\\pi}{4} + k\\pi", C),
+    ("\\boxed{x = \\frac{\\pi}{4} + n\\pi, n \\in \\mathbb{Z}}", "\\frac{\\pi}{4}+k\\pi", C),
+    ("\\boxed{\\frac{5\\pi}{4} + m\\pi}", "\\frac{\\pi}{4}+k\\pi", C),  # shifted by a period
+    ("\\boxed{\\frac{\\pi}{4} + 2k\\pi}", "\\frac{\\pi}{4}+k\\pi", I),  # half the solutions
+    ("\\boxed{\\frac{3\\pi}{4}+k\\pi}", "\\frac{\\pi}{4}+k\\pi", I),
+    ("\\boxed{x = 2n\\pi \\pm \\frac{\\pi}{3}}", "\\pm\\frac{\\pi}{3}+2k\\pi", C),
+    ("\\boxed{\\frac{\\pi}{3}+2k\\pi}", "\\pm\\frac{\\pi}{3}+2k\\pi", I),
+    ("\\boxed{\\frac{(2k+1)\\pi}{2}}", "\\frac{\\pi}{2}+k\\pi", C),
+    ("\\boxed{x = 2\\pi j \\text{ for integers } j}", "2k\\pi", C),
+    ("\\boxed{\\frac{2\\pi}{3} + 2k\\pi, \\frac{4\\pi}{3} + 2k\\pi}", "\\pm \\frac{2\\pi}{3} + 2k\\pi", C),
+    ("\\boxed{(-1)^k \\frac{\\pi}{6} + k\\pi}", "\\frac{\\pi}{6} + 2k\\pi, \\frac{5\\pi}{6} + 2k\\pi", C),  # alternating form
+    ("\\boxed{(-1)^k \\frac{\\pi}{6} + k\\pi}", "\\frac{\\pi}{6} + k\\pi", I),
+    ("\\boxed{180^\\circ n + 90^\\circ}", "90^\\circ + 180^\\circ k", C),  # in degrees
+    ("\\boxed{360^\\circ n + 90^\\circ}", "90^\\circ + 180^\\circ k", I),
+]
+
+
+def test_families_of_solutions_with_a_period(checker):
+    assert verdicts(checker, [(p, g, None, w) for p, g, w in PERIODIC]) == []
+
+
+SOLVE = r"Find all real solutions of $x^2 - 3x + 2 = 0$."
+INCREASING = "List the three side lengths in increasing order."
+ORDER = [
+    ("\\boxed{(2,1)}", "(1, 2)", None, I),  # an ordered tuple
+    ("\\boxed{(1,2)}", "(1, 2)", None, C),
+    ("\\boxed{2, 1}", "1, 2", SOLVE, C),  # a set of solutions
+    ("\\boxed{\\{2, 1\\}}", "1,2", SOLVE, C),
+    ("\\boxed{2, 1}", "1, 2", None, C),  # a bare list is a set unless the question orders it
+    ("\\boxed{5, 4, 3}", "3, 4, 5", INCREASING, I),
+    ("\\boxed{3, 4, 5}", "3, 4, 5", INCREASING, C),
+    ("\\boxed{1, 4}", "4, 1", "Enter your answer as the ordered pair $(m, n)$.", I),
+    ("\\boxed{(3,4), (1,2)}", "(1,2), (3,4)", "Find all ordered pairs of integers (a, b) with ...", C),
+    ("\\boxed{(4,3), (1,2)}", "(1,2), (3,4)", "Find all ordered pairs of integers (a, b) with ...", I),
+    ("\\boxed{x = 2, x = -1, x = 1}", "1, -1, 2", None, C),
+    ("\\boxed{1 - \\sqrt{19}, 1 + \\sqrt{19}}", "1 \\pm \\sqrt{19}", None, C),
+    ("\\boxed{1 + \\sqrt{19}}", "1 \\pm \\sqrt{19}", None, I),
+    ("\\boxed{-2, 1+\\sqrt{5}, 1-\\sqrt{5}}", "\\{1\\pm\\sqrt{5},-2\\}", None, C),
+    ("\\boxed{\\frac{7}{2}} or $\\boxed{3.5}$", "3.5", None, C),  # the same answer twice is one answer
+    ("\\boxed{1, 0}", "\\{-1, 0, 1\\}", None, I),
+]
+
+
+@pytest.mark.parametrize("pred,gold,question,want", ORDER)
+def test_tuples_and_sets_from_the_gold_and_the_question(checker, pred, gold, question, want):
+    assert verdicts(checker, [(pred, gold, question, want)]) == []
+
+
+def test_what_a_question_says_about_order():
+    assert read_question("Enter the ordered pair $(a,b)$.").ordered is True
+    assert read_question("List them in increasing order.").ordered is True
+    assert read_question("Find all real x. Enter all the solutions, separated by commas.").ordered is False
+    assert read_question("What is 2 + 2?").ordered is None
+    assert read_question("Enter $(p,q,r)$.").name_order(["r", "p", "q"]) == [1, 2, 0]
+    assert read_question("Alice and Bob share 13 sweets.").name_order(["Bob", "Alice"]) == [1, 0]
+
+
+def test_qualifiers_and_integer_parameters_are_read_off():
+    n = _normalise("x = \\frac{\\pi}{4} + n\\pi, n \\in \\mathbb{Z}")
+    assert n.spaced == "x = \\frac{\\pi}{4} + n\\pi" and n.int_params == {"n"} and n.domains == {"integer"}
+    assert _normalise("f(x) = cx \\text{ where } c \\text{ is any real constant}").domains == {"real"}
+
+
+def test_explain_gives_the_rule_and_the_normal_forms(checker):
+    e = checker.explain("Comparing coefficients, $b=5$ and $a=3$.", "(3,5)", ORDERED_AB)
+    assert e.verdict is C
+    assert e.prediction_answer == "b=5, a=3" and e.extraction_rule == "closing statement"
+    assert e.rule == "named components, in the question's order of the names"
+    assert (e.prediction_form, e.reference_form) == ("(3, 5)", "(3, 5)")
+    assert e.question == {"ordered": True}
+    e = checker.explain("\\boxed{\\frac{5\\pi}{4} + m\\pi}", "\\frac{\\pi}{4}+k\\pi")
+    assert e.verdict is C and e.symbolic_task[0] == "periodic" and "residues" in e.rule
+    e = checker.explain("The answer is: 56 apples", "56", "Each apple sells for $1. How much money does she make from 56 apples?")
+    assert e.verdict is I and e.rule.startswith("count noun:") and "money" in e.rule
+    assert checker.check("\\boxed{(2,1)}", "(1,2)").rule.startswith("ordered tuple")
+
+
+def test_questions_must_line_up_with_the_pairs(checker):
+    with pytest.raises(ValueError, match="2 questions for 1 pairs"):
+        checker.check_many([("1", "1")], ["a", "b"])
+    with pytest.raises(TypeError, match="question 0"):
+        checker.check_many([("1", "1")], [3])
+
+
+# ---------------------------------------------------------------------------------------------
+# labeler check --explain
+# ---------------------------------------------------------------------------------------------
+
+
+def _run_cli(argv: list[str]) -> int:
+    import argparse
+
+    from labeler.cli import check as check_command
+
+    parser = argparse.ArgumentParser(prog="labeler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check_command.register(sub)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_cli_explain_prints_the_answers_the_rule_and_the_forms(capsys):
+    argv = ["check", "--gold", "(3,5)", "--pred", "Comparing coefficients, $b=5$ and $a=3$.", "--question", ORDERED_AB, "--explain"]
+    assert _run_cli(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "correct"  # the verdict first, as without --explain
+    text = "\n".join(out[1:])
+    assert "prediction's answer: 'b=5, a=3' (found by: closing statement)" in text
+    assert "reference answer:    '(3,5)'" in text
+    assert "question says:       ordered=True" in text
+    assert "rule:                named components, in the question's order of the names" in text
+    assert "compared:            (3, 5)  vs  (3, 5)" in text
+
+
+def test_cli_explain_shows_the_symbolic_task(capsys):
+    assert _run_cli(["check", "--gold", "\\frac{\\pi}{4}+k\\pi", "--pred", "\\boxed{\\frac{5\\pi}{4} + n\\pi}", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("correct\n") and "residues" in out and 'symbolic task:       ["periodic"' in out
+
+
+def test_cli_explain_on_pairs_adds_an_explanation_per_line(tmp_path, capsys):
+    import json
+
+    lines = [
+        {"id": "a", "gold": "56", "pred": "The answer is: 56 apples", "question": "Apples sell at $1 each; she sells 56 apples. How much money does she make?"},
+        {"id": "b", "gold": "56", "pred": "The answer is: 56 apples"},
+        {"id": "c", "gold": "(1,2]", "pred": "\\boxed{1 < x \\le 2}"},
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    assert _run_cli(["check", "--pairs", str(path), "--explain"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [o["verdict"] for o in out] == ["incorrect", "correct", "correct"]
+    assert out[0]["explanation"]["rule"].startswith("count noun:") and out[0]["explanation"]["question"]["asks_for"] == "money"
+    assert out[2]["explanation"]["prediction_form"] == "(1, 2]" and out[2]["rule"].startswith("sets of reals")
+    assert all(o["rule"] == o["explanation"]["rule"] for o in out)
+
+
+def test_cli_question_needs_gold_and_pred(capsys):
+    assert _run_cli(["check", "--pairs", "x.jsonl", "--question", "Why?"]) == 2
+    assert "--question" in capsys.readouterr().err
+
+
+def test_cli_explain_in_a_real_process():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "labeler.cli", "check", "--gold", "10", "--pred", "The answer is: 10 pencils", "--explain"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "correct" and "10 pencils" in out.stdout and "rule:" in out.stdout
