@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test faults bench clean-demo
+.PHONY: setup demo test faults cluster bench clean-demo
 
 setup: $(STAMP)
 
@@ -23,11 +23,15 @@ demo: setup
 	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4
 
 test: setup
-	$(PY) -m pytest -q -ra -m "not faults"
+	$(PY) -m pytest -q -ra -m "not faults and not cluster"
 
 # The fault suite (tests/test_faults.py, about 10 minutes): prints each case and its outcome.
 faults: setup
 	$(PY) bench/faults.py
+
+# The cluster path (tests/test_cluster.py, about 6 minutes): ray start --head and a second node, ray job submit, a node lost.
+cluster: setup
+	$(PY) -m pytest -q -ra -m cluster tests/test_cluster.py
 
 bench: setup
 	$(PY) bench/overhead.py

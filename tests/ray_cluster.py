@@ -6,8 +6,9 @@ Several such clusters (other engineers', other test runs) and plain `ray.init()`
 on one machine at once: nothing here uses Ray's default ports or /tmp/ray. `ray stop` would stop
 every Ray on the machine, so `stop()` kills exactly this cluster's processes instead: each node is
 started with an environment variable naming the cluster and the node, which every process Ray starts
-under it inherits (raylet, GCS, dashboard, workers, vLLM engines, checker pools), and which process
-titles (Ray renames its workers) cannot hide.
+under it inherits (raylet, GCS, dashboard, workers, vLLM engines, checker pools); Ray's agents then
+overwrite their environment with a long process title, so a process holding a file open under the
+cluster's temp dir (its logs are there) is the cluster's too.
 
 Used by tests/test_cluster.py and bench/cluster.py.
 """
@@ -204,13 +205,13 @@ class LocalRayCluster:
     # --- processes and stopping
 
     def processes(self, node: str | None = None) -> list[psutil.Process]:
-        """The live processes of this cluster (of one node), found by the mark in their environment."""
-        return marked_processes(self.cluster_id, node)
+        """The live processes of this cluster (of one node: those found by the mark in their environment)."""
+        return marked_processes(self.cluster_id, node, root=str(self.root))
 
     def stop(self, grace_s: float = 10.0) -> list[str]:
         """Stop every process of the cluster (SIGTERM, then SIGKILL after `grace_s`), remove its temp dir;
         the processes that outlived both (should be none), described."""
-        left = stop_marked(self.cluster_id, grace_s)
+        left = stop_marked(self.cluster_id, str(self.root), grace_s)
         shutil.rmtree(self.root, ignore_errors=True)
         if self._reaper is not None:
             self._reaper.terminate()
@@ -226,21 +227,38 @@ class LocalRayCluster:
                                         env=env, cwd=REPO_ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-def marked_processes(cluster_id: str, node: str | None = None) -> list[psutil.Process]:
+def marked_processes(cluster_id: str, node: str | None = None, root: str | None = None) -> list[psutil.Process]:
+    """The live processes whose environment carries the cluster's mark (of one node: its name too). With
+    `root` (the cluster's temp dir), also those holding a file open under it: Ray's agents set a process
+    title long enough to overwrite their environment, so only their open log files still tell."""
     found = []
     for process in psutil.process_iter():
         try:
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
             env = process.environ()
             if env.get(CLUSTER_MARK) == cluster_id and (node is None or env.get(NODE_MARK) == node):
-                if process.status() != psutil.STATUS_ZOMBIE:
-                    found.append(process)
+                found.append(process)
+            elif node is None and root is not None and _holds_a_file_under(process.pid, root):
+                found.append(process)
         except (psutil.Error, OSError):  # other users' processes, or gone meanwhile
             continue
     return found
 
 
-def stop_marked(cluster_id: str, grace_s: float) -> list[str]:
-    processes = marked_processes(cluster_id)
+def _holds_a_file_under(pid: int, root: str) -> bool:
+    folder = f"/proc/{pid}/fd"
+    for fd in os.listdir(folder):
+        try:
+            if os.readlink(f"{folder}/{fd}").startswith(root + "/"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def stop_marked(cluster_id: str, root: str, grace_s: float) -> list[str]:
+    processes = marked_processes(cluster_id, root=root)
     for process in processes:
         try:
             process.send_signal(signal.SIGCONT)  # a stopped process (lose_node) would not act on SIGTERM
@@ -256,7 +274,7 @@ def stop_marked(cluster_id: str, grace_s: float) -> list[str]:
     psutil.wait_procs(alive, timeout=5)
     time.sleep(0.5)  # a process forked during the sweep
     left = []
-    for process in marked_processes(cluster_id):
+    for process in marked_processes(cluster_id, root=root):
         try:
             left.append(f"pid {process.pid} {process.name()}")
             process.kill()
@@ -271,5 +289,5 @@ if __name__ == "__main__":  # the reaper: python -m tests.ray_cluster OWNER_PID 
         psutil.Process(owner).wait()
     except psutil.NoSuchProcess:
         pass
-    stop_marked(cluster_id, grace_s=5.0)
+    stop_marked(cluster_id, root, grace_s=5.0)
     shutil.rmtree(root, ignore_errors=True)
