@@ -193,13 +193,29 @@ class LocalRayCluster:
         after finishing what they are doing."""
         self.raylet(name).send_signal(signal.SIGKILL)
 
-    def lose_node(self, name: str) -> None:
-        """The node goes as a machine does: every process of it stops at once (SIGSTOP: no connection is
-        closed, nothing answers), then its raylet is SIGKILLed. Only Ray's health checks can tell."""
+    def node_processes(self, name: str) -> list[psutil.Process]:
+        """Every live process of the node: its raylet, what the raylet started (agents, workers, and what
+        those started: engines, checker pools), and what carries the node's mark. (The mark alone misses
+        the processes whose title overwrote their environment: Ray's workers and agents.)"""
         raylet = self.raylet(name)
-        for process in self.processes(name):
-            if process.pid != raylet.pid:
+        found = {process.pid: process for process in [raylet, *raylet.children(recursive=True), *self.processes(name)]}
+        return list(found.values())
+
+    def freeze_node(self, name: str) -> list[psutil.Process]:
+        """Every process of the node stops (SIGSTOP: no connection is closed, nothing answers); returns them."""
+        frozen = self.node_processes(name)
+        for process in frozen:
+            try:
                 process.send_signal(signal.SIGSTOP)
+            except psutil.Error:
+                pass
+        return frozen
+
+    def lose_node(self, name: str) -> None:
+        """The node goes as a machine does: every process of it stops at once, then its raylet is
+        SIGKILLed. Only Ray's health checks can tell. (stop() thaws the rest.)"""
+        raylet = self.raylet(name)
+        self.freeze_node(name)
         raylet.send_signal(signal.SIGKILL)
 
     # --- processes and stopping
