@@ -29,7 +29,7 @@ test: setup
 faults: setup
 	$(PY) bench/faults.py
 
-# The cluster path (tests/test_cluster.py, about 6 minutes): ray start --head and a second node, ray job submit, a node lost.
+# The cluster path (tests/test_cluster.py, about 5 minutes): ray start --head and a second node, ray job submit, a node lost.
 cluster: setup
 	$(PY) -m pytest -q -ra -m cluster tests/test_cluster.py
 

@@ -3,7 +3,7 @@ of a submitted job and its workers; time per unit with workers on other nodes th
 one process; and recovery after a node is lost (its raylet SIGKILLed, or the whole node frozen with
 SIGSTOP, as a machine that stops answering).
 
-    flock /tmp/prm-engine.lock .venv/bin/python bench/cluster.py            # about 8 minutes on 2 cores
+    flock /tmp/prm-engine.lock .venv/bin/python bench/cluster.py            # about 7 minutes on 2 cores
     flock /tmp/prm-engine.lock .venv/bin/python bench/cluster.py --no-freeze  # without the frozen node (about 1.5 minutes less)
 
 The cluster is the one tests/test_cluster.py starts (tests/ray_cluster.py: `ray start` on ports and a

@@ -112,8 +112,8 @@ def test_a_driver_joins_with_auto_and_the_job_survives_losing_the_second_node(cl
     """The second node is lost as a machine is (tests/ray_cluster.py, lose_node): its processes stop at
     once and its raylet is SIGKILLed. (A raylet killed alone lets its worker finish the unit at hand and
     exit a few seconds later, closing its connections: a worker failure like any other, which
-    bench/cluster.py times.) The frozen worker's units can only come back through Ray's health checks
-    declaring the node dead, about 15 s after its raylet went: the job cannot end before that."""
+    bench/cluster.py times.) The frozen worker's units can only come back once Ray's health checks
+    declare the node dead: the job cannot end before that."""
     second = cluster.node("second")
     assert cluster.processes("second"), "the second node is not up"
     out = tmp_path / "out"
