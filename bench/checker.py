@@ -7,10 +7,12 @@ Math-Verify, and fast-path throughput.
    disagreement is a checker limitation); with the problem passed as the question too.
 2. Evaluation sets (bench/checker_eval/*.jsonl, sets.py): this checker (given the question where
    the row has one) and naive Math-Verify, `verify(parse(gold), parse(prediction))`, side by side,
-   false positives (a wrong answer called correct) and false negatives apart; the held-out set
-   (written before the checker was changed for its kinds) first, the red-team sets (redteam_*,
-   written without reading the checker or the other sets; not in the tests) last. `--record-naive` stores naive
-   Math-Verify's verdicts in bench/checker_eval/naive_math_verify.json for the tests.
+   false positives (a wrong answer called correct) and false negatives apart; the held-out sets
+   (heldout, heldout2: each written before the checker was changed for its kinds) first, the
+   red-team sets (redteam_*, written without reading the checker or the other sets; the rules of
+   CHECKER_VERSION 3 were written after reading their misses; not in the tests) last.
+   `--record-naive` stores naive Math-Verify's verdicts in bench/checker_eval/naive_math_verify.json
+   for the tests.
 3. Throughput of the fast path (in-process), one core, whole GSM8K-style solutions: verdicts per
    CPU-second of this process (what a core gives, whatever else runs) and per wall-second, with
    the load average, its caches emptied before each pass over the rows.
@@ -169,7 +171,7 @@ def bench_eval_sets(checker: AnswerChecker, data: Path, verbose: bool, record_na
         changed = [r["id"] for r, v in zip(rows, naive) if r["id"] in stored and stored[r["id"]] != v]
         a, b = score(ours, rows), score(naive, rows)
         summary[name] = {"ours": a, "naive_math_verify": b, "questions_missing": missing}
-        label = f"{name} (held out)" if name == eval_sets.HELD_OUT else f"{name} (red team, unseen)" if name in red_team else name
+        label = f"{name} (held out)" if name in eval_sets.HELD_OUT_SETS else f"{name} (red team, seen since v3)" if name in red_team else name
         lines.append(
             f"| {label} | {a['n']} | {100 * a['accuracy']:.1f}% | {a['fp']} | {a['fn']} | {100 * b['accuracy']:.1f}% | {b['fp']} | {b['fn']} |"
         )

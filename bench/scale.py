@@ -113,8 +113,8 @@ def run(config: LabelConfig, generator_factory, executor=None) -> dict:
     TimedStore.commit_seconds = []
     started = time.perf_counter()
     with AnswerChecker(timeout_s=5) as checker:
-        summary = labeler.labeling.job.run_job(config, executor=executor or LocalExecutor(generator_factory, checker), model_info={"name": config.model},
-                                      progress_enabled=False)  # fmt: skip
+        summary = labeler.labeling.job.run_job(config, executor=executor or LocalExecutor(generator_factory, checker),
+                                               model_info={"name": config.model}, progress_enabled=False)  # fmt: skip
     progress = TimedProgress.last
     (wall0, cpu0), (wall1, cpu1, _) = progress.clock, progress.commits[-1]
     units = len(progress.commits)

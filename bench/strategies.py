@@ -40,7 +40,7 @@ from labeler.checking.checker import AnswerChecker  # noqa: E402
 from labeler.labeling.config import LabelConfig  # noqa: E402
 from labeler.labeling.job import run_job  # noqa: E402
 from workers.local_executor import LocalExecutor  # noqa: E402
-from labeler.labeling.strategies import STRATEGIES  # noqa: E402
+from labeler.labeling.config import MONTE_CARLO_STRATEGIES  # noqa: E402
 
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "processbench" / "math.jsonl"
 LENGTH_BUCKETS = ((1, 7), (8, 9), (10, 12), (13, 29), (30, 59), (60, 99), (100, 149), (150, 10_000))
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--strategies", default=",".join(MONTE_CARLO_STRATEGIES))
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--trace-steps", default=None, metavar="MIN-MAX", help="lengthen each row into a trace of MIN to MAX steps")
     parser.add_argument("--simulate", default=None, metavar="P_GOOD[,P_BAD]", help="a simulated completer instead of a model (traces only)")

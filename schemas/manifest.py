@@ -10,7 +10,8 @@ UNIT_COMMITTED = "committed"
 REQUIRED_KEYS = ("manifest_version", "schema_version", "config", "config_hash", "plan_hash", "versions", "units", "totals")
 REQUIRED_UNIT_KEYS = ("unit_id", "index", "n_rows", "state")
 # Optional, absent in jobs started before them: `engine_record` and `engine_records` (the engine
-# records, labeler/store/manifest.py), and a committed unit's `engine_record`.
+# records, labeler/store/manifest.py), a committed unit's `engine_record`, and a unit's
+# `n_solutions` (the solutions it is to label: its given ones, M sampled per problem-only row).
 
 
 class ManifestError(ValueError):

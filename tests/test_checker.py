@@ -71,10 +71,10 @@ EXTRACTION = [
     ("Thus, $\\cos \\angle RPS = -\\frac{24}{25}$.", "\\cos \\angle RPS = -\\frac{24}{25}"),
     ("Thus, the equation of the circle is:\n\\[ x^2 + y^2 = 13 \\]", "x^2 + y^2 = 13"),
     ("Therefore, the least possible sum is **14**.", "14"),
-    # last-number fallback (word problems)
-    ("So she has 5 + 3 = 8 apples left.", "8"),
-    ("Adding, 14 + 20 = 34.\n\nSo she spends a total of 34 hours on yoga in 4 weeks.", "34"),
-    ("Therefore, Vince stapled a total of 2,280 reports.", "2,280"),
+    # last-number fallback (word problems): the number with the words after it, which name its unit
+    ("So she has 5 + 3 = 8 apples left.", "8 apples left"),
+    ("Adding, 14 + 20 = 34.\n\nSo she spends a total of 34 hours on yoga in 4 weeks.", "34 hours"),
+    ("Therefore, Vince stapled a total of 2,280 reports.", "2280 reports"),
     ("The discount is 25% off.", "25%"),
     # nothing stated
     ("", None),
@@ -139,7 +139,8 @@ EQUIVALENCE = [
     ("\\boxed{0.30000000000000004}", "0.3", C),
     ("\\boxed{1000000001}", "1000000000", I),  # no tolerance between integers
     ("\\boxed{123456789.1}", "123456789.2", I),  # nor between distinct decimals
-    ("\\boxed{0.333}", "\\frac{1}{3}", C),  # a rounded decimal of a value without a short decimal form
+    ("\\boxed{0.333}", "\\frac{1}{3}", I),  # rounded to fewer than 6 places: not the exact value (normalisation._numbers_equal)
+    ("\\boxed{0.333333}", "\\frac{1}{3}", C),  # rounded to 6 places: math-verify's precision
     ("\\boxed{0.3}", "\\frac{1}{3}", I),  # too few digits
     ("\\boxed{0.3}", "0.25", I),  # 0.25 is exact at 2 digits: rounding is no excuse
     ("\\boxed{\\frac{411}{333}}", "\\frac{137}{111}", C),

@@ -36,7 +36,7 @@ def cli(*args: str, env: dict | None = None, code: str | None = None) -> subproc
 
 
 def test_every_subcommand_is_tested_here():
-    assert COMMANDS == sorted(["label", "import", "judge", "consensus", "status", "check", "train", "score", "select", "eval", "export", "report"])
+    assert COMMANDS == sorted(["label", "import", "judge", "consensus", "status", "check", "train", "score", "select", "eval", "bon", "search", "export", "report"])
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -18,6 +18,7 @@ LAYERS = [
     "labeler.evaluation",
     "labeler.judging",
     "labeler.prm",
+    "labeler.decoding",
     "workers",
     "labeler.api",
     "labeler.cli",

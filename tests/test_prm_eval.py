@@ -222,4 +222,4 @@ def test_eval_sources_need_distinct_names(tmp_path, capsys):
     assert main(["eval", "--labels", str(labels), "--labels", str(other), "--reference", str(reference)]) == 2
     assert "two sources are named 'job': name them, as NAME=PATH" in capsys.readouterr().err
     assert main(["eval", "--reference", str(reference)]) == 2
-    assert "give --labels DIR or --scores FILE" in capsys.readouterr().err
+    assert "give --labels DIR or --scores FILE or --prm SPEC or --judgments DIR" in capsys.readouterr().err

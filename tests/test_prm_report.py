@@ -1,4 +1,6 @@
-"""`labeler report`: an HTML page with embedded PNG plots, and the PNG files beside it."""
+"""`labeler report`: an HTML page with embedded PNG plots, and the PNG files beside it; what it
+shows is what the labels hold: measured soft labels by step, counts on integer axes, rejection
+reasons in full, an unfinished job said to be one, no plot where there is nothing to plot."""
 
 import base64
 import io
@@ -6,13 +8,27 @@ import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from PIL import Image
 
+from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
+from labeler.evaluation.report import (
+    Rejections,
+    ReportInputs,
+    first_error_section,
+    measured_soft_labels_by_step,
+    spend_section,
+    write_report,
+)
+from labeler.store.reader import read_labelled_rows
 from schemas import REJECTED_SCHEMA
-from tests.synthetic_labels import arithmetic_rows, write_labels
+from tests.synthetic_labels import arithmetic_rows, labels_row, write_labels
 
 PLOTS = ("soft_labels.png", "first_error.png", "soft_label_by_step.png", "spend.png", "rejected.png")
+LONG_REASON = (
+    "the row has 61234 characters of text, over max_row_chars=50000; split it or raise --max-row-chars to label it as one solution"
+)
 
 
 def write_rejected(job, reasons):
@@ -25,15 +41,14 @@ def write_rejected(job, reasons):
     pq.write_table(pa.Table.from_pylist(rows, schema=REJECTED_SCHEMA), folder / "input.parquet")
 
 
+def embedded_pngs(page: str) -> list[bytes]:
+    return [base64.b64decode(data) for data in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
+
+
 def test_report_writes_a_page_and_png_plots(tmp_path, capsys):
     job = write_labels(tmp_path / "job", arithmetic_rows(problems=10, solutions_per_problem=3, seed=0))
     write_rejected(
-        job,
-        [
-            ("row", "12034 characters of text, over max_row_chars=50000"),
-            ("row", "60001 characters of text, over max_row_chars=50000"),
-            ("answer", "missing column 'answer'"),
-        ],
+        job, [("row", "12034 characters of text, over max_row_chars=50000"), ("row", LONG_REASON), ("answer", "missing column 'answer'")]
     )
     assert main(["report", str(job)]) == 0
     page = job / "report" / "index.html"
@@ -43,14 +58,79 @@ def test_report_writes_a_page_and_png_plots(tmp_path, capsys):
             image.verify()
             assert image.format == "PNG" and image.size[0] > 300 and image.size[1] > 150
     html = page.read_text()
-    embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(embedded) == len(PLOTS)
-    for data in embedded:
-        assert Image.open(io.BytesIO(base64.b64decode(data))).format == "PNG"
+    embedded = embedded_pngs(html)
+    assert len(embedded) == len(PLOTS) and all(Image.open(io.BytesIO(data)).format == "PNG" for data in embedded)
     assert not re.search(r'src="(?!data:)', html)  # self-contained: nothing loaded from elsewhere
     assert "<th>solutions</th><td class=number>30</td>" in html
-    # numbers in reasons are folded, so the two over-long rows count as one reason
-    assert "input / row: N characters of text, over max_row_chars=N</td><td class=number>2</td>" in html
+    assert "<p class=incomplete>" not in html and "<th>job</th>" not in html  # a folder of shards: no job to be unfinished
+    # every reason in full, numbers folded so that rows differing only in them count as one, with an example row as written
+    folded = "the row has N characters of text, over max_row_chars=N; split it or raise --max-row-chars to label it as one solution"
+    assert f"<td>{folded}</td><td class=number>1</td><td>row 1: {LONG_REASON}</td>" in html
+    assert "<td>missing column &#x27;answer&#x27;</td><td class=number>1</td>" in html
+
+
+def test_mean_soft_label_by_step_counts_only_steps_measured_by_rollouts(tmp_path):
+    rows = [
+        labels_row(
+            "p", "a", "Q", ["s1", "s2", "s3"], [0.5, 0.25, 1.0], [True, True, True], label_method=["rollouts", "rollouts", "final_answer"]
+        ),
+        labels_row("p", "b", "Q", ["s1", "s2"], [1.0, 0.0], [True, False], label_method=["rollouts", "final_answer"]),
+        labels_row(
+            "q", "c", "Q", ["s1", "s2", "s3"], [0.75, None, None], [True, True, None], label_method=["rollouts", "inferred", "unlabelled"]
+        ),
+    ]
+    labels = read_labelled_rows(write_labels(tmp_path / "job", rows))
+    by_index, left_out = measured_soft_labels_by_step(labels)
+    assert by_index == {0: [0.5, 1.0, 0.75], 1: [0.25]} and left_out == 2  # the final-answer 1.0 and 0.0 are not in
+    page = write_report(str(tmp_path / "job")).read_text()
+    assert "2 final-answer checks are left out" in page and "label_method &quot;rollouts&quot;" in page
+
+
+def test_count_axes_have_whole_number_ticks(tmp_path):
+    rows = read_labelled_rows(write_labels(tmp_path / "job", arithmetic_rows(problems=2, solutions_per_problem=1, seed=1)))
+    inputs = ReportInputs(str(tmp_path / "job"), rows, Rejections(), None)
+    figures = [first_error_section(inputs).plots[0].figure, spend_section(inputs).plots[0].figure]
+    axes = [figures[0].axes[0].yaxis, figures[1].axes[0].yaxis, figures[1].axes[1].yaxis, figures[1].axes[1].xaxis]
+    for axis in axes:
+        ticks = axis.get_majorticklocs()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_sections_with_nothing_to_show_are_a_line_not_an_empty_plot(tmp_path):
+    rows = [
+        labels_row("p", f"s{i}", "Q", ["a", "b"], [None, None], [True, None], label_method=["inferred", "unlabelled"]) for i in range(3)
+    ]
+    job = write_labels(tmp_path / "job", rows)
+    page = write_report(str(job)).read_text()
+    assert sorted(p.name for p in (job / "report").glob("*.png")) == ["first_error.png", "spend.png"]
+    assert len(embedded_pngs(page)) == 2
+    assert "No step has a soft label" in page and "No step was measured by rollouts" in page and "No rejected rows." in page
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with AnswerChecker(timeout_s=5) as checker:
+        yield checker
+
+
+def test_an_interrupted_job_is_reported_incomplete_then_finished(tmp_path, checker):
+    from tests.conftest import write_jsonl
+    from tests.fakes import Crash, CrashingGenerator
+    from tests.test_job import PROBLEMS, config, input_rows, run
+
+    dataset = write_jsonl(tmp_path / "input.jsonl", input_rows())  # 11 solutions (one row rejected) in 4 units of 3 rows
+    out = tmp_path / "out"
+    with pytest.raises(Crash):
+        run(config(dataset, out), checker, CrashingGenerator(PROBLEMS, crash_on_call=3))
+    page = write_report(str(out)).read_text()
+    banner = (
+        "incomplete: 6 of 11 solutions (2 of 4 units committed); the job was interrupted: rerun its `labeler label` command to finish it"
+    )
+    assert f"<p class=incomplete>{banner}</p>" in page
+    assert "<th>job</th><td class=number>incomplete: 6 of 11 solutions</td>" in page
+    run(config(dataset, out), checker)
+    page = write_report(str(out)).read_text()
+    assert "class=incomplete" not in page and "<th>job</th><td class=number>finished</td>" in page
 
 
 def test_report_of_a_job_without_labels_exits_2(tmp_path, capsys):

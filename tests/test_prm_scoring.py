@@ -17,6 +17,8 @@ def test_aggregates_by_hand():
     assert aggregate(scores, "min") == 0.5
     assert aggregate(scores, "product") == pytest.approx(0.36)
     assert aggregate(scores, "last") == 0.8
+    assert aggregate(scores, "mean") == pytest.approx(2.2 / 3)
+    assert aggregate([0.9, None, 0.5], "mean") == pytest.approx(0.7) and aggregate([None], "mean") is None
     assert aggregate([0.9, None], "min") == 0.9 and aggregate([0.9, None], "last") is None
 
 

@@ -131,3 +131,32 @@ def test_identical_prefixes_of_one_problem_are_rolled_out_once(checker):
         assert by_id["a"].steps[i].n_correct == by_id["b"].steps[i].n_correct
         assert by_id["a"].steps[i].n_rollouts == by_id["b"].steps[i].n_rollouts == 8
     assert by_id["b"].steps[0].tokens == 0 < by_id["a"].steps[0].tokens  # generated once, charged once
+
+
+def test_final_answer_labels_only_the_last_step_by_its_answer_and_samples_nothing(checker):
+    from dataclasses import replace
+
+    right, wrong = solution(3, sid="right"), solution(3, wrong_at=1, sid="wrong")
+    no_answer = replace(solution(2, sid="no-answer"), steps=("First we work on it.", "Then it stops here."))
+    cut = replace(solution(2, sid="cut"), complete=False, sampling_truncated=True, sampling_tokens=16)
+    outcome, generator = run("final-answer", [right, wrong, no_answer, cut], checker)
+    assert generator.calls == [] and outcome.probes == 0  # no rollouts at all
+    by_id = {item.solution.solution_id: item for item in outcome.labelled}
+    assert [hard(by_id[s])[-1] for s in ("right", "wrong", "no-answer", "cut")] == [True, False, None, None]
+    assert by_id["right"].steps[-1].measured_by == "final_answer" and by_id["right"].steps[-1].n_rollouts == 1
+    assert all(step.measured_by == "unlabelled" and "not sampled" in step.unlabelled_reason for step in by_id["right"].steps[:-1])
+    assert "no answer" in by_id["no-answer"].steps[-1].unlabelled_reason
+    assert "token budget" in by_id["cut"].steps[-1].unlabelled_reason
+    # the check is kept with the answer it extracted, for majority votes
+    finals = {r.solution_id: r for r in outcome.rollouts}
+    assert set(finals) == {"right", "wrong"} and finals["right"].extracted_answer == "42" and finals["wrong"].verdict == "incorrect"
+    # --truncated incorrect checks a cut solution as it stands
+    outcome, _ = run("final-answer", [cut], checker, truncated="incorrect")
+    assert hard(outcome.labelled[0])[-1] is True
+
+
+def test_final_answer_needs_the_final_step_checked():
+    from labeler.labeling.config import LabelConfig
+
+    with pytest.raises(ValueError, match="final-step check"):
+        LabelConfig(output="out", model="m", input="in", strategy="final-answer", final_step="rollouts")

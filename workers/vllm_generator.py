@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from labeler.inputs.traces import THINK_OPEN
 from labeler.labeling.config import LabelConfig
@@ -248,3 +248,23 @@ def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:
         trust_remote_code=config.trust_remote_code,
         seed=config.seed,
     )
+
+
+class SharedEngine:
+    """One engine for the stages of a command (`labeler search`: the candidates job, then the search),
+    started on first use and again after it was closed (the local executor closes a dead engine),
+    closed by `close`. Pass it where a generator factory is expected."""
+
+    def __init__(self, start: Callable[[], VLLMGenerator]):
+        self.start = start
+        self.engine: VLLMGenerator | None = None
+
+    def __call__(self) -> VLLMGenerator:
+        if self.engine is None or self.engine.closed:
+            self.engine = self.start()
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None

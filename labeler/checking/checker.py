@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
-CHECKER_VERSION = 2  # 2: shapes of answers, count nouns, the question, prose answers (issue 12)
+CHECKER_VERSION = 3  # 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups against one number (red team 1); 2: shapes of answers (issue 12)
 
 
 def _default_workers() -> int:
@@ -207,7 +207,10 @@ class AnswerChecker:
             use_last = _is_plain_number_reference(rn)
         else:
             use_last = bool(self.last_number)
-        extracted, how = extract_answer_traced(prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1)
+        q: Question | None = read_question(question) if question else None
+        extracted, how = extract_answer_traced(
+            prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1, asked=q.quantity if q else None
+        )
         if extracted is None:
             return _Outcome(Verdict.UNPARSEABLE, "no answer in the prediction", None, how, ref)
         if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
@@ -217,7 +220,6 @@ class AnswerChecker:
         pn = _normalise(extracted)
         if not pn.text:
             return _Outcome(Verdict.UNPARSEABLE, "empty answer after normalisation", extracted, how, ref)
-        q: Question | None = read_question(question) if question else None
         d = compare(pn, rn, q)
         if d.verdict is not None:
             return _Outcome(d.verdict, d.rule, extracted, how, ref, d)

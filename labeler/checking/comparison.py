@@ -20,11 +20,14 @@ apples" for how much money) is wrong (quantities.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import re
+from dataclasses import dataclass, field, replace
 
 from labeler.checking import forms
-from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _Norm, _normalise, _numbers_equal, _parse_number
-from labeler.checking.quantities import MULTIPLIERS, conflict, lemma
+from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _mc_letter, _Norm, _normalise, _numbers_equal, _parse_number
+from labeler.checking.quantities import _UNITS as UNITS
+from labeler.checking.quantities import MULTIPLIERS, UNIT_SIZES, conflict, lemma
 from labeler.checking.question import Question
 from labeler.checking.verdicts import Verdict
 
@@ -64,17 +67,30 @@ def _noun_mismatch(pn: _Norm, rn: _Norm, question: Question | None) -> str | Non
         return None
     if rn.noun is not None and pn.noun.unit and rn.noun.unit:
         (pd, pu), (rd, ru) = pn.noun.unit, rn.noun.unit
-        if pd == rd and pu != ru:
+        converted = _conversion(pn, rn)
+        if pd == rd and pu != ru and (converted is None or not _numbers_equal(converted[0], _parse_number(rn.text), str(converted[0]), rn.text)):
             return f"'{pn.noun.text}' where the reference is in {ru}s"
     if question is not None:
         return conflict(pn.noun, question.quantity)
     return None
 
 
+_GLUED = re.compile(r"(-?[\d,]*\.?\d+)([A-Za-z]{1,2})")
+
+
 def _as_asked(pn: _Norm, question: Question | None) -> tuple[_Norm, str | None]:
     """The prediction's number in the unit the question counts: "7 dozen" stays 7 when it counts
-    dozens; "3 pairs of socks" is 6 when it counts socks."""
-    if question is None or pn.noun is None and pn.unscaled is None:
+    dozens; "3 pairs of socks" is 6 when it counts socks; "48g" is 48 grams when it asks for a
+    mass (without such a question a letter after a number is a variable: "2m")."""
+    if question is None:
+        return pn, None
+    glued = _GLUED.fullmatch(pn.text) if pn.noun is None else None
+    if glued is not None:
+        unit = UNITS.get(glued.group(2)) or UNITS.get(glued.group(2).lower())
+        asked = question.quantity
+        if unit is not None and unit[0] != "rate" and (asked.dimension == unit[0] or asked.rate and asked.rate[0] and unit[0] == "length"):
+            return _normalise(f"{glued.group(1)} {glued.group(2)}"), f"'{pn.text}': {glued.group(2)} read as a unit, the question asks for {asked.dimension}"
+    if pn.noun is None and pn.unscaled is None:
         return pn, None
     asked = question.quantity.nouns
     if pn.unscaled is not None and asked & {lemma(w) for w in MULTIPLIERS}:
@@ -102,6 +118,21 @@ def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int)
         return _done(Verdict.INCORRECT, "qualifiers name different number sets", pn.qualifier or "", rn.qualifier or "")
     if pn.text == rn.text and pn.percent == rn.percent:
         return _done(Verdict.CORRECT, "same normal form", pn.spaced, rn.spaced)
+    ungrouped = _ungrouped(pn, rn)
+    if ungrouped is not None:
+        decision = _compare_shapes(ungrouped, rn, question, depth)
+        decision.notes.append("digit groups read as one number: the reference is one number")
+        return decision
+    for rule in (_bases, _choices):
+        decision = rule(pn, rn, question)
+        if decision is not None:
+            return decision
+    converted = _as_tuples(pn, rn)
+    if converted is not None:
+        p2, r2, how = converted
+        decision = _compare_shapes(p2, r2, question, depth)
+        decision.notes.append(how)
+        return decision
     structured = depth < MAX_DEPTH and "\\begin" not in pn.text + rn.text and (
         any(h in pn.spaced for h in _STRUCTURE_HINTS) or any(h in rn.spaced for h in _STRUCTURE_HINTS)
         or pn.int_params or rn.int_params or (pn.degrees and rn.degrees)
@@ -111,7 +142,117 @@ def _compare_shapes(pn: _Norm, rn: _Norm, question: Question | None, depth: int)
             decision = rule(pn, rn, question, depth)
             if decision is not None:
                 return decision
-    return _atoms(pn, rn)
+    converted = _conversion(pn, rn)
+    if converted is not None:
+        value, unit = converted
+        same = value is not None and _numbers_equal(value, _parse_number(rn.text), str(value), rn.text)
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, f"units converted: {pn.spaced} {pn.noun.text} in {unit}s", pn.spaced, rn.spaced)
+    return _atoms(pn, rn, question)
+
+
+# A number written with thousands separators: "1,250", "12,500.75" (not "3,5", not "1, 250").
+_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+
+
+def _ungrouped(pn: _Norm, rn: _Norm) -> _Norm | None:
+    """"Total: 1,250" or "x = 1,250" against the one number 1250: the commas group digits, they do
+    not separate components (a list never equals one number, so this reading adds no false match).
+    Not inside brackets, where "(1,250)" is a pair."""
+    if "," not in pn.text or any(c in pn.text for c in "([{") or _parse_number(rn.text) is None:
+        return None
+    text = _GROUPED.sub(lambda m: m.group(0).replace(",", ""), pn.text)
+    if text == pn.text:
+        return None
+    return replace(pn, text=text, spaced=_GROUPED.sub(lambda m: m.group(0).replace(",", ""), pn.spaced))
+
+
+def _conversion(pn: _Norm, rn: _Norm):
+    """(the prediction's number in the reference's unit, that unit) when both name units of one
+    dimension with exact sizes ("2500 m" for "2.5 km"), else None. Only when the reference names
+    its unit: a bare reference is in the unit the question asks for (quantities.conflict)."""
+    if pn.noun is None or rn.noun is None or not pn.noun.unit or not rn.noun.unit or pn.noun.rate or rn.noun.rate:
+        return None
+    (pd, pu), (rd, ru) = pn.noun.unit, rn.noun.unit
+    if pu == ru or pu not in UNIT_SIZES or ru not in UNIT_SIZES or UNIT_SIZES[pu][0] != UNIT_SIZES[ru][0]:
+        return None
+    pv, rv = _parse_number(pn.text), _parse_number(rn.text)
+    if pv is None or rv is None:
+        return None
+    return pv * UNIT_SIZES[pu][1] / UNIT_SIZES[ru][1], ru
+
+
+# ---------------------------------------------------------------------------------------------
+# Numerals in a base, multiple choice, points and vectors
+# ---------------------------------------------------------------------------------------------
+
+
+def _bases(pn: _Norm, rn: _Norm, question: Question | None) -> Decision | None:
+    """Numerals with a base subscript: the same base and the same digits. A base-10 subscript is
+    the plain number; a plain number for a numeral in base b is its digits without the subscript
+    ("1011" for 1011_2); a numeral in another base than the reference's is another answer."""
+    pb, rb = forms.base_numeral(pn.text), forms.base_numeral(rn.text)
+    if pb is None and rb is None:
+        return None
+    p_plain = re.fullmatch(r"\d+", pn.text) is not None
+    r_plain = re.fullmatch(r"\d+", rn.text) is not None
+    if pb is not None and rb is not None:
+        same = pb[1] == rb[1] and pb[2] == rb[2]
+        why = "numerals in a base: the same base and digits" if same else f"numerals in a base: {pn.text} vs {rn.text}"
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, why, pn.spaced, rn.spaced)
+    if rb is not None and p_plain:
+        same = rb[1] == 10 and int(pn.text) == rb[2] or pn.text.lstrip("0") == rb[0].lstrip("0")
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, f"a plain number for a numeral in base {rb[1]}: its digits", pn.spaced, rn.spaced)
+    if pb is not None and r_plain:
+        same = pb[1] == 10 and pb[2] == int(rn.text)
+        why = "a base-10 subscript is the plain number" if pb[1] == 10 else f"a numeral in base {pb[1]} for a reference in base 10"
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, why, pn.spaced, rn.spaced)
+    return None
+
+
+_CHOICE = re.compile(r"^(?:\((?P<p>[A-J])\)|(?P<l>[A-J])(?:\.|:|\)))\s*(?P<text>[A-Za-z][A-Za-z' \-]*)?\.?$")
+
+
+def _choices(pn: _Norm, rn: _Norm, question: Question | None) -> Decision | None:
+    """A multiple-choice letter with its option's text ("(C) Plane", "B. Cone"), or the text of
+    one option alone, for a reference that is a letter. The letter decides; a text that names
+    another option than the letter's contradicts it."""
+    letter = _mc_letter(rn.text)
+    if letter is None:
+        return None
+    options = {k: v.lower() for k, v in question.options} if question is not None else {}
+    m = _CHOICE.match(pn.spaced)
+    if m is not None:
+        chosen = m.group("p") or m.group("l")
+        text = (m.group("text") or "").strip().lower()
+        if re.search(r"\b(?:and|or)\b", text):
+            return None  # "(C) and (D)"
+        named = [k for k, v in options.items() if text and (v == text or v.startswith(text) or text.startswith(v))]
+        if named and chosen not in named:
+            return _done(Verdict.INCORRECT, f"multiple choice: ({chosen}) with the text of option {'/'.join(named)}", pn.spaced, rn.spaced)
+        same = chosen == letter
+        return _done(Verdict.CORRECT if same else Verdict.INCORRECT, "multiple choice: the letter (its option's text after it)", pn.spaced, rn.spaced)
+    if options and re.fullmatch(r"[A-Za-z][A-Za-z' \-]*", pn.spaced):
+        named = [k for k, v in options.items() if v == pn.spaced.lower()]
+        if len(named) == 1:
+            return _done(Verdict.CORRECT if named[0] == letter else Verdict.INCORRECT, "multiple choice: the text of one option", pn.spaced, rn.spaced)
+    return None
+
+
+def _as_tuples(pn: _Norm, rn: _Norm) -> tuple[_Norm, _Norm, str] | None:
+    """A named point ("P = (8, -2)") is its tuple; a vector written as a matrix is a tuple when
+    the other side is one."""
+    p_point, r_point = forms.named_point(pn.spaced), forms.named_point(rn.spaced)
+    if p_point is not None or r_point is not None:
+        p2 = _normalise(p_point) if p_point is not None else pn
+        r2 = _normalise(r_point) if r_point is not None else rn
+        if forms.container(p2.spaced) == "paren" or forms.container(r2.spaced) == "paren" or forms.vector_items(p2.spaced) or forms.vector_items(r2.spaced):
+            return p2, r2, "a named point is its coordinates"
+    pv, rv = forms.vector_items(pn.spaced), forms.vector_items(rn.spaced)
+    if pv is not None and rv is None and forms.container(rn.spaced) == "paren":
+        return _normalise("(" + ", ".join(pv) + ")"), rn, "a vector is the tuple of its components"
+    if rv is not None and pv is None and forms.container(pn.spaced) == "paren":
+        return pn, _normalise("(" + ", ".join(rv) + ")"), "a vector is the tuple of its components"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,12 +266,29 @@ _FAST_RULES = {
 }
 
 
-def _atoms(pn: _Norm, rn: _Norm) -> Decision:
-    fast = _fast_compare(pn, rn)
+_FRACTION = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}|(-?)(\d+)/(\d+)")
+
+
+def _unreduced(text: str) -> bool:
+    m = _FRACTION.fullmatch(text)
+    if m is None:
+        return False
+    a, b = (int(m.group(2)), int(m.group(3))) if m.group(2) else (int(m.group(5)), int(m.group(6)))
+    return b != 0 and math.gcd(a, b) > 1
+
+
+def _atoms(pn: _Norm, rn: _Norm, question: Question | None = None) -> Decision:
+    exact = question is not None and question.exact
+    if question is not None and question.reduced and _unreduced(pn.text) and not _unreduced(rn.text):
+        return _done(Verdict.INCORRECT, "a fraction not in lowest terms where the question asks for them", pn.spaced, rn.spaced)
+    fast = _fast_compare(pn, rn, exact)
     if fast in _FAST_RULES:
         return _done(_FAST_RULES[fast], "fast path: " + _fast_rule_name(pn, rn, fast), pn.spaced, rn.spaced)
     if not pn.text:
         return _done(Verdict.UNPARSEABLE, "empty answer", pn.spaced, rn.spaced)
+    if exact and "." in pn.text and _parse_number(pn.text) is not None and _parse_number(rn.text) is None:
+        # a decimal for an exact value the question asks for (in terms of pi, in radical form)
+        return _done(Verdict.INCORRECT, "a decimal where the question asks for an exact form", pn.spaced, rn.spaced)
     if "=" not in pn.spaced + rn.spaced and "\\begin" not in pn.spaced + rn.spaced:
         p_vars, r_vars = forms.letters(pn.spaced) - _CONSTANTS, forms.letters(rn.spaced) - _CONSTANTS
         if p_vars != r_vars:
@@ -266,16 +424,24 @@ def _functions(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> D
 # ---------------------------------------------------------------------------------------------
 
 
+def _letter_key(name: str) -> tuple:
+    """The conventional order of variable names: Latin letters alphabetically (x, y, z; a, b, c;
+    a_1, a_2), then Greek ones (r before \\theta)."""
+    return (name.startswith("\\"), name.lower(), name)
+
+
 def _ordered_values(nm: forms.Named, question: Question | None) -> tuple[list[str], str]:
-    """The values of named components in the order the question names them, else alphabetical for
-    one-letter names, else as written."""
+    """The values of named components in the order the question states them (a tuple of the names,
+    "Enter (a, b)"; words in the order it names them), else in the conventional order of letters,
+    else as written."""
     names = list(nm.names)
     order = question.name_order(names) if question is not None else None
     if order is not None:
         return [nm.values[i] for i in order], "in the question's order of the names"
-    if all(len(forms.canonical_name(n)) == 1 for n in names):
-        order = sorted(range(len(names)), key=lambda i: forms.canonical_name(names[i]))
-        return [nm.values[i] for i in order], "in alphabetical order of the names"
+    canon = [forms.canonical_name(n) for n in names]
+    if all(len(c) == 1 or c.startswith("\\") or "_" in c for c in canon):
+        order = sorted(range(len(names)), key=lambda i: _letter_key(canon[i]))
+        return [nm.values[i] for i in order], "in the conventional order of the names"
     return list(nm.values), "in the order written"
 
 

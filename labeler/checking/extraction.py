@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from labeler.checking.quantities import parse_noun
+from labeler.checking import prose
+from labeler.checking.quantities import Asked, parse_noun
 
 # Answers longer than this are not answers (a model rambling inside \boxed{}); they never reach
 # the symbolic layer. Plain string comparison still applies.
@@ -134,10 +135,23 @@ def _math_segment_at(text: str, pos: int, max_len: int = 4 * 2_000) -> tuple[str
             if end < 0:
                 return None
             content = text[start:end]
-            if opener == "$" and _looks_like_prose(content):
-                return None  # two currency signs ("$5. She pays $"), not math
+            if opener == "$" and (_looks_like_prose(content) or _currency_pair(content, text[end + 1 : end + 2])):
+                return None  # two currency signs ("$5. She pays $", "$30, so it costs $70"), not math
             return content, end + len(closer)
     return None
+
+
+_PLAIN_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_COMMANDS_AND_TEXT = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+")
+
+
+def _currency_pair(content: str, after_close: str) -> bool:
+    """"$30, so the grooming costs $" / "$3 = $42": a dollar sign before a digit, and what lies
+    between it and the next one is prose (a word outside any command) or the next one is itself
+    followed by a digit. Math opens with a digit too ("$2x + 3$"), but holds no words."""
+    if not re.match(r"\s?-?\d", content):
+        return False
+    return after_close.isdigit() or bool(_PLAIN_WORD.search(_COMMANDS_AND_TEXT.sub(" ", content)))
 
 
 _SENTENCE_END = re.compile(r"(?<!\d)\.(?=\s|$)|\d\.(?=\s+[A-Z]|\s*$)|[!?](?=\s|$)|\n")
@@ -175,7 +189,25 @@ def _clean_phrase_tail(tail: str) -> str | None:
     line = line.strip().strip("*").strip()
     if line.endswith(".") and not re.search(r"\d\.$", line):
         line = line[:-1]
-    return line.strip() or None
+    return _without_hedges(line.strip()) or None
+
+
+# "probably 18", "about 12 days", "I think 7": a hedge before the answer is not part of it.
+_HEDGE = re.compile(
+    r"^(?:(?:probably|likely|approximately|approx\.?|about|around|roughly|exactly|precisely|just|maybe|perhaps|definitely|clearly|simply|"
+    r"i\s+think|i\s+believe|i\s+guess|i\s+would\s+say)\b[\s,:]*)+",
+    re.IGNORECASE,
+)
+# "13, not 12", "13 (not 12)", "13 rather than 12": a rejected value after the answer is not part of it.
+_REJECTION_TAIL = re.compile(r"(?:\s*[,;]\s*|\s+|\s*\(\s*)(?:and\s+|but\s+)?(?:not|rather\s+than|instead\s+of)\s+[^()]{1,40}?\)?\s*$", re.IGNORECASE)
+
+
+def _without_hedges(answer: str) -> str:
+    out = _HEDGE.sub("", answer) if _HEDGE.match(answer) else answer
+    if re.search(r"\b(?:not|rather|instead)\b", out, re.IGNORECASE):
+        cut = _REJECTION_TAIL.sub("", out)
+        out = cut if cut.strip() else out
+    return out.strip() or answer
 
 
 _NOT_AN_ANSWER = re.compile(
@@ -317,6 +349,8 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
         content = ", ".join(j for j in joined if j)
         if not content:
             continue
+        if len(joined) == 1:
+            content += _unit_after(following)  # "... is $12$ inches.": the unit stays with the number
         if _NEGATION.search(_first_sentence(sentence + para[first:])):
             continue  # "So $x = 14$ and $y = 15$ is not a solution."
         rank = 1 if (_CONCLUSION_START.search(sentence) or re.search(r"answer|final", sentence, re.IGNORECASE)) else 0
@@ -404,8 +438,6 @@ def _bold_final_line(text: str) -> str | None:
     return m.group("content").strip() if m else None
 
 
-# Numbers of prose, not exponents, subscripts or coefficients ("x^5", "a_2", "3x").
-_NUMBER_IN_TEXT = re.compile(r"(?<![\w.^_])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\w^(])|(?<![\w.^_])-?\.\d+(?![\w^(])")
 _LATEX_WORD = re.compile(r"\\[A-Za-z]+")
 _COMPUTED = re.compile(r"=\s*(?:\\\$|\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
 
@@ -417,35 +449,28 @@ _NEGATION = re.compile(
 )
 
 
-def _last_number(text: str) -> str | None:
-    """The number a word-problem solution ends on: in the last sentence with a number, the last
-    number the solution computed somewhere ("= 34" above, so "... a total of 34 hours ... in 4
-    weeks" gives 34), else the last number."""
+def _last_number(text: str, asked: Asked | None = None) -> str | None:
+    """The number a word-problem solution ends on, with the words after it ("8 millimeters"): in
+    the closing sentence when it states one in words ("Jean can fill fourteen bags."), else in the
+    last sentence with a number, read by prose.read_sentence (currency, rejected values, clauses,
+    circumstances, mixed units), preferring a value the solution computed somewhere ("= 34" above,
+    so "... a total of 34 hours ... in 4 weeks" gives 34)."""
     tail = text[-4000:]
-    nums = list(_NUMBER_IN_TEXT.finditer(tail))
-    if not nums:
+    closing = _last_sentence(tail)
+    if closing and not re.search(r"\d", closing):
+        worded = prose.words_to_digits(closing)
+        if worded != closing and not _NEGATION.search(closing):
+            return prose.read_sentence(worded, asked)
+    span = prose.last_number_span(tail)
+    if span is None:
         return None
-    last = nums[-1]
-    chosen = last
-    before = tail[: last.start()]
-    sentence = tail[_sentence_start(before) : last.end() + 200]
-    sentence = _first_sentence(sentence[: sentence.find(last.group(0)) + len(last.group(0))] + _first_sentence(tail[last.end() :]))
+    last_start, last_end = span
+    start = _sentence_start(tail[:last_start])
+    sentence = tail[start:last_end] + _first_sentence(tail[last_end : last_end + 600])
     if _NEGATION.search(sentence):
         return None  # "So x = 14 and y = 15 is not a solution.": no answer is stated
-    if not re.search(r"=\s*(?:\\\$|\$)?\s*$", tail[max(0, last.start() - 8) : last.start()]):
-        before = tail[: last.start()]
-        s_start = _sentence_start(before)
-        in_sentence = [m for m in nums if m.start() >= s_start]
-        if len(in_sentence) > 1:
-            results = {r.group(1).replace(",", "") for r in _COMPUTED.finditer(tail, 0, last.end())}
-            computed = [m for m in in_sentence if m.group(0).replace(",", "") in results]
-            if computed:
-                chosen = computed[-1]
-    s = chosen.group(0)
-    rest = tail[chosen.end() : chosen.end() + 3]
-    if rest.startswith("%") or rest.startswith("\\%"):
-        s += "%"
-    return s
+    computed = frozenset(r.group(1).replace(",", "") for r in _COMPUTED.finditer(tail, 0, last_end))
+    return prose.read_sentence(sentence, asked, computed)
 
 
 def _looks_bare(text: str) -> bool:
@@ -454,16 +479,21 @@ def _looks_bare(text: str) -> bool:
     s = text.strip()
     if not s or len(s) > 200 or "\n" in s:
         return False
+    if _CHOICE_WITH_TEXT.fullmatch(s):
+        return True  # "B. Cone", "(C) Plane"
+    if prose.looks_like_prose(s) and (re.search(r"\d", s) or prose.words_to_digits(s) != s):
+        return False  # "Priya pays $42.", "She gets twelve pieces.": a sentence, read for its number
     words = re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", _LATEX_WORD.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", s)))
     if re.search(r"[\d\\=^_{}()\[\]+*/<>|]", s):
         return len(words) <= 3
     return len(words) <= 2 and not re.search(r"[.,;:!?'\"]\s*\S", s)
 
 
+_CHOICE_WITH_TEXT = re.compile(r"\(?[A-J](?:\)|\.|:)\s*[A-Za-z][A-Za-z' \-]{0,40}\.?|\([A-J]\)")
 _COUNT_CLAUSE = re.compile(r"^\s*(\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s+([A-Za-z][A-Za-z' \-]{0,40}?)\s*(?:[,;(]|\s+(?:because|since|which|as|so)\b|\.?\s*$)")
 
 
-def _answer_from_sentence(s: str, last_number: bool) -> str:
+def _answer_from_sentence(s: str, last_number: bool, asked: Asked | None = None) -> str:
     """A phrase answer that is a whole sentence ("Verna received $7.00 in change"): its math, or
     its number (word problems). A count that opens it is the answer: "7 crayons, 2 in each box"."""
     if _looks_bare(s):
@@ -475,7 +505,7 @@ def _answer_from_sentence(s: str, last_number: bool) -> str:
     if segs:
         return segs[-1][2]
     if last_number:
-        n = _last_number(s)
+        n = _last_number(s, asked)
         if n is not None:
             return n
     return s
@@ -493,9 +523,10 @@ def extract_answer(text: str, *, last_number: bool = True) -> str | None:
     return extract_answer_traced(text, last_number=last_number)[0]
 
 
-def extract_answer_traced(text: str, *, last_number: bool = True, expect_word: bool = False) -> tuple[str | None, str]:
+def extract_answer_traced(text: str, *, last_number: bool = True, expect_word: bool = False, asked: Asked | None = None) -> tuple[str | None, str]:
     """(answer, the rule that found it). ``expect_word``: the reference is a word ("Evelyn"), so a
-    closing "... is Evelyn." states it."""
+    closing "... is Evelyn." states it. ``asked``: what the question asks for, which names the
+    clause of a closing sentence that states the answer ("70 gold coins and 40 silver coins")."""
     if not isinstance(text, str) or not text.strip():
         return None, "empty"
     boxed = _last_boxed(text)
@@ -507,9 +538,9 @@ def extract_answer_traced(text: str, *, last_number: bool = True, expect_word: b
     chosen: str | None = None
     how = "none"
     if boxed is not None and (phrase is None or boxed[0] >= phrase[0] or "\\boxed" in phrase[1] or "\\fbox" in phrase[1]):
-        chosen, how = boxed[1], "last box"
+        chosen, how = boxed[1] + _unit_after(text[boxed[2] : boxed[2] + 80]), "last box"
     elif phrase is not None:
-        chosen, how = _answer_from_sentence(phrase[1], last_number), "answer phrase"
+        chosen, how = _answer_from_sentence(phrase[1], last_number, asked), "answer phrase"
     if chosen is None:
         concl = _last_conclusion(text)
         if concl is not None:
@@ -522,15 +553,62 @@ def extract_answer_traced(text: str, *, last_number: bool = True, expect_word: b
         how = "plain closing statement"
     if chosen is None and _looks_bare(text):
         chosen, how = text.strip(), "bare answer"
+    if chosen is None:
+        chosen, how = _bare_last_line(text, last_number), "bare last line"
     if chosen is None and last_number:
-        chosen, how = _last_number(text), "last number"
+        chosen, how = _last_number(text, asked), "last number"
+    if chosen is None and not last_number and _one_statement(text):
+        # for a reference that is no plain number, only a whole text that is one sentence stating
+        # one value: "She eats 3/8 of the pizza.", "The midpoint is Q = (3, -4)."
+        chosen, how = prose.read_sentence(text.strip().rstrip("."), asked), "prose sentence"
     if chosen is None:
         return None, "no answer found"
     chosen = _strip_math_delimiters(chosen.strip())
     return (chosen or None), how
 
 
+def _bare_last_line(text: str, last_number: bool) -> str | None:
+    """A last line that is a bare answer after some prose ("Let's see.\n10\\pi"): the answer is
+    that line, not a number taken out of it. For a plain-number reference only a line of LaTeX or
+    a single token; a line of plain arithmetic ("9 * 2 = 18") is left to the last-number rule."""
+    body = text.rstrip()
+    cut = body.rfind("\n")
+    if cut < 0:
+        return None
+    line = body[cut + 1 :].strip()
+    if not line or not _looks_bare(line) or prose.looks_like_prose(line):
+        return None
+    if last_number and not (re.search(r"[\\^{}]", line) or " " not in line):
+        return None
+    return line
+
+
+_UNIT_AFTER = re.compile(r"[\s$]*(?:\\\)|\\\])?[\s$]*(?:\\text\{\s*)?([A-Za-z][A-Za-z ]{0,30}?)\}?\s*(?:[.!]\s*|$)")
+
+
+def _unit_after(following: str) -> str:
+    """" inches" when the words right after an answer's math or box, to the end of its sentence,
+    are a unit ("$\\boxed{12}$ inches.", "is $12$ square feet."); else "". A count noun or other
+    words are left out (they were never part of a boxed answer)."""
+    m = _UNIT_AFTER.match(following)
+    if m is None:
+        return ""
+    words = m.group(1).split()
+    noun = parse_noun(words) if 0 < len(words) <= 3 else None
+    return " " + " ".join(words) if noun is not None and (noun.unit is not None or noun.rate) else ""
+
+
+def _one_statement(text: str) -> bool:
+    """One sentence of prose that states one value (a number or a point) and no condition."""
+    s = text.strip()
+    if not prose.looks_like_prose(s) or _SENTENCE_END.search(s.rstrip(".!")) or _SUBORDINATE.search(s):
+        return False
+    return len(prose.numbers_in(s)) == 1 or prose.states_a_point(s)
+
+
 def _strip_math_delimiters(s: str) -> str:
+    if not s or s[0] not in "$\\*" and s[-1] not in ".\\":
+        return s  # nothing to strip (most answers)
     changed = True
     while changed and s:
         changed = False
@@ -538,7 +616,7 @@ def _strip_math_delimiters(s: str) -> str:
             if len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
                 s = s[len(a) : len(s) - len(b)].strip()
                 changed = True
-        if s.endswith(".") and not re.search(r"\d\.$", s[-2:]) or s.endswith("\\."):
+        if s.endswith(".") and not (len(s) > 1 and s[-2].isdigit()) or s.endswith("\\."):
             s = s[:-1].rstrip()
             changed = True
         if s.endswith("\\") and not s.endswith("\\\\"):  # a stray trailing backslash

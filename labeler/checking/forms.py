@@ -369,3 +369,58 @@ def family_items(s: str, param: str) -> list[str]:
         expanded = expand_pm(expr)
         out.extend(expanded if expanded else [expr])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Numerals in a base, points, vectors
+# ---------------------------------------------------------------------------------------------
+
+_BASE_NUMERAL = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d{1,2})\)?\}?$")
+
+
+def base_numeral(text: str) -> tuple[str, int, int] | None:
+    """"52_8" / "52_{8}" / "(52)_8" -> (digits, base, value); None unless every digit is one of the
+    base ("a_2" is a subscripted letter, not a numeral)."""
+    m = _BASE_NUMERAL.match(text)
+    if m is None:
+        return None
+    digits, base = m.group(1), int(m.group(2))
+    if not 2 <= base <= 36 or not re.fullmatch(r"[0-9A-Z]+", digits):
+        return None
+    try:
+        value = int(digits, base)
+    except ValueError:
+        return None
+    return digits.lstrip("0") or "0", base, value
+
+
+_POINT_NAME = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?'?|\\mathbf\{[A-Za-z]\}|\\vec\{[A-Za-z]\}|\\overrightarrow\{[A-Z]+\}|\\bf\s*[a-z])\s*=\s*(?P<tuple>\(.*\))$")
+
+
+_POINT_CALL = re.compile(r"^[A-Z](?:_\{?\w+\}?)?'?\s*(?P<tuple>\(\s*[-\d.\\{}a-z ]+(?:,\s*[-\d.\\{}a-z ]+)+\))$")
+
+
+def named_point(s: str) -> str | None:
+    """"P = (8, -2)" or "V(3, 2)" -> the tuple: a point or vector named by a letter (or a bold or
+    arrow name); None for anything else ("f(3, 2)" is a function's value)."""
+    m = _POINT_NAME.match(s.strip()) or _POINT_CALL.match(s.strip())
+    if m is None or container(m.group("tuple")) != "paren":
+        return None
+    return m.group("tuple")
+
+
+_VECTOR = re.compile(r"^\\begin\{([pbvB]?matrix)\}(?P<body>.*)\\end\{\1\}$", re.DOTALL)
+
+
+def vector_items(s: str) -> list[str] | None:
+    """The components of a column or row vector written as a matrix; None for a matrix with
+    several rows and columns, or anything else."""
+    m = _VECTOR.match(s.strip())
+    if m is None:
+        return None
+    body = m.group("body")
+    rows = [r.strip() for r in body.split("\\\\") if r.strip()]
+    if len(rows) > 1:
+        return rows if all("&" not in r for r in rows) else None
+    cols = [c.strip() for c in body.split("&")]
+    return cols if len(cols) > 1 and all(cols) else None

@@ -11,7 +11,8 @@ from fractions import Fraction
 from functools import lru_cache
 
 from labeler.checking.extraction import _strip_math_delimiters
-from labeler.checking.quantities import MULTIPLIERS, Noun, parse_noun
+from labeler.checking.prose import is_number_words, words_to_digits
+from labeler.checking.quantities import _UNITS, MULTIPLIERS, Noun, parse_noun
 
 # Decimal exponents beyond this are not evaluated exactly in-process (10^{10^{10}}).
 _MAX_EXACT_EXPONENT = 400
@@ -79,6 +80,22 @@ _DOMAIN_WORDS = (
     ("real", re.compile(r"\breal|\\mathbb\s*\{?\s*R", re.I)),
     ("complex", re.compile(r"complex|\\mathbb\s*\{?\s*C", re.I)),
 )
+# Thousands separators of LaTeX: "11{,}111", "11,\! 111" (before \! becomes a space).
+_LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\s*\\!\s*)(?=\d)")
+# A comma and a space between digit groups separate items ("2, 500" is two numbers); a separator
+# has no space ("2,500").
+_SPACED_COMMA = re.compile(r"(?<![\d.,])(\d{1,3}), (?=\d{3}(?![\d.]))")
+# A repeating decimal: 0.\overline{3}, 0.1\overline{6}, 2.\overline{142857}, 0.\dot{3}.
+_REPEATING = re.compile(r"(?<![\d.])(-?)(\d*)\.(\d*)\s*\\(?:overline|dot|bar)\s*(?:\{\s*(\d+)\s*\}|(\d))")
+# Words after an expression that name its unit: "12\pi inches per second", "9\pi square inches".
+_UNIT_PHRASE = re.compile(r"(?P<expr>.*?\S)\s+(?P<words>[A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,4})")
+_LETTER = re.compile("[A-Za-z]")
+_SHORT_GLUED = re.compile(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?")
+_GLUED_UNIT = re.compile(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*")
+_UNIT_MARKS = re.compile(r"[\^{}\d.]")
+_EXPRESSION_END = re.compile(r"[\d}]|\\pi")
+_PLAIN_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_PER_TIME = re.compile(r"(?<=\d)\s*/\s*(year|yr|month|week|day|hour|hr|minute|min)\s*\.?$", re.IGNORECASE)
 # "<number> <noun phrase>": any count noun, "1,200 sheets of paper", "2 dozen eggs".
 _COUNTED = re.compile(r"(?P<num>[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[+-]?\.\d+)\s+(?P<words>[A-Za-z][A-Za-z'\- /]{0,60}?)\s*[.!]?")
 
@@ -88,10 +105,17 @@ def _normalise(s: str) -> _Norm:
     """The normal form of an answer (a pure function of the text, cached: references and common
     answers repeat across rollouts)."""
     s = s.strip()
+    if _PLAIN_NUMBER.fullmatch(s):
+        return _Norm(s, s, False)  # "42", "-3.5": no rule below changes a plain number
     s = _strip_math_delimiters(s)
     s = s.replace("\\varnothing", "\\emptyset")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\dbinom", "\\binom")
     s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ").replace("\u2212", "-")
+    if "," in s:
+        s = _LATEX_THOUSANDS.sub(",", s)
+        s = _SPACED_COMMA.sub(r"\1; ", s)
+    if "\\overline" in s or "\\dot" in s or "\\bar" in s:
+        s = _REPEATING.sub(_repeating_fraction, s)
     s = s.replace("\\\\", "\u27e8NL\u27e9")  # protect row separators of matrices/arrays
     s = s.replace("\\{", "\u27e8LB\u27e9").replace("\\}", "\u27e8RB\u27e9")  # protect set braces
     s = _SPACES_CMD.sub(" ", s)
@@ -118,6 +142,8 @@ def _normalise(s: str) -> _Norm:
         s = new
     if "st" in s or "nd" in s or "rd" in s or "th" in s:
         s = _ORDINAL.sub("", s)
+    if s[:1].isalpha() and is_number_words(s):
+        s = words_to_digits(s)  # "seven", "twenty-eight", "fourteen bags"
     qualifier = None
     int_params: frozenset[str] = frozenset()
     domains: frozenset[str] = frozenset()
@@ -129,12 +155,14 @@ def _normalise(s: str) -> _Norm:
         domains = frozenset(name for name, rx in _DOMAIN_WORDS if rx.search(qualifier))
     noun = None
     unscaled = None
+    if "/" in s:
+        s = _PER_TIME.sub(r" per \1", s)  # "$25,000/year" is 25,000 a year
     # Trailing unit words after a number: "18 dollars", "5 cm^2".
-    m = _TRAILING_UNIT.search(s) if re.search("[A-Za-z]", s) else None
-    if m and not m.group(0)[:1].isspace() and re.fullmatch(r"[A-Za-z]{1,2}(?:\^?\{?[23]\}?)?\.?", m.group(0).strip()) and not re.fullmatch(r"(?:cm|mm|km|ft|kg|mg|ml|oz|lb|yd|mi)\S*", m.group(0).strip()):
+    m = _TRAILING_UNIT.search(s) if _LETTER.search(s) else None
+    if m and not m.group(0)[:1].isspace() and _SHORT_GLUED.fullmatch(m.group(0).strip()) and not _GLUED_UNIT.fullmatch(m.group(0).strip()):
         m = None  # "2m", "3h": a variable after a coefficient, not a unit
     if m:
-        noun = parse_noun(re.sub(r"[\^{}\d.]", " ", m.group(0)).split())
+        noun = parse_noun(_UNIT_MARKS.sub(" ", m.group(0)).split())
         s = s[: m.start()]
     else:
         # Any count noun after a plain number: "10 pencils", "2 dozen eggs", "1,200 sheets of paper".
@@ -152,6 +180,12 @@ def _normalise(s: str) -> _Norm:
                         scaled = value * MULTIPLIERS[first]
                         s = str(scaled.numerator) if scaled.denominator == 1 else f"{scaled.numerator}/{scaled.denominator}"
                         noun = parse_noun(words[1:]) if len(words) > 1 else parse_noun(words)
+        elif s.rstrip()[-1:].isalpha() and _EXPRESSION_END.search(s):
+            # A unit phrase after an expression: "12\pi inches per second" is 12\pi
+            m = _UNIT_PHRASE.fullmatch(s.strip())
+            got = parse_noun(m.group("words").split()) if m else None
+            if got is not None and (got.unit is not None or got.head == "unit") and _EXPRESSION_END.search(m.group("expr")):
+                noun, s = got, m.group("expr")
     # \frac12 -> \frac{1}{2}, \frac\pi2 -> \frac{\pi}{2}, \frac1{2x} -> \frac{1}{2x}, \sqrt2 -> \sqrt{2}
     if "\\frac" in s:
         s = _FRAC_TT.sub(r"\\frac{\1}{\2}", s)
@@ -163,6 +197,13 @@ def _normalise(s: str) -> _Norm:
     s = s.strip().rstrip(".").strip()
     spaced = _WHITESPACE.sub(" ", s)
     return _Norm(_WHITESPACE.sub("", s), spaced, percent, noun, unscaled, qualifier, int_params, domains, degrees)
+
+
+def _repeating_fraction(m: re.Match) -> str:
+    """0.1\\overline{6} -> \\frac{1}{6}: the exact value of a repeating decimal."""
+    sign, whole, fixed, period = m.group(1), m.group(2) or "0", m.group(3), m.group(4) or m.group(5)
+    value = Fraction(int(whole)) + Fraction(int(fixed or "0"), 10 ** len(fixed)) + Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+    return sign + (str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}")
 
 
 _NUM_PLAIN = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[+-]?\.\d+")
@@ -214,40 +255,56 @@ def clear_caches() -> None:
     _parse_number.cache_clear()
 
 
+_DECIMAL = re.compile(r"[+-]?[\d,]*\.(\d+)")
+
+
 def _decimals(t: str) -> int | None:
     """Digits after the decimal point of a plain decimal literal, else None."""
-    m = re.fullmatch(r"[+-]?[\d,]*\.(\d+)", t)
+    m = _DECIMAL.fullmatch(t) if "." in t else None
     return len(m.group(1)) if m else None
 
 
-def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, rel_tol: float = 1e-9) -> bool:
+def _scientific(t: str) -> bool:
+    return "e" in t or "E" in t or "10^" in t
+
+
+# Decimal places from which a rounded decimal stands for an exact value: math-verify's precision,
+# the one the symbolic layer compares pi and roots at (2\pi vs 6.283185).
+ROUNDED_PLACES = 6
+_FLOAT_NOISE = Fraction(1, 10**9)
+
+
+def _numbers_equal(a: Fraction, b: Fraction, a_text: str, b_text: str, exact_only: bool = False) -> bool:
+    """The one policy for numbers written differently.
+
+    - Two decimals (or numbers in scientific notation) are equal when they are the same number up
+      to floating-point noise: relative 1e-9, and below half a unit of the last digit both show
+      (0.30000000000000004 is 0.3; 123456789.1 is not 123456789.2).
+    - Integers and fractions are exact (1000000001 is not 1000000000).
+    - A decimal equals a fraction when it is exactly that number (0.375 is 3/8; 0.\\overline{3}
+      is 1/3), or when it shows at least ROUNDED_PLACES decimal places and is that number rounded
+      to them (0.142857 is 1/7). A shorter rounded decimal never is (0.333 and 0.33 are not 1/3,
+      4.67 is not 14/3).
+    - `exact_only` (the question asks for a common fraction or an exact form): only exactly the number.
+    """
     if a == b:
         return True
-    if a == 0 or b == 0:
+    if a == 0 or b == 0 or "." not in a_text and "." not in b_text and not _scientific(a_text) and not _scientific(b_text):
+        return False  # integers and fractions are exact
+    a_dec, b_dec = _decimals(a_text), _decimals(b_text)
+    a_inexact, b_inexact = a_dec is not None or _scientific(a_text), b_dec is not None or _scientific(b_text)
+    if a_inexact and b_inexact:
+        if abs(a - b) > _FLOAT_NOISE * max(abs(a), abs(b)):
+            return False
+        shown = [d for d, t in ((a_dec, a_text), (b_dec, b_text)) if d is not None and not _scientific(t)]
+        return not shown or abs(a - b) < Fraction(1, 2 * 10 ** min(shown))
+    if exact_only:
         return False
-    # Floating-point noise (0.30000000000000004) only where a side is written as a decimal:
-    # integers and fractions compare exactly (1000000001 is not 1000000000).
-    # The difference must also stay below half a unit of the last digit both sides show
-    # (123456789.1 is not 123456789.2).
-    inexact = any("." in t or "e" in t.lower() for t in (a_text, b_text))
-    if inexact and abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b)):
-        shown = [_decimals(t) or 0 for t in (a_text, b_text) if "e" not in t.lower() and "10^" not in t]
-        if not shown or abs(a - b) < Fraction(1, 2 * 10 ** min(shown)):
-            return True
-    # A decimal rounded to its shown precision matches an exact value that has no short decimal
-    # form (0.333 vs 1/3, 3.14 vs 314/100 is not needed). At least 3 significant digits.
-    for x, y, y_text in ((a, b, b_text), (b, a, a_text)):
-        k = _decimals(y_text)
-        if k is None or k < 2:
-            continue
-        sig = len(re.sub(r"[^\d]", "", y_text).lstrip("0"))
-        if sig < 3:
-            continue
-        scaled = x * 10**k
-        if scaled.denominator == 1:
-            continue  # x is exact at that precision: rounding is no excuse
-        if abs(x - y) <= Fraction(1, 2 * 10**k):
-            return True
+    for exact, rounded, places in ((a, b, b_dec), (b, a, a_dec)):
+        if places is not None and places >= ROUNDED_PLACES:
+            tolerance = max(Fraction(1, 2 * 10**places), _FLOAT_NOISE * abs(exact))
+            if abs(exact - rounded) <= tolerance:
+                return True
     return False
 
 
@@ -260,10 +317,22 @@ def _mc_letter(ref_norm: str) -> str | None:
     return m.group(1) if m else None
 
 
+# "Total: 1250", "Total cost: $1,250": a label of up to four words, then one value.
+_LABELLED = re.compile(r"\s*[A-Za-z]+(?:\s+[A-Za-z]+){0,3}\s*:\s*([^:]+?)\s*")
+
+
+def _several_values(rhs: str) -> bool:
+    return bool(re.search(r"[,;]|\\text|\\mbox|\\quad|\band\b|\bor\b", rhs)) and not _NUM_PLAIN.fullmatch(rhs.replace(" ", ""))
+
+
 def _equation_rhs(t: str) -> str | None:
     """The value an equation states: "x = 3" -> "3", "AB = 2 \\cdot 5 = 10" -> "10",
     "\\cos\\angle RPS = -\\frac{24}{25}" -> "-\\frac{24}{25}". None for inequalities and for several
-    equations at once ("x = 1, y = 2"), which are compared whole."""
+    equations at once ("x = 1, y = 2"), which are compared whole. A label before a colon states its
+    value the same way: "Total: 1250" -> "1250"."""
+    if ":" in t and "=" not in t:
+        m = _LABELLED.fullmatch(t)
+        return m.group(1).strip() if m and not _several_values(m.group(1)) else None
     if "=" not in t or re.search(r"\\(?:leq?|geq?|neq?|ne|approx)(?![A-Za-z])|[<>]", t):
         return None
     parts = t.split("=")
@@ -292,7 +361,7 @@ class _Fast(enum.Enum):
 _WORDS = re.compile(r"[A-Za-z]{2,}(?:[A-Za-z' -]*[A-Za-z])?")
 
 
-def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
+def _fast_compare(pred: _Norm, ref: _Norm, exact_only: bool = False) -> _Fast:
     if not pred.text or not ref.text:
         return _Fast.UNDECIDED
     if pred.text == ref.text and pred.percent == ref.percent:
@@ -337,7 +406,7 @@ def _fast_compare(pred: _Norm, ref: _Norm) -> _Fast:
                 continue
             any_number_pair = True
             for pc, rc in _percent_candidates(pv, rv, pred.percent, ref.percent):
-                if _numbers_equal(pc, rc, p, r):
+                if _numbers_equal(pc, rc, p, r, exact_only):
                     return _Fast.CORRECT
     if any_number_pair and len(pred_texts) == 1 and len(ref_texts) == 1:
         return _Fast.INCORRECT

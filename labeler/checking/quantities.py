@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 # Units by dimension, each spelling -> its canonical unit. Anything else after a number is a count noun.
@@ -58,9 +59,24 @@ _units("volume", "gallon", "gallons", "gal")
 _units("volume", "quart", "quarts", "qt")
 _units("volume", "pint", "pints", "pt")
 _units("volume", "cup", "cups")
+_units("volume", "tablespoon", "tablespoons", "tbsp")
+_units("volume", "teaspoon", "teaspoons", "tsp")
 _units("angle", "degree", "degrees")
 _units("angle", "radian", "radians", "rad")
 _units("rate", "mph", "kph", "km/h", "m/s")
+
+# Exact sizes of units, in the base unit of their dimension: 2500 m is 2.5 km. Units of vaguer
+# size (months, years, cups) are left out.
+UNIT_SIZES: dict[str, tuple[str, Fraction]] = {
+    "millimeter": ("length", Fraction(1, 1000)), "centimeter": ("length", Fraction(1, 100)), "meter": ("length", Fraction(1)),
+    "kilometer": ("length", Fraction(1000)), "inch": ("length", Fraction(254, 10000)), "foot": ("length", Fraction(3048, 10000)),
+    "yard": ("length", Fraction(9144, 10000)), "mile": ("length", Fraction(1609344, 1000)),
+    "milligram": ("mass", Fraction(1, 1000)), "gram": ("mass", Fraction(1)), "kilogram": ("mass", Fraction(1000)),
+    "ounce": ("mass", Fraction(45359237, 16 * 10**5)), "pound": ("mass", Fraction(45359237, 10**5)),
+    "second": ("time", Fraction(1)), "minute": ("time", Fraction(60)), "hour": ("time", Fraction(3600)),
+    "day": ("time", Fraction(86400)), "week": ("time", Fraction(604800)),
+    "milliliter": ("volume", Fraction(1, 1000)), "liter": ("volume", Fraction(1)),
+}
 
 MULTIPLIERS = {"dozen": 12, "dozens": 12, "hundred": 100, "hundreds": 100, "thousand": 1000, "thousands": 1000, "million": 10**6, "millions": 10**6, "billion": 10**9, "billions": 10**9}
 
@@ -156,6 +172,40 @@ def parse_noun(words: list[str]) -> Noun | None:
     return Noun(tuple(low), lemma(head), unit, rate or unit is not None and unit[0] == "rate")
 
 
+# Words that say nothing about which quantity a clause states.
+_FUNCTION_WORDS = frozenset(
+    "a an the is are was were be been being has have had do does did will would can could should may might must "
+    "he she it they we you i his her its their our your my him them us me this that these those there here "
+    "of to in on at for from by with and or but so as if than then also just now still only each every all "
+    "how many much what which who whom whose when where why total altogether left per".split()
+)
+# Past forms of common verbs, so that "won" names the "win" a question asks about.
+_VERB_FORMS = {
+    "won": "win", "lost": "lose", "sold": "sell", "bought": "buy", "paid": "pay", "spent": "spend", "made": "make",
+    "gave": "give", "given": "give", "took": "take", "taken": "take", "ate": "eat", "eaten": "eat", "ran": "run",
+    "got": "get", "kept": "keep", "found": "find", "read": "read", "wrote": "write", "written": "write", "drove": "drive",
+    "driven": "drive", "flew": "fly", "grew": "grow", "grown": "grow", "saw": "see", "seen": "see", "sent": "send",
+    "caught": "catch", "brought": "bring", "thought": "think", "told": "tell", "met": "meet", "fed": "feed",
+    "held": "hold", "drew": "draw", "drawn": "draw", "threw": "throw", "baked": "bake", "earned": "earn",
+    "saved": "save", "scored": "score", "picked": "pick", "collected": "collect", "used": "use", "needed": "need",
+}
+
+
+def _content_lemma(word: str) -> str:
+    w = word.lower().strip("'")
+    if w in _VERB_FORMS:
+        return _VERB_FORMS[w]
+    base = lemma(w)
+    if len(base) > 5 and base.endswith("ed") and not base.endswith("eed"):
+        base = base[:-2] if not base.endswith("ied") else base[:-3] + "y"
+    return base
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lemmas of the words that say what a sentence is about (not function words)."""
+    return frozenset(_content_lemma(w) for w in re.findall(r"[A-Za-z][A-Za-z'\-]*", text) if w.lower() not in _FUNCTION_WORDS and len(w) > 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # What the question asks for
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +217,7 @@ _MONEY_WORDS = re.compile(
     re.IGNORECASE,
 )
 _HOW_MANY = re.compile(r"\bhow\s+many\s+([A-Za-z][A-Za-z\s'\-]{0,60})", re.IGNORECASE)
-_IN_UNIT = re.compile(r"\bin\s+([A-Za-z]+(?:\s+per\s+[A-Za-z]+)?)\s*[?,.)]", re.IGNORECASE)
+_IN_UNIT = re.compile(r"\bin\s+((?:(?:square|cubic|sq\.?)\s+)?[A-Za-z/]+(?:\s+per\s+[A-Za-z]+)?)\s*[?,.)]", re.IGNORECASE)
 _STOP_AFTER_HOW_MANY = frozenset(
     "does do did is are was were will would can could should has have had in on at for if than that to be it he she they we you "
     "there this these those his her their its".split()
@@ -191,6 +241,8 @@ class Asked:
     words: frozenset[str] = frozenset()  # lemmas of every word in the question
     body: frozenset[str] = frozenset()  # lemmas of the words before the asking sentence
     counted: frozenset[str] = frozenset()  # lemmas of the nouns the question counts with a number ("3 boxes")
+    asking: frozenset[str] = frozenset()  # content words of the asking sentence ("gold", "coin", "sell", "harald")
+    rate: tuple[str | None, str | None] | None = None  # a rate's units when it asks for one in them: ("mile", "hour")
 
 
 def _asking_sentence(question: str) -> str:
@@ -217,8 +269,11 @@ def _asked(question: str, sentence: str) -> Asked:
     words = frozenset(lemma(w) for w in _WORD.findall(question))
     body = frozenset(lemma(w) for w in _WORD.findall(question.replace(sentence, " ")))
     counted = frozenset(lemma(m.group(1)) for m in _COUNTED_IN_QUESTION.finditer(question))
+    asking = content_words(sentence)
     got = _asked_kind(sentence)
-    return Asked(got.dimension, got.unit, got.nouns, words, body, counted) if got is not None else Asked(None, None, frozenset(), words, body, counted)
+    if got is None:
+        return Asked(None, None, frozenset(), words, body, counted, asking)
+    return Asked(got.dimension, got.unit, got.nouns, words, body, counted, asking, got.rate)
 
 
 def _asked_kind(sentence: str) -> Asked | None:
@@ -227,7 +282,7 @@ def _asked_kind(sentence: str) -> Asked | None:
     if m:
         noun = parse_noun(m.group(1).split())
         if noun is not None and noun.rate:
-            return Asked("rate", None, frozenset({noun.head}))
+            return Asked("rate", None, frozenset({noun.head}), rate=rate_units(noun))
         if noun is not None and noun.unit is not None:
             return Asked(noun.unit[0], noun.unit[1], frozenset({noun.head}))
     if re.search(r"\bwhat\s+percent(?:age)?\b|\bhow\s+many\s+percent\b|\bpercent(?:age)?\s+of\b", sentence, re.IGNORECASE):
@@ -245,6 +300,8 @@ def _asked_kind(sentence: str) -> Asked | None:
             phrase = []  # "how many of them", "how many did he keep"
         noun = parse_noun(phrase) if phrase else None
         if noun is not None:
+            if noun.rate and noun.unit is not None and noun.unit[0] == "length" and rate_units(noun) is not None:
+                return Asked("rate", None, frozenset({noun.head}), rate=rate_units(noun))  # "how many miles per hour"
             if noun.head in ("dollar", "cent") or noun.unit is not None and noun.unit[0] == "money":
                 return Asked("money", noun.unit[1] if noun.unit else "dollar", frozenset({noun.head}))
             if noun.unit is not None:
@@ -270,6 +327,48 @@ def _asked_kind(sentence: str) -> Asked | None:
     return None
 
 
+_RATE_ABBREVIATIONS = {"mph": ("mile", "hour"), "kph": ("kilometer", "hour"), "km/h": ("kilometer", "hour"), "m/s": ("meter", "second")}
+
+
+def _unit_of(word: str) -> str | None:
+    got = _UNITS.get(word) or _UNITS.get(lemma(word))
+    return got[1] if got is not None and got[0] != "rate" else None
+
+
+def rate_units(noun: Noun) -> tuple[str | None, str | None] | None:
+    """The units of a rate: "mph" -> ("mile", "hour"), "kilometers per hour" -> ("kilometer", "hour"),
+    "dollars a day" -> ("dollar", "day"); None when the words are no rate."""
+    words = list(noun.words)
+    if len(words) == 1 and words[0] in _RATE_ABBREVIATIONS:
+        return _RATE_ABBREVIATIONS[words[0]]
+    if len(words) == 1 and "/" in words[0]:
+        a, _, b = words[0].partition("/")
+        return (_unit_of(a), _unit_of(b)) if _unit_of(a) or _unit_of(b) else None
+    for i, w in enumerate(words):
+        if i > 0 and w in ("per", "a", "an", "every", "each") and i + 1 < len(words):
+            return (_unit_of(words[i - 1]), _unit_of(words[i + 1]))
+    return None
+
+
+def _rate_conflict(noun: Noun, asked: Asked) -> str | None:
+    """A rate in other units than the rate asked ("6 kilometers per hour" for miles per hour), or
+    no rate: "60 minutes" for how fast. "60 miles" for miles per hour names the rate's numerator:
+    no evidence."""
+    num, den = asked.rate or (None, None)
+    if noun.rate:
+        got = rate_units(noun)
+        if got is not None and (num and got[0] and got[0] != num or den and got[1] and got[1] != den):
+            return f"'{noun.text}' where the question asks for {num or '?'}s per {den or '?'}"
+        return None
+    if noun.unit is not None and noun.unit[0] == "length":
+        return f"'{noun.text}' where the question asks for {num}s per {den or '?'}" if num and noun.unit[1] != num else None
+    return f"'{noun.text}' is not a rate; the question asks how fast"
+
+
+# Dimensions of units that never count things (a count asked in cups, "3 cups", may be fine).
+_MEASURES = frozenset({"money", "length", "mass", "time"})
+
+
 def conflict(noun: Noun, asked: Asked) -> str | None:
     """Why `noun` names another quantity than the one asked, or None when it may be that one."""
     if asked.dimension is None or not noun.head:
@@ -277,12 +376,11 @@ def conflict(noun: Noun, asked: Asked) -> str | None:
     if noun.unit is not None:
         dim, unit = noun.unit
         if asked.dimension == "count":
-            if dim == "money" and not asked.nouns & {noun.head, unit}:
-                return f"'{noun.text}' is money; the question counts {' '.join(sorted(asked.nouns))}"
+            if dim in _MEASURES and asked.nouns and not asked.nouns & {noun.head, unit}:
+                return f"'{noun.text}' is {dim}; the question counts {' '.join(sorted(asked.nouns))}"
             return None  # a unit word used as a count ("3 cups") when the question counts something else: no evidence
         if asked.dimension == "rate":
-            # "60 miles" for a speed in miles per hour names the rate's numerator: no evidence
-            return None if noun.rate or dim == "length" else f"'{noun.text}' is not a rate; the question asks how fast"
+            return _rate_conflict(noun, asked)
         if dim != asked.dimension:
             return f"'{noun.text}' is {dim}; the question asks for {asked.dimension}"
         if asked.unit is not None and unit != asked.unit:

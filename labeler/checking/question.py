@@ -24,8 +24,17 @@ _UNORDERED = re.compile(
     r"|\bseparated\s+by\s+commas\b|\bunordered\b|\bin\s+any\s+order\b|\bset\s+of\s+(?:all\s+)?(?:solutions|roots|values)\b",
     re.IGNORECASE,
 )
+# The question wants the exact value: a rounded decimal does not answer it.
+_EXACT = re.compile(
+    r"\bcommon\s+fraction|\bsimplest\s+(?:radical\s+)?form|\blowest\s+terms|\bexact\s+(?:value|form|answer)|\bin\s+terms\s+of\s+\\?\$?\\?pi"
+    r"|\b(?:as\s+an?|improper|reduced)\s+fraction|\bmixed\s+number|\bradical\s+form",
+    re.IGNORECASE,
+)
+# The question wants a fraction in lowest terms: 36/99 is not 4/11 as an answer to it.
+_REDUCED = re.compile(r"\blowest\s+terms|\bsimplest\s+form|\breduced\s+fraction|\bsimplify\b", re.IGNORECASE)
+# Options of a multiple-choice question: "(A) cylinder (B) cone", "$\textbf{(B) }\ 3$".
+_OPTION = re.compile(r"\(\s*([A-J])\s*\)\s*\}?\s*(?:\\[,;:!\s]|\\qquad|\\quad)*\s*([^()\n$]*?)(?=\s*(?:\\qquad|\\quad|\$)?\s*(?:\\textbf\{|\\text\{|\\mathrm\{)?\s*\(\s*[A-J]\s*\)|\s*$|\n)")
 _TUPLE_OF_NAMES = re.compile(r"\(\s*([A-Za-z](?:_\{?\w+\}?)?(?:\s*,\s*[A-Za-z](?:_\{?\w+\}?)?)+)\s*\)")
-_MATH = re.compile(r"\$\$?(.+?)\$\$?|\\\((.+?)\\\)", re.DOTALL)
 _WORD_SYNONYMS = {"min": ("minimum", "smallest", "least", "lowest", "min"), "max": ("maximum", "largest", "greatest", "highest", "max")}
 
 
@@ -34,12 +43,19 @@ class Question:
     ordered: bool | None  # True: an ordered tuple/list; False: a set of solutions; None: not said
     quantity: Asked
     text: str
+    exact: bool = False  # it asks for a common fraction or an exact form: rounded decimals are wrong
+    options: tuple[tuple[str, str], ...] = ()  # multiple-choice options: (letter, its text)
+    reduced: bool = False  # it asks for lowest terms / simplest form: an unreduced fraction is wrong
 
     def describe(self) -> dict:
         q = self.quantity
         out = {"ordered": self.ordered}
         if q.dimension:
             out["asks_for"] = q.dimension + (f" ({q.unit})" if q.unit else "") + (f" of {'/'.join(sorted(q.nouns))}" if q.nouns else "")
+        if self.exact:
+            out["exact_form"] = True
+        if self.options:
+            out["options"] = "".join(letter for letter, _ in self.options)
         return out
 
     def name_order(self, names: list[str]) -> list[int] | None:
@@ -54,7 +70,8 @@ def read_question(text: str) -> Question:
         ordered = True
     elif _UNORDERED.search(text):
         ordered = False
-    return Question(ordered, asked_quantity(text), text)
+    options = tuple((m.group(1), m.group(2).strip(" .,;")) for m in _OPTION.finditer(text) if m.group(2).strip(" .,;"))
+    return Question(ordered, asked_quantity(text), text, bool(_EXACT.search(text)), options if len(options) >= 2 else (), bool(_REDUCED.search(text)))
 
 
 @lru_cache(maxsize=4096)
@@ -67,15 +84,15 @@ def _name_order(text: str, names: tuple[str, ...]) -> list[int] | None:
         got = [canonical_name(x.strip()) for x in m.group(1).split(",")]
         if sorted(got) == sorted(canon):
             return [canon.index(g) for g in got]
-    # Otherwise the order of first mention: letters inside the question's math, words anywhere.
-    math = " ".join(a or b for a, b in _MATH.findall(text))
+    # Letters without such a tuple: the conventional order (comparison.py), never the order of
+    # first mention ("If $y = 3x$ and $x + y = 8$" still asks for (x, y)).
+    if any(len(c) == 1 or c.startswith("\\") or "_" in c for c in canon):
+        return None
+    # Words ("Alice and Bob", "the minimum and the maximum"): the order the question names them.
     positions = []
     for i, c in enumerate(canon):
-        if len(c) == 1 or c.startswith("\\") or "_" in c:
-            m = re.search(r"(?<![A-Za-z\\])" + re.escape(c) + r"(?![A-Za-z])", math)
-        else:
-            options = _WORD_SYNONYMS.get(c, (c,))
-            m = re.search(r"\b(?:" + "|".join(re.escape(o) for o in options) + r")\b", text, re.IGNORECASE)
+        options = _WORD_SYNONYMS.get(c, (c,))
+        m = re.search(r"\b(?:" + "|".join(re.escape(o) for o in options) + r")\b", text, re.IGNORECASE)
         if m is None:
             return None
         positions.append((m.start(), i))

@@ -4,6 +4,7 @@
     labeler eval --scores scores.jsonl --threshold 0.5 --reference processbench/gsm8k.jsonl --json
     labeler eval --judgments JUDGED --reference processbench/gsm8k.jsonl
     labeler eval --labels mc=runs/mc --labels human=runs/pb-import --scores prm=scores.jsonl --reference gsm8k.jsonl --common
+    labeler eval --prm ours=runs/prm --prm qwen=qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --reference processbench/gsm8k.jsonl
 
 Rows are matched by problem_id (and by their steps when a problem has several solutions).
 ProcessBench files (steps, label = first wrong step or -1): accuracy on erroneous rows (predicted
@@ -11,26 +12,30 @@ first error == label), on correct rows (predicted -1), and their harmonic mean F
 subset). PRM800K files (step ratings -1/0/+1; --neutral says what a 0 counts as): the same
 first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 
-A step is predicted wrong when its hard label is False (--labels), when its soft label is below
---threshold (--labels with --threshold), or when its score is below --threshold (--scores,
-default 0.5). The predicted first error is the first step predicted wrong, -1 if none. With
---judgments (the output of `labeler judge`) it is the judge's verdict, the majority of its votes:
-how good a critic the judge is, before a large run trusts it.
+--prm scores the reference solutions themselves with a PRM: a folder saved by `labeler train`,
+or KIND:MODEL for a public PRM, as `labeler score` takes it (remote code only with
+--trust-remote-code). A step is predicted wrong when its hard label is False (--labels), when its
+soft label is below --threshold (--labels with --threshold), or when its score is below
+--threshold (--scores, --prm; default 0.5). The predicted first error is the first step
+predicted wrong, -1 if none. With --judgments (the output of `labeler judge`) it is the judge's
+verdict, the majority of its votes: how good a critic the judge is, before a large run trusts it.
 
---labels, --scores and --judgments repeat: several sources (Monte-Carlo, judge, consensus, imported
-human labels, PRM scores, a judge's verdicts) go side by side in one table, a row per source and
-subset, each named by NAME= before its path or else by its folder or file name; --common compares
-them all on the reference rows that every source matched.
+--labels, --scores, --prm and --judgments repeat: several sources (Monte-Carlo, judge, consensus,
+imported human labels, PRM scores, PRMs, a judge's verdicts) go side by side in one table, a row
+per source and subset, each named by NAME= before its path or else by its folder or file name (a
+PRM by its spec); --common compares them all on the reference rows that every source matched.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
 from labeler.cli.flags import add_flags
+from labeler.prm.config import TrainConfig
 
 COMMAND = "eval"
 
@@ -38,6 +43,7 @@ COMMAND = "eval"
 def register(subparsers) -> None:
     from labeler.evaluation.metrics import NEUTRAL_MODES
     from labeler.evaluation.references import REFERENCE_FORMATS
+    from labeler.prm.scorers import PRM_SPEC_HELP
 
     parser = add_command(
         subparsers,
@@ -53,6 +59,12 @@ def register(subparsers) -> None:
         help="labels shards: a job's output directory, a folder of shards, or one shard; repeat to compare several",
     )
     parser.add_argument("--scores", action="append", metavar="[NAME=]FILE.jsonl", help="the output of `labeler score`; repeatable")
+    parser.add_argument(
+        "--prm",
+        action="append",
+        metavar="[NAME=]SPEC",
+        help=f"score the reference solutions with this PRM; repeatable. SPEC: {PRM_SPEC_HELP}",
+    )
     parser.add_argument(
         "--judgments",
         action="append",
@@ -83,7 +95,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--common", action="store_true", help="with several sources: compare them only on the reference rows that every one of them matched"
     )
-    add_flags(parser, RunOptions, only=("json",))
+    run = parser.add_argument_group("run (with --prm)")
+    run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
+    add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, RunOptions, only=("json", "quiet", "verbose"))
     parser.set_defaults(handler=run_eval)
 
 
@@ -102,29 +117,36 @@ def run_eval(args: argparse.Namespace) -> int:
     from labeler.evaluation.references import read_reference
     from labeler.inputs.readers import InputError
 
-    args.labels, args.scores, args.judgments = args.labels or [], args.scores or [], args.judgments or []
-    if not args.labels and not args.scores and not args.judgments:
-        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --judgments DIR (or several)")
+    args.labels, args.scores, args.prm, args.judgments = args.labels or [], args.scores or [], args.prm or [], args.judgments or []
+    if not args.labels and not args.scores and not args.prm and not args.judgments:
+        return usage_error(COMMAND, "give --labels DIR or --scores FILE or --prm SPEC or --judgments DIR (or several)")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         return usage_error(COMMAND, "--threshold must be in [0, 1]")
-    if args.threshold is not None and not args.labels and not args.scores:
+    if args.threshold is not None and not args.labels and not args.scores and not args.prm:
         return usage_error(COMMAND, "--threshold does not apply to --judgments: a judge names a step, it gives no score")
-    named = [(kind, *_named(spec)) for kind in ("labels", "scores", "judgments") for spec in getattr(args, kind)]
+    if args.batch_size < 1:
+        return usage_error(COMMAND, "--batch-size must be at least 1")
+    named = [(kind, *_named(spec)) for kind in ("labels", "scores") for spec in getattr(args, kind)]
+    named += [("prm", *_named(spec, by_spec=True)) for spec in args.prm]
+    named += [("judgments", *_named(spec)) for spec in args.judgments]
     names = [name for _, name, _ in named]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         return usage_error(COMMAND, f"two sources are named {repeated[0]!r}: name them, as NAME=PATH")
     score_threshold = DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold
     try:
+        references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
         sources = []
         for kind, name, path in named:
             if kind == "labels":
                 sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
             elif kind == "scores":
                 sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
+            elif kind == "prm":
+                predictions = _prm_predictions(args, path, references, score_threshold)
+                sources.append(PredictionSource(name, kind, path, score_threshold, predictions))
             else:
                 sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
-        references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     if len(sources) == 1:
@@ -137,9 +159,25 @@ def run_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _named(spec: str) -> tuple[str, str]:
-    """(name, path) of `NAME=PATH`, or of a bare PATH named by its folder or file name."""
+def _named(spec: str, by_spec: bool = False) -> tuple[str, str]:
+    """(name, path) of `NAME=PATH`, or of a bare PATH named by its folder or file name (by itself with `by_spec`)."""
     name, equals, path = spec.partition("=")
-    if equals and name and "/" not in name:
+    if equals and name and "/" not in name and ":" not in name:
         return name, path
-    return Path(spec.rstrip("/")).stem or spec, spec
+    return spec if by_spec else (Path(spec.rstrip("/")).stem or spec), spec
+
+
+def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold: float):
+    """A PRM's predictions on the reference solutions, scored now; ValueError when it cannot load."""
+    from labeler.evaluation.human_agreement import predictions_from_step_scores, reference_solutions
+    from labeler.prm.devices import place
+    from labeler.prm.scorers import load_scorer
+
+    log_to_stderr(args.quiet)
+    if not args.verbose:
+        quiet_transformers()
+    placement = place(args.device, args.precision)
+    solutions = reference_solutions(references)
+    scorer = load_scorer(spec, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
+    logging.getLogger("labeler.eval").info("scoring %d reference solutions with %s on %s", len(solutions), spec, placement.describe())
+    return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)

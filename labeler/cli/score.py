@@ -1,6 +1,10 @@
-"""`labeler score`: score solutions with a trained PRM.
+"""`labeler score`: score solutions with a trained PRM, or a public one through its adapter.
 
     labeler score --prm prm-run/best --input solutions.jsonl --output scores.jsonl
+    labeler score --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --input solutions.jsonl --output scores.jsonl
+
+--prm takes a folder saved by `labeler train` or KIND:MODEL for a public PRM (KIND math-shepherd,
+rlhflow or qwen-prm; MODEL a hub id or folder). Remote code runs only with --trust-remote-code.
 
 Input: the formats `labeler label` reads (jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], with
 --preset and column flags), or labels shards (a job's output directory or a shard). One JSON line
@@ -40,19 +44,18 @@ RUN_OPTIONS = ("json", "quiet", "verbose")
 
 
 def register(subparsers) -> None:
+    from labeler.prm.scorers import PRM_SPEC_HELP
     from labeler.prm.solution_scores import SELECT_BY
     from labeler.prm.trajectory import CombinedScore
 
     parser = add_command(
         subparsers,
         COMMAND,
-        help="score solutions with a trained PRM",
+        help="score solutions with a trained or a public PRM",
         description=__doc__,
         usage_errors="bad usage, or an unreadable input or PRM",
     )
-    parser.add_argument(
-        "--prm", required=True, metavar="DIR", help="a trained PRM: a checkpoint folder (RUN/best, RUN/last) or a run folder (its best/)"
-    )
+    parser.add_argument("--prm", required=True, metavar="SPEC", help=f"the PRM: {PRM_SPEC_HELP}")
     data = parser.add_argument_group("input")
     data.add_argument(
         "--input", required=True, help="jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], or labels shards (a job's output directory)"

@@ -39,6 +39,7 @@ RUN_OPTIONS = ("json", "quiet", "verbose")
 
 
 def register(subparsers) -> None:
+    from labeler.prm.scorers import PRM_SPEC_HELP
     from labeler.prm.selection import SelectConfig
     from labeler.prm.trajectory import CombinedScore
 
@@ -50,7 +51,9 @@ def register(subparsers) -> None:
         usage_errors="bad usage, an unreadable input, PRM or scores file, or nothing to select by",
     )
     scores = parser.add_mutually_exclusive_group(required=True)
-    scores.add_argument("--prm", metavar="DIR", help="a trained PRM (RUN/best, or RUN for its best/) to score the input with")
+    scores.add_argument(
+        "--prm", metavar="SPEC", help=f"the PRM to score the input with: {PRM_SPEC_HELP} (a public PRM has no trajectory score: --by mean)"
+    )
     scores.add_argument("--scores", metavar="FILE.jsonl", help="the lines `labeler score` wrote for this same input, instead of --prm")
     data = parser.add_argument_group("input")
     data.add_argument("--input", required=True, help="jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], or labels shards (a job's output directory)")

@@ -1,6 +1,7 @@
 """`labeler train`: train a Process Reward Model on labels shards.
 
     labeler train --labels OUT --output prm-run --model Qwen/Qwen2.5-Math-1.5B
+    torchrun --nproc-per-node 8 -m labeler.cli train --labels OUT --output prm-run --device cuda
 
 Reads the labels shards of a labeling job directly (only committed units; or a folder of shards,
 or one shard). Backbone: a causal LM from transformers; head: one logit per step, read at the
@@ -9,6 +10,11 @@ labels. The split into train and validation is by problem. After every epoch: a 
 stderr and one JSON line in OUTPUT/metrics.jsonl; OUTPUT/last is rewritten and OUTPUT/best when
 the selected validation metric improved. Both load with `labeler score --prm OUTPUT/best`.
 Rerun the same command to resume from OUTPUT/last; raise --epochs to train a finished run longer.
+
+A micro-batch's solutions are packed into rows of at most --pack-length tokens (attention kept
+within each solution); the log and metrics.jsonl give the padded tokens per real token. Under
+torchrun each process trains --batch-size solutions per micro-batch: an optimizer step takes
+batch x accumulation x processes solutions, and process 0 validates, logs and saves.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ def run_train(args: argparse.Namespace) -> int:
         result = train(config)
     except (ValueError, InputError) as error:  # bad settings, labels, model, or a mismatched resume
         return usage_error(COMMAND, str(error).splitlines()[0])
+    if result.process_rank != 0:  # under torchrun, process 0 reports for all
+        return EXIT_OK
     if options.json:
         print(json.dumps(asdict(result), indent=1))
         return EXIT_OK

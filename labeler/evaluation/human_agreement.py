@@ -2,9 +2,10 @@
 
 Predictions come from labels shards (a step is predicted wrong when its hard label is False, or,
 with a threshold, when its soft label is below it), from `labeler score` output (wrong when the
-step's probability is below the threshold), or from judgments shards (`labeler judge`: the steps
-before the judge's first error predicted right, that step wrong, the later ones not predicted: a
-critique names the earliest error only). They are matched to reference rows by problem_id;
+step's probability is below the threshold), from a step scorer run on the reference solutions
+themselves (wrong likewise), or from judgments shards (`labeler judge`: the steps before the
+judge's first error predicted right, that step wrong, the later ones not predicted: a critique
+names the earliest error only). They are matched to reference rows by problem_id;
 when several predicted solutions share a problem_id, the one with the reference's steps is used.
 A match whose step count differs from the reference's is not compared.
 
@@ -23,6 +24,7 @@ from statistics import mean
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, step_metrics
 from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
+from labeler.evaluation.solutions import SolutionToScore
 
 DEFAULT_SCORE_THRESHOLD = 0.5
 
@@ -69,6 +71,30 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
         raise PredictionsError(f"{path}:{number}: not a `labeler score` line ({error})") from error
+    return predictions
+
+
+def reference_solutions(references: list[ReferenceSet]) -> list[SolutionToScore]:
+    """The distinct solutions of the reference files (problem and steps), for a PRM to score."""
+    seen: dict[tuple[str, tuple[str, ...]], SolutionToScore] = {}
+    for reference in references:
+        for solution in reference.solutions:
+            key = (solution.problem_id, solution.steps)
+            if key not in seen:
+                solution_id = f"{reference.name}:{solution.row_index}"
+                seen[key] = SolutionToScore(solution.problem_id, solution_id, solution.problem, solution.steps, solution.row_index)
+    return list(seen.values())
+
+
+def predictions_from_step_scores(
+    solutions: list[SolutionToScore], step_scores: list[list[float | None]], threshold: float = DEFAULT_SCORE_THRESHOLD
+) -> list[Prediction]:
+    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file)."""
+    predictions = []
+    for solution, scores in zip(solutions, step_scores, strict=True):
+        scores = tuple(scores) + (None,) * (len(solution.steps) - len(scores))  # steps past the PRM's length limit
+        correct = tuple(None if score is None else score >= threshold for score in scores)
+        predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, len(solution.steps), correct, scores))
     return predictions
 
 
@@ -153,7 +179,7 @@ class PredictionSource:
     """One source of predictions in a comparison: a labels output, a score file or a judge's verdicts, by its name."""
 
     name: str
-    kind: str  # "labels", "scores" or "judgments"
+    kind: str  # "labels", "scores" (a score file), "prm" (a PRM run on the references) or "judgments"
     path: str
     threshold: float | None  # None: hard labels
     predictions: list[Prediction]
@@ -161,7 +187,8 @@ class PredictionSource:
     @property
     def label_source(self) -> str:
         found = sorted({p.label_source for p in self.predictions if p.label_source is not None})
-        return ", ".join(found) if found else {"scores": "PRM scores", "judgments": "judge verdicts"}.get(self.kind, "none")
+        unlabelled = {"scores": "PRM scores", "prm": "PRM scores", "judgments": "judge verdicts"}
+        return ", ".join(found) if found else unlabelled.get(self.kind, "none")
 
     def header(self) -> dict:
         return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}

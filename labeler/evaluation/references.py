@@ -30,6 +30,8 @@ class ReferenceSolution:
     steps: tuple[str, ...]
     first_error: int | None  # ProcessBench's label; None for PRM800K (it depends on the neutral mode)
     ratings: tuple[int | None, ...] | None = None  # PRM800K only, one per step
+    problem: str = ""  # the problem text, for scoring the reference's solutions with a PRM
+    row_index: int | None = None
 
 
 @dataclass
@@ -72,7 +74,8 @@ def detect_reference_format(row: dict, path: str) -> str:
 
 def _processbench(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolution:
     source = to_source_row("processbench", row_index, with_placeholder_answer("processbench", row, options), options)
-    return ReferenceSolution(source.problem_id, source.steps, processbench_first_error(row, len(source.steps)))
+    first_error = processbench_first_error(row, len(source.steps))
+    return ReferenceSolution(source.problem_id, source.steps, first_error, problem=source.problem, row_index=row_index)
 
 
 def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolution:
@@ -80,7 +83,8 @@ def _prm800k(row_index: int, row: dict, options: PresetOptions) -> ReferenceSolu
     if isinstance(question, dict) and not question.get("ground_truth_answer"):
         row = {**row, "question": {**question, "ground_truth_answer": ANSWER_PLACEHOLDER}}
     source = to_source_row("prm800k", row_index, row, options)
-    return ReferenceSolution(source.problem_id, source.steps, None, prm800k_ratings(row, len(source.steps)))
+    ratings = prm800k_ratings(row, len(source.steps))
+    return ReferenceSolution(source.problem_id, source.steps, None, ratings, problem=source.problem, row_index=row_index)
 
 
 _READERS = {"processbench": _processbench, "prm800k": _prm800k}

@@ -1,8 +1,18 @@
 """`labeler report`: one self-contained HTML page with PNG plots of a labeling job's output.
 
 The page embeds its plots (base64 PNG), so it can be mailed or archived alone; the PNG files are
-written beside it too. Plots: soft labels, first-error positions, mean soft label by step index,
-tokens and rollouts spent per solution, rejected rows by reason.
+written beside it too. It is made of sections, each built from what the job holds and left out
+(with one line saying so) when there is nothing to show:
+
+    summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted
+    soft labels                histogram of the soft labels
+    first error position       solutions by their first hard-negative step
+    soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
+                               final-answer checks left out: they are 0 or 1 by construction
+    spend                      tokens and rollouts per solution
+    rejected rows              by reason, and a table with every reason in full and an example row
+
+Counts are drawn on integer axes. Other commands add sections to SECTION_BUILDERS.
 """
 
 from __future__ import annotations
@@ -12,14 +22,18 @@ import html
 import io
 import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
+from labeler.store.lock import read_lock_holder
 from labeler.store.reader import LabelledRow, open_job, read_labelled_rows
 from labeler.store.shard_store import REJECTED_DIR
 
 PAGE_NAME = "index.html"
+MEASURED = "rollouts"  # the label_method of a step whose soft label is a Monte-Carlo estimate
+LABEL_CHARS = 60  # a reason's length on the plot's axis; the table has it in full
 
 
 @dataclass
@@ -28,68 +42,291 @@ class Plot:
     title: str
     caption: str
     png: bytes
+    figure: object = None  # the matplotlib Figure drawn, for tests to read its axes
+
+
+@dataclass
+class Section:
+    title: str
+    plots: list[Plot] = field(default_factory=list)
+    html: str = ""  # shown under the plots: a table, or the line that says why there is no plot
+
+
+@dataclass(frozen=True)
+class RejectionReason:
+    stage: str
+    field: str
+    reason: str  # numbers replaced by N, so "12034 characters" and "50321 characters" are one reason
+
+    def label(self) -> str:
+        return f"{self.stage} / {self.field}: {self.reason}"
+
+
+@dataclass
+class Rejections:
+    counts: Counter = field(default_factory=Counter)  # RejectionReason -> rows
+    examples: dict = field(default_factory=dict)  # RejectionReason -> (row_index, the reason as written)
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How far a job is, from its manifest: None where the labels are a folder of shards without one."""
+
+    finished: bool
+    planned: int
+    planned_what: str  # "solutions", or "input rows" for a job planned before units counted their solutions
+    done: int  # of `planned`
+    units_committed: int
+    units: int
+    driver: dict | None
+
+    def line(self) -> str | None:
+        if self.finished:
+            return None
+        if self.driver is not None and not self.driver.get("stale"):
+            state = f"the job is still running (host {self.driver['host']}, pid {self.driver['pid']})"
+        else:
+            state = "the job was interrupted: rerun its `labeler label` command to finish it"
+        progress = f"{self.done} of {self.planned} {self.planned_what} ({self.units_committed} of {self.units} units committed)"
+        return f"incomplete: {progress}; {state}"
+
+
+@dataclass
+class ReportInputs:
+    job_dir: str
+    rows: list[LabelledRow]
+    rejections: Rejections
+    completion: Completion | None
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
-    rows = read_labelled_rows(job_dir)
-    rejected = _rejected_reasons(job_dir)
+    inputs = ReportInputs(job_dir, read_labelled_rows(job_dir), _rejections(job_dir), _completion(job_dir))
     out = Path(out_dir) if out_dir else Path(job_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
-    plots = [
-        _soft_label_histogram(rows),
-        _first_error_histogram(rows),
-        _soft_label_by_step(rows),
-        _spend(rows),
-        _rejected_by_reason(rejected),
-    ]
-    for plot in plots:
-        (out / plot.name).write_bytes(plot.png)
+    sections = [section for build in SECTION_BUILDERS if (section := build(inputs)) is not None]
+    for section in sections:
+        for plot in section.plots:
+            (out / plot.name).write_bytes(plot.png)
     page = out / PAGE_NAME
-    page.write_text(_page(job_dir, _summary(rows, rejected), plots, rejected), encoding="utf-8")
+    page.write_text(_page(inputs, sections), encoding="utf-8")
     return page
 
 
-def _summary(rows: list[LabelledRow], rejected: Counter) -> list[tuple[str, str]]:
+# --- what the page reads ---------------------------------------------------------------------
+
+
+def _rejections(job_dir: str) -> Rejections:
+    import pyarrow.parquet as pq
+
+    job = open_job(job_dir)
+    columns = ["row_index", "stage", "field", "reason"]
+    if job is not None:
+        tables = [job.read_table(name, columns) for name in job.committed_files(REJECTED_DIR)]
+    else:
+        folder = Path(job_dir) / REJECTED_DIR
+        files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+        tables = [pq.read_table(f, columns=columns) for f in files]
+    rejections = Rejections()
+    for table in tables:
+        for row in table.to_pylist():
+            key = RejectionReason(row["stage"], row["field"], re.sub(r"\d+", "N", row["reason"]))
+            rejections.counts[key] += 1
+            rejections.examples.setdefault(key, (row["row_index"], row["reason"]))
+    return rejections
+
+
+def _completion(job_dir: str) -> Completion | None:
+    job = open_job(job_dir)
+    if job is None:
+        return None
+    units = job.manifest["units"]
+    committed = [unit for unit in units if unit["state"] == "committed"]
+    labelled = sum(unit.get("stats", {}).get("solutions", 0) for unit in committed)
+    if all("n_solutions" in unit for unit in units):
+        planned, done, what = sum(u["n_solutions"] for u in units), labelled, "solutions"
+    else:
+        planned, done, what = sum(u["n_rows"] for u in units), sum(u["n_rows"] for u in committed), "input rows"
+    return Completion(len(committed) == len(units), planned, what, done, len(committed), len(units), read_lock_holder(job.location))
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+
+def summary_section(inputs: ReportInputs) -> Section:
+    rows = inputs.rows
     soft = [s for row in rows for s in row.soft_labels if s is not None]
     hard = [h for row in rows for h in row.hard_labels if h is not None]
+    methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
     with_error = sum(row.first_error >= 0 for row in rows)
-    return [
+    lines = [
         ("solutions", f"{len(rows)}"),
         ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
         ("problems", f"{len({row.problem_id for row in rows})}"),
         ("steps", f"{steps}"),
+        ("steps by label method", ", ".join(f"{method} {count}" for method, count in methods.most_common())),
         ("steps without a label", f"{steps - len(hard)}"),
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
         ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
         ("rollouts", f"{sum(sum(row.n_rollouts) for row in rows)}"),
         ("generated tokens", f"{sum(row.generated_tokens for row in rows)}"),
-        ("rejected rows", f"{sum(rejected.values())}"),
+        ("rejected rows", f"{inputs.rejections.total()}"),
     ]
+    if inputs.completion is not None:
+        c = inputs.completion
+        lines.insert(0, ("job", "finished" if c.finished else f"incomplete: {c.done} of {c.planned} {c.planned_what}"))
+    table = "\n".join(f"<tr><th>{html.escape(k)}</th><td class=number>{html.escape(v)}</td></tr>" for k, v in lines)
+    return Section("Summary", html=f"<table>{table}</table>")
 
 
-def _rejected_reasons(job_dir: str) -> Counter:
-    """Rejected rows counted by stage, field and reason, numbers in reasons replaced by N so
-    that "12034 characters" and "50321 characters" count as one reason."""
-    import pyarrow.parquet as pq
-
-    job = open_job(job_dir)
-    if job is not None:
-        tables = [job.read_table(name, ["stage", "field", "reason"]) for name in job.committed_files(REJECTED_DIR)]
-    else:
-        folder = Path(job_dir) / REJECTED_DIR
-        files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
-        tables = [pq.read_table(f, columns=["stage", "field", "reason"]) for f in files]
-    reasons: Counter = Counter()
-    for table in tables:
-        for row in table.to_pylist():
-            reason = re.sub(r"\d+", "N", row["reason"])
-            reasons[f"{row['stage']} / {row['field']}: {reason}"[:90]] += 1
-    return reasons
+def soft_label_section(inputs: ReportInputs) -> Section:
+    soft = [s for row in inputs.rows for s in row.soft_labels if s is not None]
+    if not soft:
+        return Section("Soft labels", html=_note("No step has a soft label (every step is inferred, stopped early or unlabelled)."))
+    figure = _figure()
+    axes = figure.add_subplot()
+    axes.hist(soft, bins=[i / 20 for i in range(21)], color="#4c72b0", edgecolor="white")
+    axes.set_xlabel("soft label (share of rollouts that reached the answer)")
+    axes.set_ylabel("steps")
+    _integer_axis(axes.yaxis)
+    axes.set_title("Soft labels")
+    caption = "Near 0: the prefix rarely reaches the answer; near 1: it almost always does (final-answer checks are 0 or 1)."
+    return Section("Soft labels", [Plot("soft_labels.png", "Soft labels", caption, _png(figure), figure)])
 
 
-# --- plots ---------------------------------------------------------------------------------
+def first_error_section(inputs: ReportInputs) -> Section:
+    rows = inputs.rows
+    counts = Counter(row.first_error for row in rows)
+    figure = _figure()
+    axes = figure.add_subplot()
+    positions = sorted(p for p in counts if p >= 0)
+    labels = ["none"] + [str(p + 1) for p in positions]
+    values = [counts.get(-1, 0)] + [counts[p] for p in positions]
+    axes.bar(labels, values, color=["#55a868"] + ["#c44e52"] * len(positions))
+    axes.set_xlabel("first wrong step (1-based); none: no step labelled negative")
+    axes.set_ylabel("solutions")
+    _integer_axis(axes.yaxis)
+    axes.set_title("First error position")
+    caption = "Where solutions go wrong, by their first hard-negative step."
+    return Section("First error position", [Plot("first_error.png", "First error position", caption, _png(figure), figure)])
+
+
+def measured_soft_labels_by_step(rows: list[LabelledRow]) -> tuple[dict[int, list[float]], int]:
+    """Soft labels measured by rollouts, by 0-based step index; and how many soft labels of other
+    methods (final-answer checks) were left out."""
+    by_index: dict[int, list[float]] = {}
+    left_out = 0
+    for row in rows:
+        for i, (soft, method) in enumerate(zip(row.soft_labels, row.label_method)):
+            if soft is None:
+                continue
+            if method == MEASURED:
+                by_index.setdefault(i, []).append(soft)
+            else:
+                left_out += 1
+    return by_index, left_out
+
+
+def soft_label_by_step_section(inputs: ReportInputs) -> Section:
+    title = "Mean soft label by step index"
+    by_index, checks = measured_soft_labels_by_step(inputs.rows)
+    left_out = (
+        f"; {checks} final-answer checks are left out (0 or 1 by construction, they would mix a check into an estimate)" if checks else ""
+    )
+    if not by_index:
+        return Section(title, html=_note(f"No step was measured by rollouts{left_out}."))
+    indices = sorted(by_index)
+    figure = _figure()
+    axes = figure.add_subplot()
+    axes.plot([i + 1 for i in indices], [mean(by_index[i]) for i in indices], marker="o", color="#4c72b0")
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("step index (1-based)")
+    axes.set_ylabel("mean soft label")
+    _integer_axis(axes.xaxis)
+    counts = axes.twinx()
+    counts.bar([i + 1 for i in indices], [len(by_index[i]) for i in indices], alpha=0.2, color="grey")
+    counts.set_ylabel("steps measured", color="grey")
+    _integer_axis(counts.yaxis)
+    axes.set_zorder(counts.get_zorder() + 1)  # the line above the bars
+    axes.patch.set_visible(False)
+    axes.set_title(title)
+    caption = (
+        f'Mean soft label of the steps measured by rollouts (label_method "{MEASURED}"), by their position in the solution{left_out}. '
+        "Grey bars: how many steps each point averages; a point over few steps is noisy."
+    )
+    return Section(title, [Plot("soft_label_by_step.png", title, caption, _png(figure), figure)])
+
+
+def spend_section(inputs: ReportInputs) -> Section:
+    rows = inputs.rows
+    figure = _figure(9.6, 3.6)
+    tokens_axes, rollouts_axes = figure.subplots(1, 2)
+    tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
+    tokens_axes.set_xlabel("generated tokens per solution")
+    tokens_axes.set_ylabel("solutions")
+    rollouts_axes.hist(
+        [sum(row.n_rollouts) for row in rows], bins=_integer_bins([sum(row.n_rollouts) for row in rows]), color="#937860", edgecolor="white"
+    )
+    rollouts_axes.set_xlabel("rollouts per solution")
+    rollouts_axes.set_ylabel("solutions")
+    for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
+        _integer_axis(axis)
+    tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
+    rollouts_axes.set_title(f"Rollouts spent: {sum(sum(row.n_rollouts) for row in rows)} in all")
+    return Section(
+        "Tokens and rollouts spent",
+        [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],
+    )
+
+
+def rejected_section(inputs: ReportInputs) -> Section:
+    rejections = inputs.rejections
+    title = "Rejected rows"
+    if not rejections.counts:
+        return Section(title, html=_note("No rejected rows."))
+    top = rejections.counts.most_common(12)
+    figure = _figure(9.6, max(2.4, 0.45 * len(top) + 1.2))
+    axes = figure.add_subplot()
+    names = [_shorten(reason.label(), LABEL_CHARS) for reason, _ in reversed(top)]
+    axes.barh(range(len(top)), [count for _, count in reversed(top)], color="#dd8452", tick_label=names)
+    axes.set_xlabel("rows")
+    _integer_axis(axes.xaxis)
+    axes.tick_params(axis="y", labelsize=8)
+    axes.set_title("Rejected rows by reason")
+    caption = "Rows the job refused (stage / field: reason), the most frequent first; the table below gives every reason in full."
+    escape = html.escape
+    lines = "\n".join(
+        f"<tr><td>{escape(reason.stage)}</td><td>{escape(reason.field)}</td><td>{escape(reason.reason)}</td>"
+        f"<td class=number>{count}</td><td>row {rejections.examples[reason][0]}: {escape(rejections.examples[reason][1])}</td></tr>"
+        for reason, count in rejections.counts.most_common()
+    )
+    table = f"<table><tr><th>stage</th><th>field</th><th>reason</th><th>rows</th><th>example</th></tr>{lines}</table>"
+    return Section(title, [Plot("rejected.png", "Rejected rows by reason", caption, _png(figure), figure)], table)
+
+
+def best_of_n_section(inputs: ReportInputs) -> Section | None:
+    """The best-of-N curves, in the output of `labeler bon` or `labeler search`; left out elsewhere."""
+    plots = best_of_n_plots(inputs.job_dir)
+    return Section("Best-of-N", plots) if plots else None
+
+
+# The page's sections, in order: each returns a Section, or None to leave itself out.
+SECTION_BUILDERS: list[Callable[[ReportInputs], Section | None]] = [
+    summary_section,
+    soft_label_section,
+    first_error_section,
+    soft_label_by_step_section,
+    spend_section,
+    rejected_section,
+    best_of_n_section,
+]
+
+
+# --- drawing -------------------------------------------------------------------------------
 
 
 def _figure(width: float = 6.4, height: float = 3.6):
@@ -104,103 +341,26 @@ def _png(figure) -> bytes:
     return buffer.getvalue()
 
 
-def _no_data(axes, message: str) -> None:
-    axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes, color="grey")
-    axes.set_xticks([])
-    axes.set_yticks([])
+def _integer_axis(axis) -> None:
+    """Ticks at whole numbers only: an axis of counts."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _soft_label_histogram(rows: list[LabelledRow]) -> Plot:
-    figure = _figure()
-    axes = figure.add_subplot()
-    soft = [s for row in rows for s in row.soft_labels if s is not None]
-    if soft:
-        axes.hist(soft, bins=[i / 20 for i in range(21)], color="#4c72b0", edgecolor="white")
-        axes.set_xlabel("soft label (share of rollouts that reached the answer)")
-        axes.set_ylabel("steps")
-    else:
-        _no_data(axes, "no soft labels")
-    axes.set_title("Soft labels")
-    caption = "Near 0: the prefix rarely reaches the answer; near 1: it almost always does."
-    return Plot("soft_labels.png", "Soft labels", caption, _png(figure))
+def _integer_bins(values: list[int]) -> list[float]:
+    """One bin per whole number when there are few, else about 20 bins with whole-number edges."""
+    low, high = min(values), max(values)
+    step = max(1, -(-(high - low + 1) // 20))
+    return [low - 0.5 + step * k for k in range((high - low) // step + 2)]
 
 
-def _first_error_histogram(rows: list[LabelledRow]) -> Plot:
-    figure = _figure()
-    axes = figure.add_subplot()
-    counts = Counter(row.first_error for row in rows)
-    if rows:
-        positions = sorted(p for p in counts if p >= 0)
-        labels = ["none"] + [str(p + 1) for p in positions]
-        values = [counts.get(-1, 0)] + [counts[p] for p in positions]
-        axes.bar(labels, values, color=["#55a868"] + ["#c44e52"] * len(positions))
-        axes.set_xlabel("first wrong step (1-based); none: every step positive")
-        axes.set_ylabel("solutions")
-    else:
-        _no_data(axes, "no solutions")
-    axes.set_title("First error position")
-    return Plot("first_error.png", "First error position", "Where solutions go wrong, by their first hard-negative step.", _png(figure))
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _soft_label_by_step(rows: list[LabelledRow]) -> Plot:
-    figure = _figure()
-    axes = figure.add_subplot()
-    by_index: dict[int, list[float]] = {}
-    for row in rows:
-        for i, soft in enumerate(row.soft_labels):
-            if soft is not None:
-                by_index.setdefault(i, []).append(soft)
-    if by_index:
-        indices = sorted(by_index)
-        axes.plot([i + 1 for i in indices], [mean(by_index[i]) for i in indices], marker="o", color="#4c72b0")
-        axes.set_ylim(0, 1.05)
-        axes.set_xlabel("step index (1-based)")
-        axes.set_ylabel("mean soft label")
-        axes.xaxis.get_major_locator().set_params(integer=True)
-        counts = axes.twinx()
-        counts.bar([i + 1 for i in indices], [len(by_index[i]) for i in indices], alpha=0.2, color="grey")
-        counts.set_ylabel("steps labelled", color="grey")
-        axes.set_zorder(counts.get_zorder() + 1)  # the line above the bars
-        axes.patch.set_visible(False)
-    else:
-        _no_data(axes, "no soft labels")
-    axes.set_title("Mean soft label by step index")
-    caption = "A falling line: later prefixes reach the answer less often. Grey bars: how many steps each point averages."
-    return Plot("soft_label_by_step.png", "Mean soft label by step index", caption, _png(figure))
-
-
-def _spend(rows: list[LabelledRow]) -> Plot:
-    figure = _figure(9.6, 3.6)
-    tokens_axes, rollouts_axes = figure.subplots(1, 2)
-    if rows:
-        tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
-        tokens_axes.set_xlabel("generated tokens per solution")
-        tokens_axes.set_ylabel("solutions")
-        rollouts_axes.hist([sum(row.n_rollouts) for row in rows], bins=20, color="#937860", edgecolor="white")
-        rollouts_axes.set_xlabel("rollouts per solution")
-    else:
-        _no_data(tokens_axes, "no solutions")
-        _no_data(rollouts_axes, "no solutions")
-    tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
-    rollouts_axes.set_title(f"Rollouts spent: {sum(sum(row.n_rollouts) for row in rows)} in all")
-    return Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure))
-
-
-def _rejected_by_reason(reasons: Counter) -> Plot:
-    top = reasons.most_common(12)
-    figure = _figure(9.6, max(2.4, 0.45 * len(top) + 1.2))
-    axes = figure.add_subplot()
-    if top:
-        names = [name for name, _ in reversed(top)]
-        axes.barh(names, [count for _, count in reversed(top)], color="#dd8452")
-        axes.set_xlabel("rows")
-        axes.xaxis.get_major_locator().set_params(integer=True)
-        axes.tick_params(axis="y", labelsize=8)
-    else:
-        _no_data(axes, "no rejected rows")
-    axes.set_title("Rejected rows by reason")
-    caption = "Rows the job refused (stage / field: reason), the most frequent first; the table below lists all."
-    return Plot("rejected.png", "Rejected rows by reason", caption, _png(figure))
+def _note(text: str) -> str:
+    return f"<p class=note>{html.escape(text)}</p>"
 
 
 # --- page ----------------------------------------------------------------------------------
@@ -208,34 +368,67 @@ def _rejected_by_reason(reasons: Counter) -> Plot:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1000px; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; }
-td, th { padding: 0.25rem 0.8rem; border-bottom: 1px solid #ddd; text-align: left; }
+td, th { padding: 0.25rem 0.8rem; border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; }
-figure { margin: 2rem 0; }
-figcaption { color: #555; font-size: 0.9rem; }
+figure { margin: 1rem 0 2rem; }
+figcaption, p.note { color: #555; font-size: 0.9rem; }
+p.incomplete { background: #fff3cd; border: 1px solid #e0c060; padding: 0.6rem 0.8rem; font-weight: 600; }
 img { max-width: 100%; }
 """
 
 
-def _page(job_dir: str, summary: list[tuple[str, str]], plots: list[Plot], rejected: Counter) -> str:
+def _page(inputs: ReportInputs, sections: list[Section]) -> str:
     escape = html.escape
-    summary_rows = "\n".join(f"<tr><th>{escape(k)}</th><td class=number>{escape(v)}</td></tr>" for k, v in summary)
-    figures = "\n".join(
-        f'<figure><h2>{escape(p.title)}</h2><img alt="{escape(p.title)}" src="data:image/png;base64,{base64.b64encode(p.png).decode()}">'
-        f"<figcaption>{escape(p.caption)}</figcaption></figure>"
-        for p in plots
-    )
-    rejected_rows = "\n".join(
-        f"<tr><td>{escape(reason)}</td><td class=number>{count}</td></tr>" for reason, count in rejected.most_common()
-    )
-    rejected_table = f"<table><tr><th>reason</th><th>rows</th></tr>{rejected_rows}</table>" if rejected else "<p>No rejected rows.</p>"
+    incomplete = inputs.completion.line() if inputs.completion is not None else None
+    banner = f"<p class=incomplete>{escape(incomplete)}</p>" if incomplete else ""
+    body = []
+    for section in sections:
+        figures = "".join(
+            f'<figure><img alt="{escape(p.title)}" src="data:image/png;base64,{base64.b64encode(p.png).decode()}">'
+            f"<figcaption>{escape(p.caption)}</figcaption></figure>"
+            for p in section.plots
+        )
+        body.append(f"<section><h2>{escape(section.title)}</h2>{figures}{section.html}</section>")
+    sections_html = "\n".join(body)
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Labels report: {escape(job_dir)}</title><style>{_STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>Labels report: {escape(inputs.job_dir)}</title><style>{_STYLE}</style></head>
 <body>
 <h1>Labels report</h1>
-<p>{escape(str(Path(job_dir).resolve()))}</p>
-<table>{summary_rows}</table>
-{figures}
-<h2>Rejected rows</h2>
-{rejected_table}
+<p>{escape(str(Path(inputs.job_dir).resolve()))}</p>
+{banner}
+{sections_html}
 </body></html>
 """
+
+
+# --- best-of-N and beam search (labeler bon, labeler search) --------------------------------
+
+
+def best_of_n_plots(job_dir: str) -> list[Plot]:
+    """The best-of-N curves when `labeler bon` or `labeler search` wrote results into this output
+    (the candidates of best-of-N are the job the rest of the page shows); none otherwise."""
+    import json
+
+    from labeler.evaluation.bon_plot import BON_RESULTS, SEARCH_RESULTS, curves_png, search_point
+    from labeler.store.location import OutputLocation
+
+    if "://" not in str(job_dir) and not Path(job_dir).is_dir():
+        return []  # one labels shard: no output folder around it
+    location = OutputLocation(job_dir)
+    bon, search = (location.read_bytes(name) for name in (BON_RESULTS, SEARCH_RESULTS))
+    bon, search = (json.loads(data) if data is not None else None for data in (bon, search))
+    curves = (search or {}).get("best_of_n") or {}
+    point = None
+    if search is not None and "curves" in curves:
+        point = search_point(search)
+        if bon is None or point["spec"] not in {prm["spec"] for prm in bon["prms"]}:
+            bon = curves["curves"]  # the search's own best-of-N, of its PRM
+    if bon is None:
+        return []
+    caption = (
+        f"Accuracy of each method at N candidates per problem ({bon['problems']} problems, pools of "
+        f"{bon['pool_size']['min']} to {bon['pool_size']['max']}): {bon['estimator']['how']}."
+    )
+    if point is not None:
+        caption += f" The star: {point['label']}, {point['accuracy']:.3f} at {point['tokens_per_problem']:.0f} tokens per problem."
+    return [Plot("best_of_n.png", "Best-of-N", caption, curves_png(bon, search=point))]

@@ -19,6 +19,7 @@ FORMAT_AND_ENGINE = (
     "preset",
     "limit",
     "split_rule",
+    "max_steps",
     "max_row_chars",
     "max_rejected_share",
     "columns",

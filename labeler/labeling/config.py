@@ -20,7 +20,8 @@ from labeler.inputs.splitting import DEFAULT_MAX_STEPS, SPLIT_RULES
 from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
-STRATEGIES = ("exhaustive", "first-error", "adaptive")
+STRATEGIES = ("exhaustive", "first-error", "adaptive", "final-answer")
+MONTE_CARLO_STRATEGIES = STRATEGIES[:3]  # the ones that sample rollouts from step prefixes
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
 TRUNCATED_POLICIES = ("excluded", "incorrect")
 
@@ -285,7 +286,8 @@ class LabelConfig(JobSettings):
         "exhaustive",
         choices=STRATEGIES,
         help="exhaustive: N rollouts from every prefix; first-error: binary search for the first error (hard labels); "
-        "adaptive: rollouts in rounds until each prefix's label is settled",
+        "adaptive: rollouts in rounds until each prefix's label is settled; final-answer: no rollouts, only the last step "
+        "by its stated answer (outcome labels; the candidates of labeler bon)",
         group=ROLLOUTS,
     )
     after_first_error: str = setting(
@@ -328,6 +330,8 @@ class LabelConfig(JobSettings):
     def __post_init__(self) -> None:
         check_choices(self)
         check_numbers(self)
+        if self.strategy == "final-answer" and self.final_step != "check":
+            raise ValueError("--strategy final-answer labels the last step by checking its answer: it needs --final-step check")
 
     @property
     def sampling(self) -> SamplingSettings:

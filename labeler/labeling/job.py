@@ -284,7 +284,9 @@ def run_units(
     is recorded in the manifest ("job") for a job other than labeling, whose manifests have none."""
     store = store or ShardStore(task.config.output)
     with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
-        warnings = list(lock_warnings) + open_output(store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest)
+        warnings = list(lock_warnings) + open_output(
+            store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest, task.planned_solutions
+        )
         if retry_rejected and (reopened := store.reopen_failed_units()):
             warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
         store.remove_uncommitted()
@@ -304,8 +306,10 @@ def open_output(
     job_kind: str | None,
     overwrite: bool,
     rebuild_manifest: bool,
+    planned_solutions: Callable[[WorkUnit], int] = lambda unit: len(unit.rows),
 ) -> list[str]:  # fmt: skip
-    """Start the job's manifest afresh, resume the one in the output, or rebuild a lost one; the warnings to show."""
+    """Start the job's manifest afresh, resume the one in the output, or rebuild a lost one; the warnings to show.
+    `planned_solutions`: how many solutions a unit is to produce (the task's), recorded as its n_solutions."""
     hash_of_config, hash_of_plan = config.config_hash(), plan_hash(plan.units)
     warnings, existing, corrupt = [], None, False
     if overwrite:
@@ -336,7 +340,16 @@ def open_output(
                 "rows_rejected": len(plan.rejected),
             }
             | ({"answers": {"spec": answers, "fingerprint": input_fingerprint(answers)}} if (answers := config.answers_file()) else {}),
-            units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
+            units=[
+                {
+                    "unit_id": u.unit_id,
+                    "index": u.index,
+                    "n_rows": len(u.rows),
+                    "n_solutions": planned_solutions(u),  # read by `labeler report` ("8 of 20 solutions")
+                    "shard": u.shard_name,
+                }
+                for u in plan.units
+            ],
         )
         if job_kind is not None:
             manifest[JOB_KIND_KEY] = job_kind

@@ -20,6 +20,8 @@ TARGETS = ("soft", "hard")
 SELECT_BEST = ("val_loss", "val_auc")
 PRECISIONS = ("auto", "fp32", "bf16-mixed", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
+BATCHING = ("packed", "padded")
+ATTENTION = ("sdpa", "flash_attention_2", "eager")
 
 DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
 DEVICE_HELP = "where the model runs: auto is cuda when available, else cpu"
@@ -76,7 +78,7 @@ class TrainConfig:
     model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
     target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
     epochs: int = setting(3, at_least=1, help="passes over the training set", group=OPTIMISATION, may_change_on_resume=True)
-    batch_size: int = setting(8, at_least=1, help="solutions per micro-batch", group=OPTIMISATION)
+    batch_size: int = setting(8, at_least=1, help="solutions per micro-batch (per process under torchrun)", group=OPTIMISATION)
     gradient_accumulation_steps: int = setting(1, at_least=1, help="micro-batches per optimizer step", group=OPTIMISATION)
     learning_rate: float = setting(1e-5, above=0, help="peak learning rate of AdamW", group=OPTIMISATION)
     weight_decay: float = setting(0.0, at_least=0, help="AdamW weight decay", group=OPTIMISATION)
@@ -98,6 +100,29 @@ class TrainConfig:
     seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)
     device: str = setting("auto", choices=DEVICES, help=DEVICE_HELP, group=RUN, may_change_on_resume=True)
     precision: str = setting("auto", choices=PRECISIONS, help=PRECISION_HELP, group=RUN)
+    pack_length: int | None = setting(
+        None,
+        at_least=8,
+        help="tokens per packed row: a micro-batch's solutions share rows of at most N tokens (at least its longest "
+        "solution), attention kept within each solution; longer rows pad less, but sdpa computes a row's attention whole",
+        metavar="N",
+        group=RUN,
+        default_text="the width that pads least without more attention work than padded batches",
+        may_change_on_resume=True,
+    )
+    # `padded` is the layout before packing (each solution a row, padded to the longest of its
+    # micro-batch): the same batches and loss; kept to compare against (tests, bench/trainer.py).
+    batching: str = setting(
+        "packed", choices=BATCHING, cli=False, help="packed rows or one padded row per solution", may_change_on_resume=True
+    )
+    attention: str = setting(
+        "sdpa",
+        choices=ATTENTION,
+        help="attention kernels: sdpa is torch's fused scaled-dot-product attention; flash_attention_2 needs the "
+        "flash-attn package and reads packed rows without a mask; eager is plain PyTorch",
+        group=RUN,
+        may_change_on_resume=True,
+    )
     gradient_checkpointing: bool = setting(False, help="trade compute for memory on large backbones", group=MODEL)
     trust_remote_code: bool = setting(False, help="let the model repository run its own code", group=MODEL)
     save_steps: int | None = setting(

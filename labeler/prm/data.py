@@ -6,6 +6,16 @@ or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with
 measured against hard labels. Each example carries its label source's index and weight (--labels
 DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
 
+Batches. An epoch's shuffled order (`epoch_order`) is cut into micro-batches of `batch_size`
+solutions. `packed` (the default) lays a micro-batch's solutions end to end in rows, balanced so
+they come out about equally long (`pack_rows`), as wide as pads least without more attention work
+than padding would do, or of at most `pack_length` tokens (`plan_rows`); each solution's position
+ids restart at 0, which keeps its attention within itself (transformers reads packed rows from the
+position ids). The same solutions train together as with `padded`, the layout before packing,
+where each solution is a row padded to the longest of its micro-batch: the same loss, with far
+fewer pad tokens (on ProcessBench MATH by the SmolLM2 tokenizer, 1.05 tokens per real token at
+batch 16 instead of 2.28) and less attention work.
+
 The trajectory target (labels of schema 1.4) is the solution's trajectory label, 0/1, read at the
 last step's position; a solution cut by the length limit, or without a trajectory label, has none.
 """
@@ -161,6 +171,159 @@ def batches(examples: Sequence[PRMExample], order: Sequence[int], batch_size: in
     """Batches of `examples` taken in `order`, leaving out the first `skip` batches."""
     for start in range(skip * batch_size, len(order), batch_size):
         yield collate([examples[i] for i in order[start : start + batch_size]], pad_token_id)
+
+
+class ExampleTensors:
+    """The training examples as tensors, made once, so that building a batch in the training loop
+    is a few concatenations and no per-token Python work."""
+
+    def __init__(self, examples: Sequence[PRMExample]):
+        self.examples = list(examples)
+        self.input_ids = [torch.tensor(e.input_ids, dtype=torch.long) for e in examples]
+        self.positions = [torch.tensor(e.score_positions, dtype=torch.long) for e in examples]
+        self.targets = [torch.tensor(e.targets, dtype=torch.float32) for e in examples]
+        self.weights = [torch.full((len(e.targets),), e.weight, dtype=torch.float32) for e in examples]
+        self.lengths = [len(e.input_ids) for e in examples]
+        self.trajectory_positions = [e.trajectory_position for e in examples]
+        self.trajectory_targets = [e.trajectory_target for e in examples]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+@dataclass
+class PackedBatch:
+    """Solutions laid end to end in rows; no attention mask (position ids restart at 0 in each
+    solution); the score positions as flat indices into the [rows, length] grid."""
+
+    input_ids: torch.Tensor  # [rows, length]
+    position_ids: torch.Tensor  # [rows, length]
+    score_index: torch.Tensor  # [steps] indices into input_ids.flatten()
+    targets: torch.Tensor  # [steps]
+    weights: torch.Tensor  # [steps], each step's label-source weight
+    solutions: int
+    real_tokens: int
+    # the solutions with a trajectory target: where their trajectory logit is read (flat, as score_index), and the target
+    trajectory_index: torch.Tensor | None = None
+    trajectory_targets: torch.Tensor | None = None
+
+    @property
+    def padded_tokens(self) -> int:
+        return self.input_ids.numel()
+
+    def to(self, device: torch.device) -> PackedBatch:
+        return self._map(lambda t: t.to(device, non_blocking=True))
+
+    def pin_memory(self) -> PackedBatch:
+        return self._map(lambda t: t.pin_memory())
+
+    def _map(self, change) -> PackedBatch:
+        tensors = (self.input_ids, self.position_ids, self.score_index, self.targets, self.weights)
+        trajectory = (self.trajectory_index, self.trajectory_targets)
+        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens, *(change(t) for t in trajectory))
+
+
+def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Indices of `lengths` grouped into rows: the fewest rows of at most `capacity` tokens
+    (capacity is raised to the longest item) that longest-first placement, each item into the
+    shortest row so far, fits them in; rows then differ little in length, so little is padded."""
+    capacity = max(capacity, max(lengths))
+    rows = max(1, math.ceil(sum(lengths) / capacity))
+    by_length = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    while True:
+        members: list[list[int]] = [[] for _ in range(rows)]
+        filled = [0] * rows
+        for i in by_length:
+            row = min(range(rows), key=lambda r: (filled[r], r))
+            members[row].append(i)
+            filled[row] += lengths[i]
+        if max(filled) <= capacity or rows >= len(lengths):
+            return [sorted(row) for row in members if row]
+        rows += 1
+
+
+ROW_WIDTHS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)  # the default's candidate row capacities, in longest solutions
+
+
+def plan_rows(lengths: Sequence[int], pack_length: int | None = None, max_length: int | None = None) -> list[list[int]]:
+    """The rows of a micro-batch of solutions of `lengths`, as lists of indices.
+
+    With `pack_length`: the fewest rows of at most that many tokens (`pack_rows`). By default: of
+    the capacities 1 to 4 times the longest solution (and `max_length`, the trainer's limit per
+    solution), the one whose rows hold the fewest tokens in all while their attention work (rows x
+    width squared, what SDPA's masked kernels compute whole) stays within the padded batch's
+    (solutions x longest squared). Rows as wide as the longest solution always qualify, so packing
+    never pads more nor attends more than padding each solution to the longest would."""
+    longest = max(lengths)
+    if pack_length is not None:
+        return pack_rows(lengths, max(longest, pack_length))
+    budget = len(lengths) * longest * longest
+    capacities = {math.ceil(factor * longest) for factor in ROW_WIDTHS}
+    if max_length is not None:
+        capacities = {min(capacity, max(longest, max_length)) for capacity in capacities} | {max(longest, max_length)}
+    best: tuple[tuple[int, int], list[list[int]]] | None = None
+    for capacity in sorted(capacities):
+        rows = pack_rows(lengths, capacity)
+        width = max(sum(lengths[i] for i in row) for row in rows)
+        if len(rows) * width * width > budget:
+            continue
+        cost = (len(rows) * width, width)  # fewest tokens, then the narrower rows
+        if best is None or cost < best[0]:
+            best = (cost, rows)
+    return best[1]
+
+
+def collate_packed(
+    data: ExampleTensors, indices: Sequence[int], pad_token_id: int, pack_length: int | None = None, max_length: int | None = None
+) -> PackedBatch:
+    rows = plan_rows([data.lengths[i] for i in indices], pack_length, max_length)
+    rows = [[indices[k] for k in row] for row in rows]
+    width = max(sum(data.lengths[i] for i in row) for row in rows)
+    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    position_ids = torch.zeros((len(rows), width), dtype=torch.long)
+    score_index, targets, weights = [], [], []
+    trajectory_index, trajectory_targets = [], []
+    for r, row in enumerate(rows):
+        offset = 0
+        for i in row:
+            length = data.lengths[i]
+            input_ids[r, offset : offset + length] = data.input_ids[i]
+            position_ids[r, offset : offset + length] = torch.arange(length)
+            score_index.append(data.positions[i] + (r * width + offset))
+            targets.append(data.targets[i])
+            weights.append(data.weights[i])
+            if data.trajectory_positions[i] is not None:
+                trajectory_index.append(r * width + offset + data.trajectory_positions[i])
+                trajectory_targets.append(data.trajectory_targets[i])
+            offset += length
+        if offset < width:  # the pad tail is a sequence of its own: nothing real attends to it
+            position_ids[r, offset:] = torch.arange(width - offset)
+    real = sum(data.lengths[i] for i in indices)
+    return PackedBatch(
+        input_ids, position_ids, torch.cat(score_index), torch.cat(targets), torch.cat(weights), len(indices), real,
+        torch.tensor(trajectory_index, dtype=torch.long), torch.tensor(trajectory_targets, dtype=torch.float32),
+    )  # fmt: skip
+
+
+def micro_batches(count: int, order: Sequence[int], batch_size: int) -> list[list[int]]:
+    """The epoch's order cut into micro-batches of `batch_size` (the last may be smaller)."""
+    return [list(order[start : start + batch_size]) for start in range(0, count, batch_size)]
+
+
+def padding_ratio(
+    lengths: Sequence[int], groups: Sequence[Sequence[int]], batching: str, pack_length: int | None = None, max_length: int | None = None
+) -> float:
+    """Tokens in the batch tensors per real token, for micro-batches `groups` of items of `lengths`."""
+    real = sum(lengths[i] for group in groups for i in group)
+    if batching == "padded":
+        padded = sum(len(group) * max(lengths[i] for i in group) for group in groups)
+    else:
+        padded = 0
+        for group in groups:
+            members = [lengths[i] for i in group]
+            rows = plan_rows(members, pack_length, max_length)
+            padded += len(rows) * max(sum(lengths[group[k]] for k in row) for row in rows)
+    return padded / real
 
 
 def data_fingerprint(examples: Sequence[PRMExample]) -> str:

@@ -69,11 +69,13 @@ class ProcessRewardModel(nn.Module):
         dtype: torch.dtype = torch.float32,
         trust_remote_code: bool = False,
         name: str | None = None,
+        attention: str | None = None,
         trajectory_head: bool = False,
     ) -> ProcessRewardModel:
         """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head (and
-        trajectory head)."""
-        backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code)
+        trajectory head). `attention`: the attention kernels transformers runs (sdpa,
+        flash_attention_2, eager; None: its default)."""
+        backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
         settings = PRMSettings(base_model=name or model, max_length=max_length, target=target, trajectory_head=trajectory_head)
         prm = cls(backbone, tokenizer, settings)
         for head in (prm.head, prm.trajectory_head):
@@ -83,7 +85,9 @@ class ProcessRewardModel(nn.Module):
         return prm
 
     @classmethod
-    def load(cls, directory: str | Path, *, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> ProcessRewardModel:
+    def load(
+        cls, directory: str | Path, *, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, attention: str | None = None
+    ) -> ProcessRewardModel:
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -96,7 +100,7 @@ class ProcessRewardModel(nn.Module):
             raise PRMLoadError(f"{settings_path}: unreadable PRM settings: {error}") from error
         if settings.format != FORMAT or settings.format_version > FORMAT_VERSION:
             raise PRMLoadError(f"{directory}: PRM format {settings.format} v{settings.format_version} is not one this version reads")
-        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code)
+        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention)
         prm = cls(backbone, tokenizer, settings)
         try:
             prm.head.load_state_dict(load_file(str(directory / HEAD_NAME)))
@@ -129,26 +133,51 @@ class ProcessRewardModel(nn.Module):
                 return token_id
         return 0  # padded positions are masked out, any valid id will do
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """One logit per token, [batch, length], in float32."""
-        return self.step_and_trajectory_logits(input_ids, attention_mask)[0]
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        score_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The step head's logits (see step_and_trajectory_logits)."""
+        return self.step_and_trajectory_logits(input_ids, attention_mask, position_ids, score_index)[0]
 
-    def step_and_trajectory_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The step head's and the trajectory head's logit per token, [batch, length] each, from one
-        pass of the backbone; the second is None without a trajectory head."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state.float()
-        trajectory = None if self.trajectory_head is None else self.trajectory_head(hidden).squeeze(-1)
-        return self.head(hidden).squeeze(-1), trajectory
+    def step_and_trajectory_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        score_index: torch.Tensor | None = None,
+        trajectory_index: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The step head's and the trajectory head's logits, in float32, from one pass of the backbone;
+        the second is None without a trajectory head. By default one logit per token, [batch, length]
+        each; with `score_index` (flat indices into [batch, length]) only the step logits there,
+        [steps], and with `trajectory_index` only the trajectory logits there, each head running at
+        those tokens alone. Packed rows (several solutions end to end) pass no attention mask and
+        position ids that restart at 0 in each solution: transformers then keeps attention within
+        each solution."""
+        output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        hidden = output.last_hidden_state
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        at_steps = hidden if score_index is None else flat.index_select(0, score_index)
+        step = self.head(at_steps.float()).squeeze(-1)
+        if self.trajectory_head is None:
+            return step, None
+        at_ends = hidden if trajectory_index is None else flat.index_select(0, trajectory_index)
+        return step, self.trajectory_head(at_ends.float()).squeeze(-1)
 
 
-def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool):
+def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None):
     from transformers import AutoModel, AutoTokenizer
 
+    kernels = {"attn_implementation": attention} if attention else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         # AutoModel gives the bare transformer of a causal LM checkpoint: no vocabulary-sized output layer.
-        backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as error:
+        backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+    except (OSError, ValueError, KeyError, ImportError) as error:  # ImportError: flash_attention_2 without flash-attn
         raise PRMLoadError(f"cannot load model {model}: {str(error).splitlines()[0]}") from error
     return backbone, tokenizer
 

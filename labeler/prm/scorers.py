@@ -4,21 +4,53 @@ One interface for every PRM a command can use (`labeler score`, `eval`, and the 
 on them), so a trained checkpoint of ours and a public PRM behind an adapter score side by side:
 
     scorer = load_scorer("runs/prm/best", placement=place("auto", "auto"))
+    scorer = load_scorer("qwen-prm:Qwen/Qwen2.5-Math-PRM-7B", placement=place("cuda", "bf16"))
     scores = scorer.step_scores(solutions)   # one list per solution, None for unscored steps
 
-`load_scorer` reads a spec. Today a spec is a folder saved by `labeler train` (a checkpoint, or a
-run folder standing for its best/); adapters of other PRM formats register their own kinds here.
+A spec is `[KIND:]MODEL`; MODEL is a local folder or, for the public formats, a hub id:
+
+    DIR                    a folder saved by `labeler train`: a checkpoint (RUN/best, RUN/last) or a
+    checkpoint:DIR         run folder (its best/); the same with the kind spelled out
+    math-shepherd:MODEL    Math-Shepherd's format (peiyi9979/math-shepherd-mistral-7b-prm): a causal
+                           LM reading "Step i: ... ки" tags; score = P("+") against "-" at each tag
+    rlhflow:MODEL          RLHFlow's (RLHFlow/Llama3.1-8B-PRM-Deepseek-Data): a chat, each step a user
+                           turn, the assistant answering "+" or "-"; score = P("+") against "-"
+    qwen-prm:MODEL         Qwen2.5-Math-PRM's (Qwen/Qwen2.5-Math-PRM-7B): steps joined by "<extra_0>",
+                           a two-class head at each separator; score = softmax class 1
+
+A spec of the wrong kind (a causal LM given as qwen-prm, a Qwen PRM or our checkpoint given as
+math-shepherd, a tokenizer without the format's tokens) is refused with a message that names the
+kind to use. Remote code runs only with trust_remote_code (`--trust-remote-code`); the Qwen PRM's
+head is implemented here, so it loads without. The adapters live in `labeler.prm.adapters`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.devices import Placement
-from labeler.prm.model import PRM_CONFIG_NAME, ProcessRewardModel
+
+if TYPE_CHECKING:  # torch is imported where a PRM is loaded: the CLI builds its flags from PRM_SPEC_HELP without it
+    from labeler.prm.devices import Placement
+    from labeler.prm.model import ProcessRewardModel
+
+PRM_CONFIG_NAME = "prm.json"  # as labeler.prm.model names it (tests/test_prm_adapters.py checks they agree)
+
+CHECKPOINT = "checkpoint"
+# kind -> what it reads, for --help texts and error messages
+SCORER_KINDS = {
+    CHECKPOINT: "a folder saved by `labeler train` (the default when no kind is given)",
+    "math-shepherd": "Math-Shepherd's format: 'ки' step tags, P('+') against '-' (e.g. peiyi9979/math-shepherd-mistral-7b-prm)",
+    "rlhflow": "RLHFlow's format: a chat of user steps answered '+' or '-' (e.g. RLHFlow/Llama3.1-8B-PRM-Deepseek-Data)",
+    "qwen-prm": "Qwen2.5-Math-PRM's format: '<extra_0>' separators, a two-class head (e.g. Qwen/Qwen2.5-Math-PRM-7B)",
+}
+PRM_SPEC_HELP = (
+    "a folder saved by `labeler train` (RUN/best, or RUN for its best/), or KIND:MODEL for a public PRM: "
+    "KIND math-shepherd, rlhflow or qwen-prm, MODEL a hub id or folder"
+)
 
 
 class StepScorer(Protocol):
@@ -57,8 +89,40 @@ def checkpoint_folder(path: str) -> str:
     return best if not os.path.isfile(os.path.join(path, PRM_CONFIG_NAME)) and os.path.isdir(best) else path
 
 
-def load_scorer(spec: str, *, placement: Placement, batch_size: int = 8, trust_remote_code: bool = False) -> StepScorer:
-    """The scorer a spec names; ValueError (PRMLoadError) with a message for the user when it cannot load."""
-    folder = checkpoint_folder(spec)
-    prm = ProcessRewardModel.load(folder, dtype=placement.weight_dtype, trust_remote_code=trust_remote_code)
-    return CheckpointScorer(prm, placement, batch_size, name=spec)
+def parse_spec(spec: str) -> tuple[str, str]:
+    """(kind, model) of a spec; PRMLoadError for an unknown kind or an empty model."""
+    from labeler.prm.model import PRMLoadError
+
+    kind, colon, model = spec.partition(":")
+    if colon and kind in SCORER_KINDS:
+        if not model:
+            raise PRMLoadError(f"{spec}: no model after '{kind}:'")
+        return kind, model
+    if colon and re.fullmatch(r"[a-z][a-z0-9.-]*", kind) and not os.path.exists(spec):
+        raise PRMLoadError(f"{spec}: unknown PRM kind {kind!r}; expected one of {', '.join(SCORER_KINDS)}")
+    return CHECKPOINT, spec
+
+
+def load_scorer(
+    spec: str, *, placement: Placement, batch_size: int = 8, trust_remote_code: bool = False, max_length: int | None = None
+) -> StepScorer:
+    """The scorer a spec names; PRMLoadError (a ValueError) with a message for the user when it cannot load.
+    `max_length` caps the tokens a public PRM reads per solution (default: its context length); a
+    checkpoint of ours keeps the max length it was trained with."""
+    from labeler.prm.model import PRMLoadError, ProcessRewardModel
+
+    kind, model = parse_spec(spec)
+    if kind == CHECKPOINT:
+        folder = checkpoint_folder(model)
+        if not os.path.isfile(os.path.join(folder, PRM_CONFIG_NAME)) and os.path.isfile(os.path.join(folder, "config.json")):
+            raise PRMLoadError(
+                f"{folder}: not a saved PRM (no {PRM_CONFIG_NAME}) but a transformers model; a public PRM is named by "
+                f"its format: math-shepherd:{model}, rlhflow:{model} or qwen-prm:{model}"
+            )
+        prm = ProcessRewardModel.load(folder, dtype=placement.weight_dtype, trust_remote_code=trust_remote_code)
+        return CheckpointScorer(prm, placement, batch_size, name=spec)
+    from labeler.prm.adapters import load_public_scorer
+
+    return load_public_scorer(
+        kind, model, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length, name=spec
+    )

@@ -10,6 +10,11 @@ selected metric improved, OUT/best. Labels with trajectory labels also train a t
 beside the step head (labeler/prm/trajectory.py), its loss added with --trajectory-loss-weight,
 and validate it (val_trajectory_*).
 
+Speed: a micro-batch's solutions are packed end to end into rows (`labeler.prm.data`), so the
+batch holds few pad tokens, and the head runs only at the scored tokens; attention is torch's
+fused SDPA kernels unless --attention says otherwise; the loss is read back from the device only
+at log points. Under torchrun the steps run data-parallel (`labeler.prm.distributed`).
+
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
 an uninterrupted one would have. Raising --epochs continues a finished run (the learning-rate
@@ -19,11 +24,12 @@ the data is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -41,7 +47,20 @@ from labeler.prm.checkpoints import (
 from labeler.prm.devices import Placement, place
 from labeler.evaluation.metrics import roc_auc
 from labeler.store.reader import LabelledRow, read_labelled_rows
-from labeler.prm.data import PRMExample, batches, build_examples, data_fingerprint, epoch_order, split_by_problem, weighted_loss
+from labeler.prm.data import (
+    ExampleTensors,
+    PackedBatch,
+    PRMExample,
+    build_examples,
+    collate,
+    collate_packed,
+    data_fingerprint,
+    epoch_order,
+    micro_batches,
+    split_by_problem,
+    weighted_loss,
+)
+from labeler.prm.distributed import Processes
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
@@ -66,19 +85,35 @@ class TrainResult:
     stopped_early: bool  # --max-steps ended the run before the last epoch
     resumed: bool
     history: list[dict] = field(default_factory=list)
+    process_rank: int = 0  # under torchrun, which process this is (0 reports for all: the others' best_* are None)
 
 
 def train(config: TrainConfig) -> TrainResult:
     run_dir = Path(config.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     placement = place(config.device, config.precision)
+    processes = Processes.from_environment(placement.device.type)
+    try:
+        if processes.distributed and placement.device.type == "cuda":
+            placement = replace(placement, device=processes.device)  # this process's GPU
+        if not processes.is_main:
+            log.setLevel(logging.WARNING)  # process 0 reports for all
+        return _train(config, run_dir, placement, processes)
+    finally:
+        processes.close()
+
+
+def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: Processes) -> TrainResult:
     rows = [read_labelled_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
-    state = _resumable_state(run_dir, config)
+    state = _resumable_state(run_dir, config, processes)
 
     if state is not None:
         log.info("resuming from %s (epoch %d, step %d)", checkpoint_dir(run_dir, LAST), state["epoch"] + 1, state["global_step"])
         prm = ProcessRewardModel.load(
-            checkpoint_dir(run_dir, LAST), dtype=placement.weight_dtype, trust_remote_code=config.trust_remote_code
+            checkpoint_dir(run_dir, LAST),
+            dtype=placement.weight_dtype,
+            trust_remote_code=config.trust_remote_code,
+            attention=config.attention,
         )
     else:
         torch.manual_seed(config.seed)  # the head's initialisation
@@ -90,6 +125,7 @@ def train(config: TrainConfig) -> TrainResult:
             dtype=placement.weight_dtype,
             trust_remote_code=config.trust_remote_code,
             name=config.model_name,
+            attention=config.attention,
             trajectory_head=_wants_trajectory_head(config, rows),
         )
 
@@ -97,13 +133,15 @@ def train(config: TrainConfig) -> TrainResult:
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
-    write_config(run_dir, config.to_dict())
-    validation_problems = sorted({e.problem_id for e in validation_set})
-    (run_dir / SPLIT_NAME).write_text(json.dumps({"seed": config.seed, "validation_problem_ids": validation_problems}, indent=1) + "\n")
+    processes.barrier()  # every process has read the saved run before process 0 writes
+    if processes.is_main:
+        write_config(run_dir, config.to_dict())
+        validation_problems = sorted({e.problem_id for e in validation_set})
+        (run_dir / SPLIT_NAME).write_text(json.dumps({"seed": config.seed, "validation_problem_ids": validation_problems}, indent=1) + "\n")
 
     prm.to(placement.device)
     if config.gradient_checkpointing:
-        prm.backbone.gradient_checkpointing_enable()
+        prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     optimizer = torch.optim.AdamW(prm.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
@@ -111,8 +149,37 @@ def train(config: TrainConfig) -> TrainResult:
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
 
-    loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, train_set, validation_set, fingerprint, state)
+    data = ExampleTensors(train_set)
+    batching = config.batching
+    if batching == "packed" and not packing_keeps_solutions_apart(prm, data, placement):
+        log.warning(
+            "this backbone lets packed solutions attend to each other (its attention does not follow restarting position ids): "
+            "training on padded batches instead, the same batches and loss with more padding"
+        )
+        batching = "padded"
+    loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, data, validation_set, fingerprint, state, processes, batching)
     return loop.run()
+
+
+@torch.no_grad()
+def packing_keeps_solutions_apart(prm: ProcessRewardModel, data: ExampleTensors, placement: Placement) -> bool:
+    """Whether a solution packed after another gets the hidden states it gets alone: transformers
+    keeps packed solutions apart by their position ids for the usual attention kernels, but a
+    model with its own attention code might not. Checked on the first two training solutions."""
+    if len(data) < 2:
+        return True
+    was_training = prm.training
+    prm.eval()
+    packed = collate_packed(data, [0, 1], prm.pad_token_id, pack_length=data.lengths[0] + data.lengths[1]).to(placement.device)
+    with placement.autocast():  # as in training (flash attention runs in bfloat16 only)
+        together = prm.backbone(input_ids=packed.input_ids, position_ids=packed.position_ids, use_cache=False).last_hidden_state[0]
+        alone = prm.backbone(input_ids=data.input_ids[1][None].to(placement.device), use_cache=False).last_hidden_state[0]
+    prm.train(was_training)
+    start, end = data.lengths[0], data.lengths[0] + data.lengths[1]
+    difference = (together[start:end].float() - alone.float()).norm(dim=-1) / alone.float().norm(dim=-1).clamp_min(1e-6)
+    full_precision = placement.weight_dtype == torch.float32 and placement.autocast_dtype is None
+    tolerance = 1e-3 if full_precision else 5e-2  # attending to another solution moves hidden states far more than either
+    return bool(difference.max() <= tolerance)
 
 
 def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -> bool:
@@ -123,10 +190,15 @@ def _wants_trajectory_head(config: TrainConfig, rows: list[list[LabelledRow]]) -
     return config.trajectory_loss_weight > 0 and labelled
 
 
-def _resumable_state(run_dir: Path, config: TrainConfig) -> dict | None:
+def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -> dict | None:
     state = load_training_state(run_dir)
     if state is None:
         return None
+    if state.get("world_size", 1) != processes.world_size:
+        raise TrainingError(
+            f"{run_dir} was trained on {state.get('world_size', 1)} processes, this run has {processes.world_size}: "
+            "resume with as many (an optimizer step takes batch x accumulation x processes solutions)"
+        )
     saved = read_saved_config(run_dir) or {}
     changed = config.changed_settings(saved)
     if changed:
@@ -172,29 +244,57 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     return train_set, validation_set
 
 
+class _BothHeads(torch.nn.Module):
+    """The PRM's step and trajectory logits as a module's forward, what DistributedDataParallel wraps."""
+
+    def __init__(self, prm: ProcessRewardModel):
+        super().__init__()
+        self.prm = prm
+
+    def forward(self, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.prm.step_and_trajectory_logits(*args, **kwargs)
+
+
 class _TrainingLoop:
-    def __init__(self, config, prm, optimizer, placement: Placement, run_dir, train_set, validation_set, fingerprint, state):
+    def __init__(self, config, prm, optimizer, placement: Placement, run_dir, data: ExampleTensors, validation_set, fingerprint, state,
+                 processes: Processes, batching: str):  # fmt: skip
         self.config = config
         self.prm = prm
         self.optimizer = optimizer
         self.placement = placement
         self.run_dir = run_dir
-        self.train_set = train_set
+        self.data = data
+        self.train_set = data.examples
         self.validation_set = validation_set
         self.fingerprint = fingerprint
-        batches_per_epoch = math.ceil(len(train_set) / config.batch_size)
-        self.steps_per_epoch = math.ceil(batches_per_epoch / config.gradient_accumulation_steps)
+        self.processes = processes
+        self.batching = batching
+        self.pack_length = config.pack_length  # None: rows as wide as pads least within the padded batch's attention work
+        # What the training steps call: both heads' logits, through DistributedDataParallel under torchrun.
+        self.model = _BothHeads(prm)
+        if processes.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(self.model, device_ids=[placement.device.index] if placement.device.type == "cuda" else None)
+        # An optimizer step takes the next `group` micro-batches of the epoch, spread over the processes.
+        self.group = config.gradient_accumulation_steps * processes.world_size
+        batches_per_epoch = math.ceil(len(self.train_set) / config.batch_size)
+        self.steps_per_epoch = math.ceil(batches_per_epoch / self.group)
         self.total_steps = self.steps_per_epoch * config.epochs
         self.warmup_steps = math.ceil(config.warmup_ratio * self.total_steps)
         state = state or {}
         self.resumed = bool(state)
         self.epoch = state.get("epoch", 0)
-        self.batches_done = state.get("batches_done", 0)  # micro-batches of the current epoch already trained
+        self.batches_done = state.get("batches_done", 0)  # micro-batches of the current epoch already trained, on all processes
         self.global_step = state.get("global_step", 0)
         self.best_metric = state.get("best_metric")
         self.best_epoch = state.get("best_epoch")
-        self.loss_sum = state.get("loss_sum", 0.0)  # of the current epoch, so a resumed epoch reports its whole loss
-        self.loss_count = state.get("loss_count", 0)
+        # The current epoch's loss so far: this process's part, on the device (read at log points
+        # only, not at every step); a resumed epoch starts from the saved sum, held by process 0.
+        main = processes.is_main
+        self.loss_sum = torch.tensor(state.get("loss_sum", 0.0) if main else 0.0, dtype=torch.float64, device=placement.device)
+        self.loss_count = state.get("loss_count", 0) if main else 0
+        self._reset_throughput()
         self.history: list[dict] = []
 
     def run(self) -> TrainResult:
@@ -202,14 +302,20 @@ class _TrainingLoop:
         if self.epoch >= config.epochs:
             log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
+        rows = f"rows of up to {self.pack_length} tokens" if self.pack_length else "rows that pad least within the padded batch's attention work"
+        layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
+        processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
         log.info(
-            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation), lr %g",
+            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, %s, %s attention",
             self.placement.describe(),
             config.epochs,
             self.steps_per_epoch,
             config.batch_size,
             config.gradient_accumulation_steps,
+            processes,
             config.learning_rate,
+            layout,
+            config.attention,
         )
         stopped = False
         while self.epoch < config.epochs and not stopped:
@@ -226,45 +332,37 @@ class _TrainingLoop:
             stopped_early=stopped,
             resumed=self.resumed,
             history=self.history,
+            process_rank=self.processes.rank,
         )
 
     def _run_epoch(self) -> bool:
         """Train the rest of the current epoch; True when --max-steps stopped it part-way."""
         config = self.config
         started = time.monotonic()
-        accumulation = config.gradient_accumulation_steps
-        order = epoch_order(len(self.train_set), config.seed, self.epoch)
-        total_batches = math.ceil(len(order) / config.batch_size)
+        groups = micro_batches(len(self.train_set), epoch_order(len(self.train_set), config.seed, self.epoch), config.batch_size)
         log_every = max(1, self.steps_per_epoch // 10)
         self.prm.train()
         self.optimizer.zero_grad(set_to_none=True)
-        for batch in batches(self.train_set, order, config.batch_size, self.prm.pad_token_id, skip=self.batches_done):
-            batch = batch.to(self.placement.device)
-            group_size = min(accumulation, total_batches - (self.batches_done // accumulation) * accumulation)
-            with self.placement.autocast():
-                logits, trajectory_logits = self.prm.step_and_trajectory_logits(batch.input_ids, batch.attention_mask)
-            mask = batch.step_mask
-            loss = weighted_loss(logits[mask], batch.targets[mask], batch.weights[mask])
-            loss = self._plus_trajectory_loss(loss, trajectory_logits, batch)
-            (loss / group_size).backward()
-            self.loss_sum += loss.item()
-            self.loss_count += 1
-            self.batches_done += 1
-            if self.batches_done % accumulation and self.batches_done < total_batches:
-                continue
+        while self.batches_done < len(groups):
+            step_batches = groups[self.batches_done : self.batches_done + self.group]
+            self._accumulate(step_batches[self.processes.rank :: self.processes.world_size], len(step_batches))
+            self.batches_done += len(step_batches)
             self._optimizer_step()
-            step_in_epoch = math.ceil(self.batches_done / accumulation)
+            step_in_epoch = math.ceil(self.batches_done / self.group)
             if step_in_epoch % log_every == 0 and step_in_epoch < self.steps_per_epoch:
+                counts = [self.loss_sum.item(), self.loss_count, self.real_tokens, self.padded_tokens]
+                loss_sum, loss_count, real, padded = self.processes.sum(counts)
                 log.info(
-                    "epoch %d/%d step %d/%d: loss %.4f, lr %.3g",
+                    "epoch %d/%d step %d/%d: loss %.4f, lr %.3g, %.2f tokens per real token",
                     self.epoch + 1,
                     config.epochs,
                     step_in_epoch,
                     self.steps_per_epoch,
-                    self.loss_sum / self.loss_count,
+                    loss_sum / max(1, loss_count),
                     self._learning_rate(self.global_step),
+                    padded / max(1, real),
                 )
-            if self.batches_done >= total_batches:
+            if self.batches_done >= len(groups):
                 break
             if config.max_steps is not None and self.global_step >= config.max_steps:
                 self._save_last()
@@ -272,15 +370,73 @@ class _TrainingLoop:
                 return True
             if config.save_steps and self.global_step % config.save_steps == 0:
                 self._save_last()
-        self._finish_epoch(time.monotonic() - started)
+        totals = self.processes.sum([self.loss_sum.item(), self.loss_count, self.real_tokens, self.padded_tokens, self.solutions])
+        self._finish_epoch(time.monotonic() - started, *totals)
         return config.max_steps is not None and self.global_step >= config.max_steps and self.epoch < config.epochs
 
-    def _plus_trajectory_loss(self, loss: torch.Tensor, trajectory_logits: torch.Tensor | None, batch) -> torch.Tensor:
-        """The step loss plus --trajectory-loss-weight x the trajectory head's loss, where the batch has trajectory targets."""
-        if trajectory_logits is None or batch.trajectory_positions is None:
+    def _accumulate(self, mine: list[list[int]], in_step: int) -> None:
+        """Forward and backward this process's micro-batches of one optimizer step (`in_step` in all,
+        over all processes), each loss weighted so the gradient is their mean over the step."""
+        distributed = self.processes.distributed
+        weight = in_step / self.processes.world_size  # DistributedDataParallel averages over processes
+        if not mine and distributed:  # more processes than micro-batches left: join the gradient exchange with nothing
+            (self._dummy_logits().sum() * 0).backward()
+            return
+        for k, indices in enumerate(mine):
+            last = k == len(mine) - 1
+            with contextlib.nullcontext() if last or not distributed else self.model.no_sync():
+                batch = self._batch(indices)
+                with self.placement.autocast():
+                    loss = self._loss(batch)
+                (loss / weight).backward()
+            self.loss_sum += loss.detach()
+            self.loss_count += 1
+
+    def _batch(self, indices: list[int]):
+        if self.batching == "packed":
+            batch = collate_packed(self.data, indices, self.prm.pad_token_id, self.pack_length, self.config.max_length)
+            self.real_tokens += batch.real_tokens
+        else:
+            batch = collate([self.train_set[i] for i in indices], self.prm.pad_token_id)
+            self.real_tokens += int(batch.attention_mask.sum())
+        self.padded_tokens += batch.input_ids.numel()
+        self.solutions += len(indices)
+        if self.placement.device.type == "cuda" and isinstance(batch, PackedBatch):
+            batch = batch.pin_memory()  # so the copy to the GPU does not wait for the host
+        return batch.to(self.placement.device)
+
+    def _loss(self, batch) -> torch.Tensor:
+        """The weighted step loss, plus --trajectory-loss-weight x the trajectory head's loss on the
+        batch's solutions with a trajectory target (labeler/prm/trajectory.py)."""
+        if isinstance(batch, PackedBatch):
+            steps, trajectories = self.model(
+                batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index, trajectory_index=batch.trajectory_index
+            )
+            loss = weighted_loss(steps, batch.targets, batch.weights)
+            trajectory_targets = batch.trajectory_targets
+        else:
+            full_steps, full_trajectories = self.model(batch.input_ids, batch.attention_mask)
+            mask = batch.step_mask
+            loss = weighted_loss(full_steps[mask], batch.targets[mask], batch.weights[mask])
+            rows = (batch.trajectory_positions >= 0).nonzero(as_tuple=True)[0]
+            trajectories = None if full_trajectories is None else full_trajectories[rows, batch.trajectory_positions[rows]]
+            trajectory_targets = batch.trajectory_targets[rows]
+        if trajectories is None:
             return loss
-        extra = trajectory_loss(trajectory_logits, batch.trajectory_positions, batch.trajectory_targets)
-        return loss if extra is None else loss + self.config.trajectory_loss_weight * extra
+        extra = trajectory_loss(trajectories, trajectory_targets)
+        if extra is None:  # the head stays in the graph (with no gradient): data-parallel processes exchange its gradient
+            return loss + trajectories.sum() * 0
+        return loss + self.config.trajectory_loss_weight * extra
+
+    def _dummy_logits(self) -> torch.Tensor:
+        ids = self.data.input_ids[0][None].to(self.placement.device)
+        with self.placement.autocast():
+            steps, trajectories = self.model(ids, position_ids=torch.arange(ids.shape[1], device=ids.device)[None])
+        return steps if trajectories is None else steps + trajectories.sum()
+
+    def _reset_throughput(self) -> None:
+        """Tokens and solutions trained in this call, for padded-per-real-token and speed."""
+        self.real_tokens = self.padded_tokens = self.solutions = 0
 
     def _optimizer_step(self) -> None:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
@@ -297,11 +453,17 @@ class _TrainingLoop:
         remaining = max(1, self.total_steps - self.warmup_steps)
         return peak * max(0.0, 1 - (step - self.warmup_steps) / remaining)
 
-    def _finish_epoch(self, seconds: float) -> None:
-        train_loss = self.loss_sum / max(1, self.loss_count)
+    def _finish_epoch(self, seconds: float, loss_sum: float, loss_count: float, real: float, padded: float, solutions: float) -> None:
+        train_loss = loss_sum / max(1, loss_count)
         record = {"epoch": self.epoch + 1, "global_step": self.global_step, "train_loss": train_loss}
-        record |= self._validate()
+        if self.processes.is_main:
+            record |= self._validate()
         record |= {"learning_rate": self._learning_rate(self.global_step - 1), "seconds": round(seconds, 3)}
+        record |= {
+            "padded_per_real_token": round(padded / real, 4) if real else None,
+            "solutions_per_second": round(solutions / seconds, 2) if seconds else None,
+            "tokens_per_second": round(real / seconds, 1) if seconds else None,
+        }
         metric_name = self.config.select_best if self.validation_set else "train_loss"
         metric = record.get(metric_name)
         lower_is_better = metric_name.endswith("loss")
@@ -312,14 +474,18 @@ class _TrainingLoop:
             self.best_metric, self.best_epoch = metric, self.epoch + 1
         record["best"] = improved
         self.epoch += 1
-        self.batches_done, self.loss_sum, self.loss_count = 0, 0.0, 0
-        if improved or checkpoint_dir(self.run_dir, BEST) is None:
+        self.batches_done, self.loss_count = 0, 0
+        self.loss_sum.zero_()
+        self._reset_throughput()
+        if self.processes.is_main and (improved or checkpoint_dir(self.run_dir, BEST) is None):
             save_checkpoint(self.run_dir, BEST, self.prm)
         self._save_last()
-        append_metrics(self.run_dir, record)
+        if self.processes.is_main:
+            append_metrics(self.run_dir, record)
         self.history.append(record)
         log.info(
-            "epoch %d/%d done in %.1fs: train loss %.4f, val loss %s, val step accuracy %s, val AUC %s%s",
+            "epoch %d/%d done in %.1fs: train loss %.4f, val loss %s, val step accuracy %s, val AUC %s%s; "
+            "%.2f tokens per real token, %.1f solutions/s",
             record["epoch"],
             self.config.epochs,
             seconds,
@@ -328,6 +494,8 @@ class _TrainingLoop:
             _fmt(record.get("val_step_accuracy")),
             _fmt(record.get("val_auc")),
             " (best so far)" if improved else "",
+            record["padded_per_real_token"] or 0,
+            record["solutions_per_second"] or 0,
         )
 
     def _validate(self) -> dict:
@@ -347,14 +515,19 @@ class _TrainingLoop:
         return record
 
     def _save_last(self) -> None:
+        """last/ with the training state; every process takes part (the loss so far is summed over them), process 0 writes."""
+        loss_sum, loss_count = self.processes.sum([self.loss_sum.item(), self.loss_count])
+        if not self.processes.is_main:
+            return
         state = {
             "epoch": self.epoch,
             "batches_done": self.batches_done,
             "global_step": self.global_step,
             "best_metric": self.best_metric,
             "best_epoch": self.best_epoch,
-            "loss_sum": self.loss_sum,
-            "loss_count": self.loss_count,
+            "loss_sum": loss_sum,
+            "loss_count": int(loss_count),
+            "world_size": self.processes.world_size,
             "data_fingerprint": self.fingerprint,
             "optimizer": self.optimizer.state_dict(),
             "rng": torch.get_rng_state(),
@@ -362,6 +535,10 @@ class _TrainingLoop:
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         save_checkpoint(self.run_dir, LAST, self.prm, state)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _validation_metrics(logits: list[list[float]], examples: list[PRMExample], weighted: bool = True) -> dict:
@@ -374,7 +551,3 @@ def _validation_metrics(logits: list[list[float]], examples: list[PRMExample], w
     accuracy = sum((x >= 0) == h for x, h in hard_pairs) / len(hard_pairs) if hard_pairs else None
     auc = roc_auc([x for x, _ in hard_pairs], [h for _, h in hard_pairs])
     return {"val_loss": loss, "val_step_accuracy": accuracy, "val_auc": auc, "val_steps": len(flat_targets)}
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"

@@ -53,16 +53,14 @@ class CombinedScore:
         return (sum(scored) / len(scored) + self.trajectory_weight * trajectory_score) / (1 + self.trajectory_weight)
 
 
-def trajectory_loss(trajectory_logits: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
-    """Binary cross-entropy of each solution's trajectory logit at its position ([batch] positions,
-    -1 for a solution without a trajectory target); None when no solution of the batch has one."""
+def trajectory_loss(trajectory_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+    """Binary cross-entropy of the solutions' trajectory logits (each read at its last step, [solutions])
+    against their trajectory labels; None when the batch has no solution with a trajectory target."""
     import torch
 
-    rows = (positions >= 0).nonzero(as_tuple=True)[0]
-    if not len(rows):
+    if not len(trajectory_logits):
         return None
-    logits = trajectory_logits[rows, positions[rows]]
-    return torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), targets[rows].float())
+    return torch.nn.functional.binary_cross_entropy_with_logits(trajectory_logits.float(), targets.float())
 
 
 def trajectory_metrics(logits: Sequence[float | None], targets: Sequence[float | None]) -> dict:

@@ -5,10 +5,12 @@
   (OmegaPRM-style), galloping from the first prefix then bisecting; other steps' hard labels are inferred.
 - adaptive: rollouts in rounds; a prefix stops once a correct rollout is found or its soft label's
   Wilson interval is narrower than --ci-width.
+- final-answer: no rollouts; only the last step, by checking the answer it states (outcome labels,
+  and the candidates of `labeler bon`).
 
 Each strategy is started on a batch by `start`, which does the engine's work and returns a
 `PendingLabels` whose `finish(checker)` gives the BatchOutcome, each solution's trajectory label
-set too (labeler/labeling/trajectory.py). Exhaustive leaves all checking to
+set too (labeler/labeling/trajectory.py). Exhaustive and final-answer leave all checking to
 `finish`, so a job can check one unit while the next one generates; the round-based strategies
 must check between rounds and so check during `start`.
 """
@@ -71,10 +73,12 @@ def start(
 def _start_steps(
     name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
 ) -> PendingLabels:
-    from labeler.labeling.strategies import adaptive, exhaustive, first_error
+    from labeler.labeling.strategies import adaptive, exhaustive, final_answer, first_error
 
     if name == "exhaustive":
         return exhaustive.start(solutions, generator, settings)
+    if name == "final-answer":
+        return final_answer.start(solutions, settings)
     if checker is None:
         raise ValueError(f"strategy {name} checks completions between rounds: it needs a checker")
     if name == "first-error":

@@ -1,0 +1,155 @@
+"""Best-of-N over the candidates of an output folder: score them with each PRM, estimate every
+method's accuracy at N = 1, 2, 4, ... (labeler/evaluation/best_of_n.py), write the results.
+
+OUT/bon/results.json (the document below), OUT/bon/curves.png (labeler/evaluation/bon_plot.py).
+Methods: PRM selection with each aggregate of labeler/prm/solution_scores.py (min, product, last,
+mean), PRM-weighted vote with each, majority vote, pass@N (the oracle) and a random candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from labeler.decoding.candidates import CandidateSet
+from labeler.decoding.prm_scores import candidate_step_scores
+from labeler.evaluation.best_of_n import MAJORITY, PASS, RANDOM, SELECT, VOTE, Curves, Pool, estimate, n_ladder
+from labeler.evaluation.bon_plot import BON_CURVES, BON_RESULTS, curves_png
+from labeler.prm.scorers import StepScorer
+from labeler.prm.solution_scores import AGGREGATES, aggregate
+from labeler.store.location import OutputLocation
+
+RESULTS_VERSION = 1
+ESTIMATOR_NOTE = (
+    "expected accuracy over the subsets of N candidates of each problem's pool, averaged over problems: exact for pass@N, "
+    "random and PRM selection (ties broken at random); votes over every subset when there are at most `subsets`, else over "
+    "`subsets` random ones seeded by `seed`; a pool smaller than N is used whole (problems_capped)"
+)
+
+
+@dataclass(frozen=True)
+class PrmToUse:
+    spec: str
+    load: Callable[[], StepScorer]  # called only when the PRM's scores are not kept yet
+
+
+def score_names(index: int) -> dict[str, str]:
+    """aggregate -> the score's name in the pools of PRM number `index`."""
+    return {how: f"{index}/{how}" for how in AGGREGATES}
+
+
+def build_pools(candidates: CandidateSet, scores: Sequence[dict[str, list[list[float | None]]]]) -> list[Pool]:
+    """One pool per problem; `scores[i]` holds PRM i's step scores by solution_id."""
+    pools = []
+    for problem_id, members in candidates.pools().items():
+        named = {}
+        for index, by_id in enumerate(scores):
+            for how, name in score_names(index).items():
+                named[name] = tuple(aggregate(by_id[c.solution_id], how) for c in members)
+        pools.append(Pool(problem_id, tuple(c.correct for c in members), tuple(c.answer_key for c in members), named))
+    return pools
+
+
+def score_candidates(location: OutputLocation, candidates: CandidateSet, prms: Sequence[PrmToUse], rescore: bool = False):
+    """Per PRM: its name, and its step scores by solution_id."""
+    names, scores = [], []
+    for prm in prms:
+        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, rescore=rescore)
+        names.append(name)
+        scores.append({c.solution_id: s for c, s in zip(candidates.candidates, step_scores)})
+    return names, scores
+
+
+def results_document(candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, *, subsets: int, seed: int) -> dict:
+    sizes = [len(pool) for pool in candidates.pools().values()]
+    accuracy = curves.accuracy
+    return {
+        "kind": "best-of-n",
+        "version": RESULTS_VERSION,
+        "n": curves.n,
+        "problems": curves.problems,
+        "problems_capped": curves.problems_capped,
+        "problems_without_candidates": candidates.problems_without_candidates,
+        "rows_rejected": candidates.rows_rejected,
+        "candidates": len(candidates.candidates),
+        "candidates_correct": sum(c.correct for c in candidates.candidates),
+        "candidates_unchecked": candidates.unchecked,
+        "candidates_truncated": sum(c.truncated for c in candidates.candidates),
+        "pool_size": {"min": min(sizes, default=0), "max": max(sizes, default=0)},
+        "tokens_per_candidate": candidates.sampled_tokens_per_candidate,
+        "estimator": {"subsets": subsets, "seed": seed, "how": ESTIMATOR_NOTE},
+        "baselines": {name: accuracy[name] for name in (PASS, MAJORITY, RANDOM)},
+        "prms": [
+            {
+                "spec": spec,
+                "name": name,
+                "selection": {how: accuracy[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
+                "weighted_vote": {how: accuracy[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+            }
+            for index, (spec, name) in enumerate(zip(prms, names))
+        ],
+    }
+
+
+def best_of_n(
+    location: OutputLocation, candidates: CandidateSet, prms: Sequence[PrmToUse], *, subsets: int, seed: int,
+    ns: Sequence[int] | None = None, rescore: bool = False,
+) -> dict:  # fmt: skip
+    """Score, estimate and return the results document (not written: `write_results`)."""
+    names, scores = score_candidates(location, candidates, prms, rescore)
+    pools = build_pools(candidates, scores)
+    if ns is None:
+        ns = n_ladder(max((pool.size for pool in pools), default=0))
+    curves = estimate(pools, ns, subsets=subsets, seed=seed)
+    return results_document(candidates, [p.spec for p in prms], names, curves, subsets=subsets, seed=seed)
+
+
+def write_results(location: OutputLocation, results: dict) -> dict[str, str]:
+    location.make_dirs("bon")
+    location.write_bytes(BON_RESULTS, json.dumps(results, indent=1).encode())
+    location.write_bytes(BON_CURVES, curves_png(results))
+    return {"results": location.display(BON_RESULTS), "curves": location.display(BON_CURVES)}
+
+
+def at_n(results: dict, j: int) -> dict:
+    """Every method's accuracy at the j-th N of a results document, in the document's shape."""
+    return {
+        "n": results["n"][j],
+        "baselines": {name: values[j] for name, values in results["baselines"].items()},
+        "prms": [
+            {
+                "spec": prm["spec"],
+                "selection": {how: values[j] for how, values in prm["selection"].items()},
+                "weighted_vote": {how: values[j] for how, values in prm["weighted_vote"].items()},
+            }
+            for prm in results["prms"]
+        ],
+    }
+
+
+def format_table(results: dict) -> str:
+    """Methods as rows, N as columns."""
+    ns = results["n"]
+    width = max(28, *(len(p["name"]) + 2 for p in results["prms"])) if results["prms"] else 28
+    lines = [
+        f"best-of-N on {results['problems']} problems: {results['candidates']} candidates "
+        f"(pools of {results['pool_size']['min']} to {results['pool_size']['max']}), {results['candidates_correct']} correct",
+        f"{'N':<{width}}" + "".join(f"{n:>8}" for n in ns),
+    ]
+
+    def row(label: str, values: Sequence[float]) -> str:
+        return f"{label:<{width}}" + "".join(f"{'n/a' if math.isnan(v) else f'{v:.3f}':>8}" for v in values)
+
+    for name, label in ((PASS, "pass@N (oracle)"), (MAJORITY, "majority vote"), (RANDOM, "random")):
+        lines.append(row(label, results["baselines"][name]))
+    for prm in results["prms"]:
+        lines.append(prm["name"])
+        lines += [row(f"  select by {how}", values) for how, values in prm["selection"].items()]
+        lines += [row(f"  weighted vote by {how}", values) for how, values in prm["weighted_vote"].items()]
+    if any(results["problems_capped"]):
+        capped = ", ".join(f"N={n}: {c}" for n, c in zip(ns, results["problems_capped"]) if c)
+        lines.append(f"problems with a smaller pool, evaluated on all their candidates: {capped}")
+    return "\n".join(lines)
+

@@ -1,0 +1,66 @@
+"""Math-Shepherd's PRM format (math-shepherd:MODEL, e.g. peiyi9979/math-shepherd-mistral-7b-prm).
+
+The PRM is a causal LM trained to follow each step's tag with "+" (right) or "-" (wrong). The
+solution is shown as it was in training, encoded in one piece (a BOS first when the tokenizer adds one):
+
+    {problem} Step 1: {step 1} ки\\nStep 2: {step 2} ки\\n...Step k: {step k} ки
+
+and step i's score is P("+") against "-" from the next-token logits at its "ки" tag. A step that
+already opens with "Step N:" keeps only our numbering; a "ки" inside a step's text is dropped, so
+the tags are exactly the ones we put.
+"""
+
+from __future__ import annotations
+
+import re
+
+from labeler.evaluation.solutions import SolutionToScore
+from labeler.prm.adapters.loading import context_length, load_causal_lm, single_token
+from labeler.prm.adapters.positions import RenderError, TokenPairScorer
+from labeler.prm.devices import Placement
+from labeler.prm.model import PRMLoadError
+
+STEP_TAG = "ки"
+GOOD_TOKEN, BAD_TOKEN = "+", "-"
+_OWN_NUMBERING = re.compile(r"^\s*Step\s*\d+\s*[:.]\s*", re.IGNORECASE)
+PROBE = SolutionToScore("probe", "probe", "What is 1 + 1?", ("1 + 1 = 2.", "The answer is 2."))
+
+
+def render_text(problem: str, steps) -> str:
+    lines = [f"Step {i}: {_OWN_NUMBERING.sub('', step.replace(STEP_TAG, '')).strip()} {STEP_TAG}" for i, step in enumerate(steps, 1)]
+    return f"{problem.strip()} " + "\n".join(lines)
+
+
+class MathShepherdScorer(TokenPairScorer):
+    def __init__(self, lm, *, tag_id: int, **settings):
+        super().__init__(lm, **settings)
+        self.tag_id = tag_id
+
+    @classmethod
+    def load(cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str):
+        lm, tokenizer = load_causal_lm(name, "math-shepherd", model, placement, trust_remote_code)
+        scorer = cls(
+            lm,
+            tag_id=single_token(name, tokenizer, STEP_TAG, "step tag"),
+            good_token_id=single_token(name, tokenizer, GOOD_TOKEN, "good-step token"),
+            bad_token_id=single_token(name, tokenizer, BAD_TOKEN, "bad-step token"),
+            name=name,
+            tokenizer=tokenizer,
+            placement=placement,
+            batch_size=batch_size,
+            max_length=context_length(lm.config, tokenizer, max_length),
+        )
+        try:
+            scorer.render(PROBE)
+        except RenderError as error:
+            raise PRMLoadError(
+                f"{name}: the tokenizer does not keep the step tag {STEP_TAG!r} one token in a solution ({error})"
+            ) from error
+        return scorer
+
+    def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
+        ids = self.tokenizer(render_text(solution.problem, solution.steps))["input_ids"]
+        positions = [i for i, token in enumerate(ids) if token == self.tag_id]
+        if len(positions) != len(solution.steps):
+            raise RenderError(f"{len(positions)} step tags {STEP_TAG!r} found in the encoded solution for {len(solution.steps)} steps")
+        return ids, positions
