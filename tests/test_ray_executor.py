@@ -4,6 +4,8 @@ workers on one machine start."""
 
 import json
 import os
+import re
+import time
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
 from labeler.store.manifest import EngineChangeError
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
+from workers import ray_executor
 from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
 
 ray = pytest.importorskip("ray")
@@ -67,6 +70,19 @@ class WorkerEngine(ScriptedGenerator):
 class BrokenEngine:
     def __init__(self):
         raise OSError("no such model: /nowhere")
+
+
+class SlowGenerator(ScriptedGenerator):
+    """Half a second per generate call, so that units are in flight when the test acts."""
+
+    def generate(self, requests, sampling):
+        time.sleep(0.5)
+        return super().generate(requests, sampling)
+
+
+class EngineThatNeverLoads:
+    def __init__(self):
+        time.sleep(3600)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -152,6 +168,60 @@ def test_engine_records_come_from_the_workers_and_are_checked_before_they_label(
 def test_workers_that_cannot_start_stop_the_job(dataset, tmp_path):
     with pytest.raises(NoWorkerError, match="no such model"):
         label(dataset, tmp_path / "out", on_ray(BrokenEngine))
+
+
+def test_the_units_of_workers_on_a_node_declared_dead_go_back_to_the_queue(dataset, tmp_path, monkeypatch, capfd):
+    """The driver's watch of the nodes, on its own: after the first commit, the driver is told (by a
+    stand-in for ray.nodes) that the node is dead, while its workers go on as in a network partition.
+    Their units in flight are requeued at once, their late results ignored, the log says so; the
+    output is that of one process."""
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.2)
+    out = tmp_path / "ray"
+    real_nodes = ray.nodes
+
+    def nodes():
+        found = real_nodes()
+        if not _committed_a_unit(out):
+            return found
+        return [{**node, "Alive": False, "DeathReasonMessage": "health check failed (a stand-in)"} for node in found]
+
+    monkeypatch.setattr(ray_executor.ray, "nodes", nodes)
+    summary = label(dataset, out, on_ray(partial(SlowGenerator, PROBLEMS)))
+    err = capfd.readouterr().err
+    assert re.search(r"node \w{8} \(\S+\) lost \(health check failed \(a stand-in\)\); its workers prm-labeler-worker-\d, prm-labeler-worker-\d with it, units [\d, ]+ go back to the queue", err), err
+    assert "retrying (1/2)" in err
+    assert summary.solutions == len(PROBLEMS) and summary.units_run_now == 6
+    assert sorted_labels(out) == sorted_labels_of_one_process(dataset, tmp_path / "single")
+
+
+def _committed_a_unit(out: Path) -> bool:
+    """A commit record in commits/, or one folded into manifest.json already."""
+    if (out / "commits").is_dir() and any((out / "commits").iterdir()):
+        return True
+    try:
+        return json.loads((out / "manifest.json").read_text())["totals"]["units_committed"] > 0
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpus", "why"),
+    [
+        (EngineThatNeverLoads, 0, "or its engine did not finish loading (1 CPU, 0 GPU each"),
+        (partial(ScriptedGenerator, PROBLEMS), 1, "no node of the cluster can hold one (1 CPU, 1 GPU each"),
+    ],
+)
+def test_a_job_whose_workers_never_start_stops_at_the_start_timeout(dataset, tmp_path, monkeypatch, capfd, engine, gpus, why):
+    """An engine that hangs while it loads, or a worker that needs a GPU this CPU-only Ray does not
+    have: the job stops after --worker-start-timeout, saying why, instead of waiting forever."""
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.2)
+    settings = ClusterSettings(workers=1, gpus_per_worker=gpus, worker_start_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(NoWorkerError, match="did not start within 2 s") as error:
+        label(dataset, tmp_path / "out", RayExecutor(settings, engine, partial(AnswerChecker, timeout_s=5)))
+    assert why in str(error.value) and "CPUs free" in str(error.value)
+    assert time.monotonic() - started < 30
+    assert "gave up on a worker" in capfd.readouterr().err
 
 
 @pytest.mark.parametrize(("workers", "budget", "each"), [(3, None, 1), (2, 5, 2)])

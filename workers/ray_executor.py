@@ -10,19 +10,31 @@ arrives. Failures:
   (stage "generation", the error as the reason; labeler/labeling/unit_failures.py), so the job finishes;
 - an engine that dies under a worker makes its generate call raise (workers/engine_watch.py): the
   worker is replaced like any failed one, with a new engine;
+- a node that is lost takes its workers with it. Ray fails their calls, within seconds when their
+  processes go (a raylet killed), or once its health checks give up on a node that stopped answering
+  (about a minute by default). The driver also looks at the cluster's nodes every POLL_S seconds: the
+  units of workers on a node Ray reports dead go back to the queue at once, whatever their calls do,
+  and the log names the node and the units;
+- a worker that has not started within --worker-start-timeout (no room for it on the cluster, an
+  engine that never finishes loading) is given up, so a job left without workers stops (NoWorkerError)
+  instead of waiting forever; one whose process or node died while it started is replaced (at most
+  --workers times per job), one whose engine raised while loading is not (another would fail alike);
 - a result for a unit already committed is dropped by the job's store.
 A driver that dies is resumed by rerunning the command: committed units are skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayActorError, RayError, RayTaskError
 
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings
@@ -36,10 +48,12 @@ from workers.checker_share import CheckerShare
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
 WORKER_NAME_PREFIX = "prm-labeler-worker"
+POLL_S = 2.0  # how often the driver looks at the cluster's nodes and at its starting workers while it waits
+WAITING_NOTE_S = 60.0  # with no worker ready, how often the log says what the job waits for
 
 
 class NoWorkerError(RuntimeError):
-    """No worker could start (a bad model, no resources that fit): the job cannot go on."""
+    """No worker could start (a bad model, no resources that fit, none within --worker-start-timeout): the job cannot go on."""
 
 
 class RayExecutor:
@@ -65,20 +79,25 @@ class RayExecutor:
         commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
     ) -> None:
-        started_ray = connect(self.settings.address)
-        options = self._worker_options(task)
-        share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
-        worker_args = (self.generator_factory, self.checker_factory, share, task, self.settings.engine_log_level)
-        pool = WorkerPool(options, worker_args, progress)
-        try:
-            progress.log(f"starting {self.settings.workers} workers on Ray ({_describe_cluster()})")
-            for _ in range(self.settings.workers):
-                pool.start_worker()
-            self._label_all(units, pool, progress, commit, check_engine or (lambda engine: None))
-        finally:
-            pool.shutdown()
-            if started_ray:
-                ray.shutdown()
+        # stdout is for results, but Ray prints to the driver's stdout what workers and raylets on any node
+        # write to theirs (a dying raylet's state dump, say): while Ray runs here, that goes to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            started_ray = connect(self.settings.address)
+            try:
+                options = self._worker_options(task)
+                share = CheckerShare(self.settings.checker_processes, self.settings.workers, options["num_cpus"], options["num_gpus"])
+                worker_args = (self.generator_factory, self.checker_factory, share, task, self.settings.engine_log_level)
+                pool = WorkerPool(options, worker_args, progress, self.settings.worker_start_timeout, restarts=self.settings.workers)
+                try:
+                    progress.log(f"starting {self.settings.workers} workers on Ray ({describe_cluster()})")
+                    for _ in range(self.settings.workers):
+                        pool.start_worker()
+                    self._label_all(units, pool, progress, commit, check_engine or (lambda engine: None))
+                finally:
+                    pool.shutdown()
+            finally:
+                if started_ray:
+                    ray.shutdown()
 
     def _worker_options(self, task: UnitTask) -> dict:
         gpus = self.settings.gpus_per_worker
@@ -91,6 +110,7 @@ class RayExecutor:
         queue = deque(units)
         failures = UnitFailures(self.max_unit_retries, progress, where="on Ray workers")
         running: dict = {}  # ObjectRef of a label call -> (unit, worker)
+        nodes = NodeWatch(progress)
         clock_started = False
         while queue or running:
             for worker in pool.free_slots()[: len(queue)]:
@@ -99,7 +119,13 @@ class RayExecutor:
                 running[worker.label.remote(unit)] = (unit, worker)
             if not running and not pool.starting:
                 raise NoWorkerError(f"no worker could start; last error: {pool.last_start_error}")
-            [ref], _ = ray.wait([*pool.starting, *running], num_returns=1)
+            ready, _ = ray.wait([*pool.starting, *running], num_returns=1, timeout=POLL_S)
+            for node in nodes.lost():
+                self._node_lost(node, running, queue, failures, pool, commit, progress)
+            pool.give_up_late_starts(waiting=not pool.in_flight)
+            if not ready:
+                continue
+            [ref] = ready
             if ref in pool.starting:
                 engine = pool.worker_started(ref)
                 if engine is not None:
@@ -108,63 +134,146 @@ class RayExecutor:
                         progress.start_clock()
                         clock_started = True
                 continue
+            if ref not in running:  # a start given up, or a unit whose node was lost meanwhile (queued again)
+                continue
             unit, worker = running.pop(ref)
             pool.release(worker)
             try:
                 result: UnitResult = ray.get(ref)
             except RayError as error:
-                result = self._unit_failed(unit, worker, error, failures, pool)
+                blame_unit = isinstance(error, RayTaskError)
+                result = self._unit_failed(unit, worker, _short(error), failures, pool, running, blame_unit, _cause(error, EngineDiedError))
                 if result is None:
                     queue.appendleft(unit)
                     continue
             else:
                 failures.succeeded()
             commit(result)
+        if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
+            for node in nodes.lost(now=True):
+                progress.warn(self._loss(node, pool, []))
+
+    def _node_lost(self, node: dict, running: dict, queue: deque, failures: UnitFailures, pool: WorkerPool, commit, progress) -> None:
+        """Ray reports `node` dead: requeue the units of the workers that were there, replace those workers."""
+        workers = pool.on_node(node["NodeID"])
+        stranded = [(ref, unit, worker) for ref, (unit, worker) in running.items() if worker in workers]
+        progress.warn(self._loss(node, pool, stranded))
+        reason = f"node {node['NodeID'][:8]} lost"
+        for ref, unit, worker in stranded:
+            del running[ref]
+            pool.release(worker)
+            result = self._unit_failed(unit, worker, reason, failures, pool, running)
+            if result is None:
+                queue.appendleft(unit)
+            else:
+                commit(result)
+        for worker in workers:  # those that had no unit in flight
+            pool.replace(worker, reason, [], killed_by_driver=False)
 
     @staticmethod
-    def _unit_failed(unit: WorkUnit, worker, error: Exception, failures: UnitFailures, pool: WorkerPool) -> UnitResult | None:
+    def _loss(node: dict, pool: WorkerPool, stranded: list) -> str:
+        """What losing `node` means for the job, in one line."""
+        workers = pool.on_node(node["NodeID"])
+        text = f"node {describe_node(node)} lost ({node.get('DeathReasonMessage') or 'reported dead'})"
+        if workers:
+            text += f"; its workers {', '.join(pool.names[worker] for worker in workers)} with it"
+        if stranded:
+            text += f", units {', '.join(str(unit.index) for _, unit, _ in sorted(stranded, key=lambda s: s[1].index))} go back to the queue"
+        text += "".join(f"; {name} there had failed {seconds:.0f} s before" for name, seconds in pool.failed_on(node["NodeID"]))
+        return f"{text}; the cluster now: {describe_cluster()}"
+
+    @staticmethod
+    def _unit_failed(
+        unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, blame_unit=False, engine_died=False
+    ) -> UnitResult | None:
         """Replace the worker; None to retry the unit, or, past the retry limit, the unit as rejected rows."""
         if worker in pool.killed:
             return None  # the driver killed this worker because another of its units failed: not this unit's fault
-        # An error raised in a unit names its culprit; a worker that died takes all its units down
-        # and each of them counts one failure, since any of them might have killed it.
-        pool.replace(worker, killed_by_driver=isinstance(error, RayTaskError))
-        return failures.failed(unit, _short(error), engine_died=_cause(error, EngineDiedError))
+        # An error raised in a unit names its culprit (`blame_unit`); a worker that died takes all its units
+        # down and each of them counts one failure, since any of them might have killed it.
+        in_flight = sorted([unit.index, *(other.index for other, owner in running.values() if owner is worker)])
+        pool.replace(worker, reason, in_flight, killed_by_driver=blame_unit)
+        return failures.failed(unit, reason, engine_died=engine_died)
 
 
 class WorkerPool:
-    """The live workers, those still starting, and how many units each has in flight."""
+    """The live workers, those still starting, where each runs and how many units each has in flight."""
 
-    def __init__(self, worker_options: dict, worker_args: tuple, progress: ProgressReporter):
+    def __init__(self, worker_options: dict, worker_args: tuple, progress: ProgressReporter, start_timeout: float, restarts: int):
         self.worker_class = ray.remote(LabelingWorker)
         self.worker_options = worker_options
         self.worker_args = worker_args
         self.progress = progress
+        self.start_timeout = start_timeout
+        self.restarts_left = restarts  # workers whose process or node died while they started, replaced
         self.starting: dict = {}  # ObjectRef of a `where` call -> worker not yet ready
+        self.start_times: dict = {}  # the same ObjectRef -> when that worker was started (monotonic)
         self.in_flight: dict = {}  # ready worker -> units in flight
+        self.places: dict = {}  # ready worker -> where it runs: node_id, host, pid, checker_processes
+        self.names: dict = {}  # worker -> its actor's name
+        self.failed: list[tuple[str, str, float]] = []  # workers replaced: name, node id, when
         self.killed: set = set()  # workers the driver killed while they had units in flight
         self.started = 0
         self.last_start_error: str | None = None
+        self.waiting_noted = time.monotonic()
 
     def start_worker(self) -> None:
         self.started += 1
-        worker = self.worker_class.options(name=f"{WORKER_NAME_PREFIX}-{self.started}", **self.worker_options).remote(*self.worker_args)
-        self.starting[worker.where.remote()] = worker
+        name = f"{WORKER_NAME_PREFIX}-{self.started}"
+        worker = self.worker_class.options(name=name, **self.worker_options).remote(*self.worker_args)
+        ref = worker.where.remote()
+        self.starting[ref] = worker
+        self.start_times[ref] = time.monotonic()
+        self.names[worker] = name
 
     def worker_started(self, ref) -> dict | None:
-        """Settle a worker's start: its engine record, or None if it failed (it is not replaced:
-        starting again would fail alike)."""
+        """Settle a worker's start: its engine record, or None if it failed. A worker whose engine raised
+        is not replaced (starting again would fail alike); one whose process or node died is."""
         worker = self.starting.pop(ref)
+        del self.start_times[ref]
         try:
-            where, engine = ray.get(ref)
+            place, engine = ray.get(ref)
         except RayError as error:
             self.last_start_error = _short(error)
-            self.progress.log(f"a worker failed to start: {self.last_start_error}")
             ray.kill(worker, no_restart=True)  # an actor whose __init__ failed keeps its name until killed
+            died_outside = isinstance(error, RayActorError) and not error.actor_init_failed
+            if died_outside and self.restarts_left > 0:
+                self.restarts_left -= 1
+                self.progress.warn(f"worker {self.names[worker]} died while it started ({self.last_start_error}); starting another")
+                self.start_worker()
+            else:
+                self.progress.log(f"a worker failed to start: {self.last_start_error}")
             return None
         self.in_flight[worker] = 0
-        self.progress.log(f"worker ready on {where} ({len(self.in_flight)} ready)")
+        self.places[worker] = place
+        self.progress.log(f"worker ready on {describe_place(place)} ({self.names[worker]}; {len(self.in_flight)} ready)")
         return engine
+
+    def give_up_late_starts(self, waiting: bool) -> None:
+        """Kill the workers starting for longer than the start timeout. `waiting` (no worker ready): say
+        once a minute what the job waits for."""
+        now = time.monotonic()
+        needs = {"CPU": self.worker_options["num_cpus"], "GPU": self.worker_options["num_gpus"]}
+        each = ", ".join(f"{amount:g} {name}" for name, amount in needs.items())
+        for ref, began in list(self.start_times.items()):
+            if now - began > self.start_timeout:
+                worker = self.starting.pop(ref)
+                del self.start_times[ref]
+                ray.kill(worker, no_restart=True)
+                fits = any(all(node["Resources"].get(name, 0) >= amount for name, amount in needs.items()) for node in ray.nodes() if node["Alive"])
+                why = "no room for it on the cluster now, or its engine did not finish loading" if fits else "no node of the cluster can hold one"
+                self.last_start_error = (
+                    f"{self.names[worker]} did not start within {self.start_timeout:g} s (--worker-start-timeout): "
+                    f"{why} ({each} each; {describe_cluster()})"
+                )
+                self.progress.warn(f"gave up on a worker: {self.last_start_error}")
+        if waiting and self.starting and now - self.waiting_noted > WAITING_NOTE_S:
+            self.waiting_noted = now
+            oldest = now - min(self.start_times.values())
+            self.progress.log(
+                f"no worker ready: waiting for {len(self.starting)} to start, the first for {oldest:.0f} s of "
+                f"--worker-start-timeout {self.start_timeout:g} s ({each} each; {describe_cluster()})"
+            )
 
     def free_slots(self) -> list:
         """A ready worker once per unit it can take now, round-robin so that units spread over workers first."""
@@ -180,13 +289,26 @@ class WorkerPool:
         if worker in self.in_flight:  # not when it was replaced already
             self.in_flight[worker] -= 1
 
-    def replace(self, worker, killed_by_driver: bool) -> None:
+    def on_node(self, node_id: str) -> list:
+        """The ready workers on that node."""
+        return [worker for worker, place in self.places.items() if place["node_id"] == node_id]
+
+    def failed_on(self, node_id: str) -> list[tuple[str, float]]:
+        """Workers of that node replaced already: name, seconds ago."""
+        now = time.monotonic()
+        return [(name, now - when) for name, node, when in self.failed if node == node_id]
+
+    def replace(self, worker, reason: str, units: list[int], killed_by_driver: bool) -> None:
         """A failed worker is not trusted with more work: kill it and start another (once per worker)."""
         if self.in_flight.pop(worker, None) is None:
             return  # already replaced, when an earlier unit of it failed
+        place = self.places.pop(worker)
+        self.failed.append((self.names[worker], place["node_id"], time.monotonic()))
         if killed_by_driver:
             self.killed.add(worker)
         ray.kill(worker, no_restart=True)
+        in_flight = f" with units {', '.join(map(str, units))} in flight" if units else ""
+        self.progress.warn(f"worker {self.names[worker]} on node {place['node_id'][:8]} failed{in_flight}: {reason}")
         self.progress.log("starting a worker to replace the failed one")
         self.start_worker()
 
@@ -196,6 +318,30 @@ class WorkerPool:
             ray.kill(worker, no_restart=True)
         self.in_flight.clear()
         self.starting.clear()
+        self.start_times.clear()
+
+
+class NodeWatch:
+    """The cluster's live nodes as the driver last saw them (looked at every POLL_S seconds): it logs
+    the nodes that join and returns those that were lost, as ray.nodes() describes them."""
+
+    def __init__(self, progress: ProgressReporter):
+        self.progress = progress
+        self.alive = {node["NodeID"]: node for node in ray.nodes() if node["Alive"]}
+        self.looked = time.monotonic()
+
+    def lost(self, now: bool = False) -> list[dict]:
+        """The nodes lost since the last look; none when that was under POLL_S ago (unless `now`)."""
+        if not now and time.monotonic() - self.looked < POLL_S:
+            return []
+        self.looked = time.monotonic()
+        nodes = {node["NodeID"]: node for node in ray.nodes()}
+        alive = {node_id: node for node_id, node in nodes.items() if node["Alive"]}
+        for node_id in alive.keys() - self.alive.keys():
+            self.progress.log(f"node {describe_node(alive[node_id])} joined the cluster ({describe_cluster()})")
+        lost = [nodes.get(node_id, node) for node_id, node in self.alive.items() if node_id not in alive]
+        self.alive = alive
+        return lost
 
 
 def connect(address: str | None) -> bool:
@@ -210,9 +356,21 @@ def connect(address: str | None) -> bool:
     return True
 
 
-def _describe_cluster() -> str:
-    resources = ray.cluster_resources()
-    return f"{len(ray.nodes())} node(s), {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs"
+def describe_cluster() -> str:
+    """Its live nodes, and their CPUs and GPUs (free / in all)."""
+    total, free = ray.cluster_resources(), ray.available_resources()
+    nodes = sum(1 for node in ray.nodes() if node["Alive"])
+    return f"{nodes} node(s), {free.get('CPU', 0):g}/{total.get('CPU', 0):g} CPUs free, {free.get('GPU', 0):g}/{total.get('GPU', 0):g} GPUs free"
+
+
+def describe_node(node: dict) -> str:
+    return f"{node['NodeID'][:8]} ({node.get('NodeManagerAddress', '?')})"
+
+
+def describe_place(place: dict) -> str:
+    processes = place["checker_processes"]
+    checker = f"{processes} checker process" + ("es" if processes > 1 else "") if processes else "no answer checker"
+    return f"node {place['node_id'][:8]} (host {place['host']}, pid {place['pid']}), {checker}"
 
 
 def _cause(error: BaseException, kind: type) -> bool:

@@ -50,12 +50,14 @@ class LabelingWorker:
         self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 
-    def where(self) -> tuple[str, dict]:
-        """Where this worker runs and its engine record (also tells the driver it has loaded its engine)."""
-        processes = f"{self.checker_processes} checker process" + ("es" if self.checker_processes > 1 else "")
-        if self.checker is None:
-            processes = "no answer checker"
-        return f"{socket.gethostname()} pid {os.getpid()}, {processes}", self.engine
+    def where(self) -> tuple[dict, dict]:
+        """Where this worker runs (its Ray node, host, pid, checker pool) and its engine record; the answer
+        also tells the driver that the engine has loaded."""
+        import ray
+
+        context = ray.get_runtime_context()
+        place = {"node_id": context.get_node_id(), "host": socket.gethostname(), "pid": os.getpid(), "checker_processes": self.checker_processes}
+        return place, self.engine
 
     def label(self, unit: WorkUnit) -> UnitResult:
         """Run the job's task on `unit` (the method keeps its name: it labels, or judges, a unit)."""

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict, fields
 from functools import partial
 from pathlib import Path
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
 from labeler.labeling.config import ClusterSettings
 
 COMMAND = "judge"
 RUN_OPTIONS = ("overwrite", "rebuild_manifest", "max_unit_retries", "retry_rejected", "output_lock", "allow_engine_change", "json", "quiet", "verbose")
-CLUSTER_OPTIONS = ("workers", "address", "gpus_per_worker")  # not --checker-processes: a judge checks no answers
+CLUSTER_OPTIONS = ("workers", "address", "gpus_per_worker", "worker_start_timeout")  # not --checker-processes: a judge checks no answers
 
 
 def register(subparsers) -> None:
@@ -88,12 +89,13 @@ def run_judge_command(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error))
 
     make_generator = partial(start_engine, args.model, config)
+    no_workers: tuple[type[Exception], ...] = ()
     if cluster is None:
         executor = LocalExecutor(make_generator, None, model_name=model_name, max_unit_retries=options.max_unit_retries)
     else:
-        from workers.ray_executor import RayExecutor
+        from workers.ray_executor import NoWorkerError, RayExecutor
 
-        executor = RayExecutor(cluster, make_generator, None, max_unit_retries=options.max_unit_retries)
+        executor, no_workers = RayExecutor(cluster, make_generator, None, max_unit_retries=options.max_unit_retries), (NoWorkerError,)
     try:
         summary = run_judge(
             config,
@@ -108,6 +110,9 @@ def run_judge_command(args: argparse.Namespace) -> int:
         )
     except (InputError, ConfigMismatchError, ShardsError) as error:
         return usage_error(COMMAND, str(error))
+    except no_workers as error:  # the cluster has no room for a worker, or none can load the model
+        print(f"labeler {COMMAND}: error: {error}; committed units are kept: rerun to resume", file=sys.stderr)
+        return EXIT_FAILURE
     print(json.dumps(asdict(summary), indent=1) if options.json else _format_summary(summary))
     return EXIT_OK
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from functools import partial
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
+from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
 from labeler.labeling.config import ClusterSettings, LabelConfig
 
@@ -67,11 +68,14 @@ def run_label(args: argparse.Namespace) -> int:
     except ValueError as error:
         return usage_error(COMMAND, f"--checker-timeout: {error}")
     with checker:
+        no_workers: tuple[type[Exception], ...] = ()
         try:
             if cluster is None:
                 executor = LocalExecutor(make_generator, checker, model_name=model_name, max_unit_retries=options.max_unit_retries)
             else:
-                executor = _ray_executor(cluster, options, make_generator)
+                from workers.ray_executor import NoWorkerError
+
+                executor, no_workers = _ray_executor(cluster, options, make_generator), (NoWorkerError,)
         except ValueError as error:
             return usage_error(COMMAND, str(error))
         try:
@@ -88,6 +92,9 @@ def run_label(args: argparse.Namespace) -> int:
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))
+        except no_workers as error:  # the cluster has no room for a worker, or none can load the model
+            print(f"labeler {COMMAND}: error: {error}; committed units are kept: rerun to resume", file=sys.stderr)
+            return EXIT_FAILURE
     if options.json:
         print(json.dumps(asdict(summary), indent=1))
     else:

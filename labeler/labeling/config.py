@@ -407,6 +407,13 @@ class ClusterSettings:
         group=CLUSTER,
         default_text="the machine's CPU count in Ray",
     )
+    worker_start_timeout: float = setting(
+        1800.0,
+        above=0,
+        help="seconds a Ray worker may take to start (wait for room on a node, load its engine) before it is given up; "
+        "a job left with no worker then stops instead of waiting forever",
+        group=CLUSTER,
+    )
     engine_log_level: str = setting("ERROR", cli=False, help="vLLM's log level in the workers (INFO with --verbose)")
 
     def __post_init__(self) -> None:
