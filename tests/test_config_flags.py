@@ -36,8 +36,9 @@ def test_every_label_setting_has_a_flag_and_every_flag_a_setting():
 
 
 def test_every_train_setting_has_a_flag_and_every_flag_a_setting():
-    # model_name is what --model resolves to (the embedded model's name), not a flag of its own
-    assert {f.name for f in cli_fields(TrainConfig)} == {f.name for f in dataclasses.fields(TrainConfig)} - {"model_name"}
+    # model_name is what --model resolves to (the embedded model's name), not a flag of its own;
+    # batching (packed, or the padded layout of before) is for tests and bench/trainer.py only
+    assert {f.name for f in cli_fields(TrainConfig)} == {f.name for f in dataclasses.fields(TrainConfig)} - {"model_name", "batching"}
     declared = flag_names(TrainConfig) + flag_names(RunOptions, only=("json", "quiet", "verbose"))
     assert parser_flags(subcommand("train")) == set(declared)
 
@@ -131,11 +132,13 @@ def test_output_settings_and_engine_settings_are_pinned():
 
 def test_train_config_json_keys_are_pinned():
     assert sorted(TrainConfig(labels="l", output="o", model="m").to_dict()) == [
-        "batch_size", "device", "epochs", "gradient_accumulation_steps", "gradient_checkpointing", "labels", "learning_rate",
-        "max_grad_norm", "max_length", "max_steps", "model", "model_name", "output", "precision", "save_steps", "seed",
-        "select_best", "target", "trajectory_loss_weight", "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
+        "attention", "batch_size", "batching", "device", "epochs", "gradient_accumulation_steps", "gradient_checkpointing", "labels",
+        "learning_rate", "max_grad_norm", "max_length", "max_steps", "model", "model_name", "output", "pack_length", "precision",
+        "save_steps", "seed", "select_best", "target", "trajectory_loss_weight", "trust_remote_code", "validation_fraction",
+        "warmup_ratio", "weight_decay",
     ]  # fmt: skip
-    assert TrainConfig.RESUMABLE == {"output", "epochs", "device", "save_steps", "max_steps", "labels"}
+    # how batches are laid out and computed changes no result: a resume may change them
+    assert TrainConfig.RESUMABLE == {"output", "epochs", "device", "save_steps", "max_steps", "labels", "attention", "batching", "pack_length"}
 
 
 def test_strategy_settings_are_a_view_of_the_config():
