@@ -49,6 +49,17 @@ def cpu_native_dtype(cpuinfo: str | None = None) -> str:
 _PLAIN_TEMPLATE = "Problem: {user}\n\nSolution:\n"
 
 
+# The engines whose core runs in this process: the open ones (VLLMGenerator ids), and the closed ones
+# set aside until the last closes (vLLM LLMs): see VLLMGenerator.close.
+_IN_PROCESS_ENGINES: set[int] = set()
+_SET_ASIDE: list = []
+
+
+def _in_process(llm) -> bool:
+    """Whether the engine core of a vLLM LLM runs in this process (no engine-core process of its own)."""
+    return type(llm.llm_engine.engine_core).__name__ == "InprocClient"
+
+
 class VLLMGenerator:
     def __init__(
         self,
@@ -101,6 +112,8 @@ class VLLMGenerator:
             use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),  # the weight-loading bar only with --verbose
             **kwargs,
         ))
+        if _in_process(self.llm):
+            _IN_PROCESS_ENGINES.add(id(self))
         self.tokenizer = self.llm.get_tokenizer()
         model_config = self.llm.llm_engine.model_config
         self.max_model_len = model_config.max_model_len
@@ -225,11 +238,22 @@ class VLLMGenerator:
 
     def close(self) -> None:
         """Stop the engine process now rather than at interpreter exit (when logging is already gone).
-        A dead engine is only dropped: vLLM has already cleaned up after it."""
+        A dead engine is only dropped: vLLM has already cleaned up after it. An engine in this process is
+        set aside while another engine lives in it too, and shut down with the last: vLLM's shutdown (also
+        run when the engine is garbage-collected) tears down the process's distributed state, which
+        in-process engines share, and the others would fail on their next call."""
         engine = getattr(self, "llm", None)
         self.llm = None
-        if engine is not None and self.watch.dead() is None:
-            engine.llm_engine.engine_core.shutdown()
+        if engine is None or self.watch.dead() is not None:
+            return
+        if _in_process(engine):
+            _IN_PROCESS_ENGINES.discard(id(self))
+            if _IN_PROCESS_ENGINES:
+                _SET_ASIDE.append(engine)
+                return
+            while _SET_ASIDE:
+                _SET_ASIDE.pop().llm_engine.engine_core.shutdown()
+        engine.llm_engine.engine_core.shutdown()
 
 
 def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:
