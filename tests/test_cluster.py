@@ -153,9 +153,12 @@ def test_a_driver_joins_with_auto_and_the_job_survives_losing_the_second_node(cl
     assert "starting 2 workers on Ray (2 node(s)" in log  # it joined the running cluster
     # What happened, in the job's log: the node lost, its worker's units in flight sent back to the
     # queue and retried (on the head's worker, the only one left: the replacement finds no room).
-    assert re.search(rf"node {second.short_id} \(\S+\) lost \(", log), said
-    in_flight = rf"(worker prm-labeler-worker-\d on node {second.short_id} failed with units \d+(, \d+)* in flight|units \d+(, \d+)* go back to the queue)"
-    assert re.search(in_flight, log), said
+    # Which comes first depends on timing: the node watch's "node X lost" (Ray declares the node dead), or
+    # the worker's failure, which names its node; on an idle machine the job can end before the former.
+    node_lost = rf"node {second.short_id} \(\S+\) lost \("
+    worker_lost = rf"worker prm-labeler-worker-\d on node {second.short_id} failed with units \d+(, \d+)* in flight"
+    assert re.search(node_lost, log) or re.search(worker_lost, log), said
+    assert re.search(rf"({worker_lost}|units \d+(, \d+)* go back to the queue)", log), said
     assert "retrying (1/2)" in log
     assert stdout.startswith("solutions labelled") and "[labeler]" not in stdout and "state-dump" not in stdout  # stdout: results only
     assert_every_solution_once_as_in_one_process(out, one_process)
