@@ -77,12 +77,7 @@ def run_candidates_job(job: LabelConfig, args: argparse.Namespace, options: RunO
         job,
         executor=executor,
         model_info=describe_model(args.model),
-        overwrite=options.overwrite,
-        progress_enabled=not options.quiet,
-        allow_engine_change=options.allow_engine_change,
-        rebuild_manifest=options.rebuild_manifest,
-        retry_rejected=options.retry_rejected,
-        lock_output=options.output_lock,
+        **options.job_flags(),
     )
 
 

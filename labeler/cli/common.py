@@ -64,6 +64,17 @@ class RunOptions:
     def __post_init__(self) -> None:
         check_numbers(self)
 
+    def job_flags(self) -> dict:
+        """The keyword arguments these options give a job runner (run_job, run_judge: labeling's job machinery)."""
+        return {
+            "overwrite": self.overwrite,
+            "progress_enabled": not self.quiet,
+            "allow_engine_change": self.allow_engine_change,
+            "rebuild_manifest": self.rebuild_manifest,
+            "retry_rejected": self.retry_rejected,
+            "lock_output": self.output_lock,
+        }
+
 
 class LabelerParser(argparse.ArgumentParser):
     """argparse, plus hidden deprecated spellings of flags: a subcommand's parser may set

@@ -83,12 +83,7 @@ def run_label(args: argparse.Namespace) -> int:
                 config,
                 executor=executor,
                 model_info=describe_model(args.model),
-                overwrite=options.overwrite,
-                progress_enabled=not options.quiet,
-                allow_engine_change=options.allow_engine_change,
-                rebuild_manifest=options.rebuild_manifest,
-                retry_rejected=options.retry_rejected,
-                lock_output=options.output_lock,
+                **options.job_flags(),
             )
         except (InputError, ConfigMismatchError) as error:
             return usage_error(COMMAND, str(error))
