@@ -137,3 +137,30 @@ def test_report_of_a_job_without_labels_exits_2(tmp_path, capsys):
     (tmp_path / "job").mkdir()
     assert main(["report", str(tmp_path / "job")]) == 2
     assert capsys.readouterr().err.startswith("labeler report: error:")
+
+
+@pytest.mark.parametrize("truncated", ["excluded", "incorrect"])
+def test_report_counts_the_rollouts_the_manifest_counts_cut_ones_apart(tmp_path, checker, truncated):
+    from labeler.store.status import job_status
+    from tests.conftest import write_jsonl
+    from tests.fakes import CUT_MARKER
+    from tests.test_job import config, input_rows, run
+
+    rows = input_rows()
+    for row in rows[::2]:
+        row["steps"][0] += f" {CUT_MARKER}"  # half the rollouts from these prefixes are cut by their budget
+    out = tmp_path / "out"
+    run(config(write_jsonl(tmp_path / "input.jsonl", rows), out, truncated=truncated), checker)
+    status = job_status(str(out))
+    totals = __import__("json").loads((out / "manifest.json").read_text())["totals"]
+    cut = totals["truncated_rollouts"]
+    assert cut > 0 and status["rollouts"] == totals["rollouts"]
+    page = write_report(str(out)).read_text()
+    assert f"<th>rollouts</th><td class=number>{status['rollouts']}</td>" in page
+    assert f"<th>rollouts cut by their token budget</th><td class=number>{cut}</td>" in page
+    from labeler.evaluation.report import read_inputs
+
+    rollouts_axes = spend_section(read_inputs(str(out))).plots[0].figure.axes[1]
+    assert rollouts_axes.get_title() == f"Rollouts spent: {status['rollouts']} in all, {cut} cut by their token budget"
+    assert f"<th>steps</th><td class=number>{status['steps']}</td>" in page
+    assert f"<th>solutions</th><td class=number>{status['solutions']}</td>" in page

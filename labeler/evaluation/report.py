@@ -4,7 +4,9 @@ The page embeds its plots (base64 PNG), so it can be mailed or archived alone; t
 written beside it too. It is made of sections, each built from what the job holds and left out
 (with one line saying so) when there is nothing to show:
 
-    summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted
+    summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
+                               rollouts as the manifest and `labeler status` count them (every one sampled),
+                               those cut by their token budget shown apart
     soft labels                histogram of the soft labels
     first error position       solutions by their first hard-negative step
     soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
@@ -28,7 +30,9 @@ from pathlib import Path
 from statistics import mean
 
 from labeler.store.lock import read_lock_holder
-from labeler.store.reader import LabelledRow, open_job, read_labelled_rows
+import pyarrow as pa
+
+from labeler.store.reader import LabelledRow, LabelsError, open_job, read_labelled_rows, read_labels_table
 from labeler.store.shard_store import REJECTED_DIR
 
 PAGE_NAME = "index.html"
@@ -100,10 +104,27 @@ class ReportInputs:
     rows: list[LabelledRow]
     rejections: Rejections
     completion: Completion | None
+    cut_rollouts: list[int] | None = None  # per row: rollouts cut by their token budget (n_truncated); None: none cut
+    cut_counted: bool = False  # --truncated incorrect: the cut rollouts are inside n_rollouts, checked as they stand
+
+    def cut(self, i: int) -> int:
+        return self.cut_rollouts[i] if self.cut_rollouts is not None else 0
+
+    def rollouts(self, i: int) -> int:
+        """Rollouts sampled for row i, cut ones too: what the manifest and `labeler status` count."""
+        counted = sum(self.rows[i].n_rollouts)
+        return counted if self.cut_counted else counted + self.cut(i)
+
+
+def read_inputs(job_dir: str) -> ReportInputs:
+    job = open_job(job_dir)
+    cut_counted = job is not None and job.manifest.get("config", {}).get("truncated") == "incorrect"
+    rows = read_labelled_rows(job_dir)
+    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(job_dir, len(rows)), cut_counted)
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
-    inputs = ReportInputs(job_dir, read_labelled_rows(job_dir), _rejections(job_dir), _completion(job_dir))
+    inputs = read_inputs(job_dir)
     out = Path(out_dir) if out_dir else Path(job_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     sections = [section for build in SECTION_BUILDERS if (section := build(inputs)) is not None]
@@ -138,6 +159,16 @@ def _rejections(job_dir: str) -> Rejections:
     return rejections
 
 
+def _cut_rollouts(job_dir: str, n_rows: int) -> list[int]:
+    """Per labels row (in read_labelled_rows' order), its rollouts cut by their token budget; shards
+    older than schema 1.2 have no n_truncated: none of theirs were counted apart."""
+    try:
+        column = read_labels_table(job_dir, ["n_truncated"]).column("n_truncated").to_pylist()
+    except (LabelsError, KeyError, pa.ArrowException):
+        return [0] * n_rows
+    return [sum(cut or 0 for cut in (per_step or ())) for per_step in column]
+
+
 def _completion(job_dir: str) -> Completion | None:
     job = open_job(job_dir)
     if job is None:
@@ -159,6 +190,7 @@ def summary_section(inputs: ReportInputs) -> Section:
     rows = inputs.rows
     soft = [s for row in rows for s in row.soft_labels if s is not None]
     hard = [h for row in rows for h in row.hard_labels if h is not None]
+    cut = sum(inputs.cut(i) for i in range(len(rows)))
     methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
     with_error = sum(row.first_error >= 0 for row in rows)
@@ -172,7 +204,8 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
         ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
-        ("rollouts", f"{sum(sum(row.n_rollouts) for row in rows)}"),
+        ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
+        ("rollouts cut by their token budget", f"{cut}"),
         ("generated tokens", f"{sum(row.generated_tokens for row in rows)}"),
         ("rejected rows", f"{inputs.rejections.total()}"),
     ]
@@ -180,7 +213,11 @@ def summary_section(inputs: ReportInputs) -> Section:
         c = inputs.completion
         lines.insert(0, ("job", "finished" if c.finished else f"incomplete: {c.done} of {c.planned} {c.planned_what}"))
     table = "\n".join(f"<tr><th>{html.escape(k)}</th><td class=number>{html.escape(v)}</td></tr>" for k, v in lines)
-    return Section("Summary", html=f"<table>{table}</table>")
+    if not cut:
+        return Section("Summary", html=f"<table>{table}</table>")
+    fate = "checked as they stand (--truncated incorrect)" if inputs.cut_counted else "left out of the soft labels (--truncated excluded)"
+    note = _note(f"Rollouts: every one sampled, as the manifest and `labeler status` count them; the {cut} cut by their budget are {fate}.")
+    return Section("Summary", html=f"<table>{table}</table>{note}")
 
 
 def soft_label_section(inputs: ReportInputs) -> Section:
@@ -268,15 +305,15 @@ def spend_section(inputs: ReportInputs) -> Section:
     tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
     tokens_axes.set_xlabel("generated tokens per solution")
     tokens_axes.set_ylabel("solutions")
-    rollouts_axes.hist(
-        [sum(row.n_rollouts) for row in rows], bins=_integer_bins([sum(row.n_rollouts) for row in rows]), color="#937860", edgecolor="white"
-    )
-    rollouts_axes.set_xlabel("rollouts per solution")
+    rollouts = [inputs.rollouts(i) for i in range(len(rows))]
+    cut = sum(inputs.cut(i) for i in range(len(rows)))
+    rollouts_axes.hist(rollouts, bins=_integer_bins(rollouts), color="#937860", edgecolor="white")
+    rollouts_axes.set_xlabel("rollouts per solution (cut ones too)")
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
     tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
-    rollouts_axes.set_title(f"Rollouts spent: {sum(sum(row.n_rollouts) for row in rows)} in all")
+    rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + (f", {cut} cut by their token budget" if cut else ""))
     return Section(
         "Tokens and rollouts spent",
         [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],
