@@ -8,7 +8,8 @@ written beside it too. It is made of sections, each built from what the job hold
                                rollouts as the manifest and `labeler status` count them (every one sampled),
                                those cut by their token budget shown apart
     soft labels                histogram of the soft labels
-    first error position       solutions by their first hard-negative step
+    first error position       solutions by their first hard-negative step; "unknown" where an unlabelled
+                               step comes before it (any step, for none)
     soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
                                final-answer checks left out: they are 0 or 1 by construction
     spend                      tokens and rollouts per solution
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
+from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.lock import read_lock_holder
 import pyarrow as pa
 
@@ -193,7 +195,9 @@ def summary_section(inputs: ReportInputs) -> Section:
     cut = sum(inputs.cut(i) for i in range(len(rows)))
     methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
-    with_error = sum(row.first_error >= 0 for row in rows)
+    positions = [known_first_error(row) for row in rows]
+    with_error = sum(p is not None and p >= 0 for p in positions)
+    unknown = positions.count(None)
     lines = [
         ("solutions", f"{len(rows)}"),
         ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
@@ -204,6 +208,7 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
         ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
+        ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
         ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
         ("rollouts cut by their token budget", f"{cut}"),
         ("generated tokens", f"{sum(row.generated_tokens for row in rows)}"),
@@ -235,16 +240,21 @@ def soft_label_section(inputs: ReportInputs) -> Section:
     return Section("Soft labels", [Plot("soft_labels.png", "Soft labels", caption, _png(figure), figure)])
 
 
+def known_first_error(row: LabelledRow) -> int | None:
+    """The row's first hard-negative step, -1 for none; None (unknown) when an unlabelled step comes before it."""
+    return first_predicted_error(row.hard_labels)
+
+
 def first_error_section(inputs: ReportInputs) -> Section:
-    rows = inputs.rows
-    counts = Counter(row.first_error for row in rows)
+    counts = Counter(known_first_error(row) for row in inputs.rows)
+    unknown = counts.pop(None, 0)
     figure = _figure()
     axes = figure.add_subplot()
     positions = sorted(p for p in counts if p >= 0)
-    labels = ["none"] + [str(p + 1) for p in positions]
-    values = [counts.get(-1, 0)] + [counts[p] for p in positions]
-    axes.bar(labels, values, color=["#55a868"] + ["#c44e52"] * len(positions))
-    axes.set_xlabel("first wrong step (1-based); none: no step labelled negative")
+    labels = ["none"] + (["unknown"] if unknown else []) + [str(p + 1) for p in positions]
+    values = [counts.get(-1, 0)] + ([unknown] if unknown else []) + [counts[p] for p in positions]
+    axes.bar(labels, values, color=["#55a868"] + (["#999999"] if unknown else []) + ["#c44e52"] * len(positions))
+    axes.set_xlabel("first wrong step (1-based); none: every step labelled positive; unknown: an unlabelled step before it")
     axes.set_ylabel("solutions")
     _integer_axis(axes.yaxis)
     axes.set_title("First error position")
