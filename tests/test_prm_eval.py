@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labeler.cli import main
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, roc_auc, step_metrics
@@ -329,3 +331,17 @@ def test_eval_common_leaves_out_rows_some_source_cannot_predict(tmp_path, capsys
     assert common["prm"]["not_predicted_by_every_source"] == 1 and common["prm"]["not_matched_by_every_source"] == 0
     assert main(["eval", *args, "--common"]) == 0
     assert "left out (--common), without a prediction from every source: 1 tiny" in capsys.readouterr().out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=12), st.integers(-1, 11))
+def test_a_row_is_scored_only_when_its_first_predicted_error_is_known(steps, human):
+    first = first_predicted_error(steps)
+    first_false = next((i for i, ok in enumerate(steps) if ok is False), -1)
+    before = steps if first_false < 0 else steps[:first_false]
+    assert (first is None) == (None in before)  # unknown exactly when a step before it has no prediction
+    assert first is None or first == first_false
+    assert first_predicted_error(steps, missing="as-correct") == first_false  # asked for: unpredicted steps read as right
+    # the metrics count only known rows: a row without a prediction never adds to either accuracy's denominator
+    metrics = first_error_metrics([(human, first)] if first is not None else [])
+    assert metrics.erroneous + metrics.correct == (first is not None)
