@@ -4,6 +4,7 @@ reasons in full, an unfinished job said to be one, no plot where there is nothin
 
 import base64
 import io
+import json
 import re
 
 import pyarrow as pa
@@ -152,7 +153,7 @@ def test_report_counts_the_rollouts_the_manifest_counts_cut_ones_apart(tmp_path,
     out = tmp_path / "out"
     run(config(write_jsonl(tmp_path / "input.jsonl", rows), out, truncated=truncated), checker)
     status = job_status(str(out))
-    totals = __import__("json").loads((out / "manifest.json").read_text())["totals"]
+    totals = json.loads((out / "manifest.json").read_text())["totals"]
     cut = totals["truncated_rollouts"]
     assert cut > 0 and status["rollouts"] == totals["rollouts"]
     page = write_report(str(out)).read_text()
@@ -181,3 +182,33 @@ def test_a_first_error_behind_an_unlabelled_step_is_unknown_not_none(tmp_path):
     page = write_report(str(job)).read_text()
     assert "<th>solutions with a first error</th><td class=number>1 (25.0%)</td>" in page
     assert "<th>solutions whose first error is unknown</th><td class=number>2 (an unlabelled step before it)</td>" in page
+
+
+def test_report_counts_the_tokens_the_manifest_counts_rejected_solutions_apart(tmp_path, checker):
+    import dataclasses
+
+    from labeler.store.status import job_status
+    from tests.conftest import write_jsonl
+    from tests.fakes import ScriptedGenerator
+    from tests.test_job import PROBLEMS, config, run
+
+    class EmptyFirstSolution(ScriptedGenerator):
+        def generate(self, requests, sampling):  # the first problem's sampled solutions have tokens but no steps
+            results = super().generate(requests, sampling)
+            empty = [request.user_message.startswith("What is 1 plus 1?") and not request.assistant_prefix for request in requests]
+            return [
+                dataclasses.replace(result, completions=tuple(dataclasses.replace(c, text="\n\n", tokens=7) for c in result.completions))
+                if is_empty else result
+                for result, is_empty in zip(results, empty)
+            ]
+
+    rows = [{"problem": problem, "answer": answer} for problem, answer in list(PROBLEMS.items())[:3]]
+    generator = EmptyFirstSolution(PROBLEMS, sampled_solution="First we add.\n\nThen we check.\n\nThe answer is: {answer}")
+    out = tmp_path / "out"
+    dataset = write_jsonl(tmp_path / "problems.jsonl", rows)
+    run(config(dataset, out, preset="math", solutions_per_problem=2, shard_size=4), checker, generator)
+    totals = json.loads((out / "manifest.json").read_text())["totals"]
+    assert totals["rejected_tokens"] == 14
+    page = write_report(str(out)).read_text()
+    assert f"<th>generated tokens</th><td class=number>{job_status(str(out))['generated_tokens']}</td>" in page
+    assert "<th>of them on rejected solutions</th><td class=number>14</td>" in page

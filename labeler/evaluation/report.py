@@ -108,6 +108,11 @@ class ReportInputs:
     completion: Completion | None
     cut_rollouts: list[int] | None = None  # per row: rollouts cut by their token budget (n_truncated); None: none cut
     cut_counted: bool = False  # --truncated incorrect: the cut rollouts are inside n_rollouts, checked as they stand
+    rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
+
+    def generated_tokens(self) -> int:
+        """Every token generated, as the manifest and `labeler status` count them: the labels' and the rejected solutions'."""
+        return sum(row.generated_tokens for row in self.rows) + self.rejected_tokens
 
     def cut(self, i: int) -> int:
         return self.cut_rollouts[i] if self.cut_rollouts is not None else 0
@@ -121,8 +126,10 @@ class ReportInputs:
 def read_inputs(job_dir: str) -> ReportInputs:
     job = open_job(job_dir)
     cut_counted = job is not None and job.manifest.get("config", {}).get("truncated") == "incorrect"
+    rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
     rows = read_labelled_rows(job_dir)
-    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(job_dir, len(rows)), cut_counted)
+    cut = _cut_rollouts(job_dir, len(rows))
+    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), cut, cut_counted, rejected_tokens)
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
@@ -211,7 +218,8 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
         ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
         ("rollouts cut by their token budget", f"{cut}"),
-        ("generated tokens", f"{sum(row.generated_tokens for row in rows)}"),
+        ("generated tokens", f"{inputs.generated_tokens()}"),
+        ("of them on rejected solutions", f"{inputs.rejected_tokens}"),
         ("rejected rows", f"{inputs.rejections.total()}"),
     ]
     if inputs.completion is not None:
@@ -322,7 +330,8 @@ def spend_section(inputs: ReportInputs) -> Section:
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
-    tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
+    rejected = f", {inputs.rejected_tokens} on rejected solutions" if inputs.rejected_tokens else ""
+    tokens_axes.set_title(f"Tokens spent: {inputs.generated_tokens()} in all{rejected}")
     rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + (f", {cut} cut by their token budget" if cut else ""))
     return Section(
         "Tokens and rollouts spent",
