@@ -56,6 +56,10 @@ def test_eval_counts_rows_without_a_prediction_apart(tmp_path, capsys):
     (subset,) = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))["subsets"]
     assert (subset["matched"], subset["scored"], subset["no_prediction"]) == (4, 2, 2)
     assert subset["no_prediction_by_reason"] == {"unlabelled step": 2}
+    assert [(row["problem_id"], row["step"], row["reason"]) for row in subset["no_prediction_rows"]] == [
+        ("pb-0", 1, "unlabelled step"),
+        ("pb-1", 1, "unlabelled step"),
+    ]
     assert subset["missing"] == "exclude"
     # only pb-2 (wrong) and pb-3 (right) are in the figures
     assert (subset["erroneous"], subset["correct"]) == (1, 1)

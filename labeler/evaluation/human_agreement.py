@@ -193,9 +193,15 @@ def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutra
 def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str, missing: str) -> dict:
     result = {"subset": reference.name, "format": reference.format, "reference_rows": len(reference.solutions) + reference.rejected}
     result |= {"matched": len(matched), **counts, "reference_rows_unreadable": reference.rejected}
-    reasons = Counter(m.prediction.unpredicted_reason(i) for m in matched if (i := m.unpredicted()) is not None)
+    unpredicted = [
+        {"row_index": m.reference.row_index, "problem_id": m.reference.problem_id, "step": i, "reason": m.prediction.unpredicted_reason(i)}
+        for m in matched
+        if (i := m.unpredicted()) is not None
+    ]
+    reasons = Counter(row["reason"] for row in unpredicted)
     scored = [m for m in matched if missing == "as-correct" or m.unpredicted() is None]
-    result |= {"missing": missing, "scored": len(scored), "no_prediction": sum(reasons.values()), "no_prediction_by_reason": dict(reasons)}
+    result |= {"missing": missing, "scored": len(scored), "no_prediction": len(unpredicted), "no_prediction_by_reason": dict(reasons)}
+    result["no_prediction_rows"] = unpredicted  # each: the reference row, and its first step without a prediction (0-based)
     if reference.format == "processbench":
         pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct, missing)) for m in scored]
         return result | first_error_metrics(pairs).to_dict()
@@ -368,7 +374,10 @@ def _unpredicted(subsets: list[dict], whose: str = "") -> list[str]:
         else:
             fate = "their steps read as right (--missing as-correct)"
         detail = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
-        lines.append(f"no prediction{whose}: {sum(reasons.values())} rows ({detail}), {fate}")
+        subset, example = next((subset, subset["no_prediction_rows"][0]) for subset in subsets if subset["no_prediction_rows"])
+        where = f"{subset['subset']} row {example['row_index']} ({example['problem_id']}): step {example['step'] + 1}, {example['reason']}"
+        count = sum(reasons.values())
+        lines.append(f"no prediction{whose}: {count} rows ({detail}), {fate}; e.g. {where} (1-based; every one in --json)")
     steps = sum(subset.get("step_no_prediction", 0) for subset in subsets)
     if steps:
         fate = "left out of the step metrics" if subsets[0]["missing"] == "exclude" else "read as right"
