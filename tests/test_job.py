@@ -297,3 +297,17 @@ def test_manifest_records_shared_prefix_savings(tmp_path, checker):
     run(config(dataset, out), checker)
     totals = json.loads((out / "manifest.json").read_text())["totals"]
     assert (totals["prefix_probes"], totals["prefix_requests"]) == (4, 3)  # the shared first step is rolled out once
+
+
+def test_the_summary_counts_labelled_and_unlabelled_steps_apart(tmp_path, checker):
+    from labeler.cli.label import _format_summary
+    from tests.fakes import CUT_MARKER
+
+    rows = input_rows()
+    rows[0]["steps"][0] += f" {CUT_MARKER}!"  # every rollout from these prefixes is cut: those steps have no label
+    out = tmp_path / "out"
+    summary = run(config(write_jsonl(tmp_path / "input.jsonl", rows), out), checker)
+    hard = [label for row in read_labels(out) for label in row["hard_labels"]]
+    assert summary.steps == len(hard) and summary.steps_labelled == sum(label is not None for label in hard) < len(hard)
+    unlabelled = summary.steps - summary.steps_labelled
+    assert f"steps              : {summary.steps} ({summary.steps_labelled} labelled, {unlabelled} unlabelled)" in _format_summary(summary)

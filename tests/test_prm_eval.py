@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labeler.cli import main
 from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, roc_auc, step_metrics
@@ -29,9 +31,66 @@ def test_first_error_metrics_by_hand():
     assert first_error_metrics([(2, 2)]).f1 is None  # no correct rows: F1 undefined, not 0
 
 
-def test_first_predicted_error_skips_steps_without_a_prediction():
-    assert first_predicted_error([True, None, False, False]) == 2
-    assert first_predicted_error([True, None]) == -1
+def test_first_predicted_error_is_unknown_after_a_step_without_a_prediction():
+    # missing is never a value: a step with no prediction before the first predicted error (any step, for -1)
+    assert first_predicted_error([True, None, False, False]) is None
+    assert first_predicted_error([True, None]) is None
+    assert first_predicted_error([True, False, None]) == 1  # after the first error: not needed
+    assert first_predicted_error([True, True]) == -1
+    # asked for: a step without a prediction reads as predicted right
+    assert first_predicted_error([True, None, False, False], missing="as-correct") == 2
+    assert first_predicted_error([True, None], missing="as-correct") == -1
+
+
+def test_eval_counts_rows_without_a_prediction_apart(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, None, None], [True, None, None]),  # -1 unknown: step 2 unlabelled
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, None, 0.0], [True, None, False]),  # unknown: step 2 before the error
+            labels_row("pb-2", "s2", "P2", ["a", "b"], [0.75, 0.0], [True, False]),  # 1 for 0, wrong
+            labels_row("pb-3", "s3", "P3", ["a", "b"], [1.0, 1.0], [True, True]),  # -1, right
+        ],
+    )
+    (subset,) = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))["subsets"]
+    assert (subset["matched"], subset["scored"], subset["no_prediction"]) == (4, 2, 2)
+    assert subset["no_prediction_by_reason"] == {"unlabelled step": 2}
+    assert [(row["problem_id"], row["step"], row["reason"]) for row in subset["no_prediction_rows"]] == [
+        ("pb-0", 1, "unlabelled step"),
+        ("pb-1", 1, "unlabelled step"),
+    ]
+    assert subset["missing"] == "exclude"
+    # only pb-2 (wrong) and pb-3 (right) are in the figures
+    assert (subset["erroneous"], subset["correct"]) == (1, 1)
+    assert (subset["erroneous_accuracy"], subset["correct_accuracy"]) == (0.0, 1.0)
+
+    # asked for: missing steps read as predicted right, as before (pb-0 predicts -1, pb-1 predicts 2)
+    (asked,) = eval_json(capsys, "--labels", str(labels), "--reference", str(reference), "--missing", "as-correct")["subsets"]
+    assert (asked["scored"], asked["no_prediction"], asked["missing"]) == (4, 2, "as-correct")
+    assert (asked["erroneous"], asked["correct"], asked["erroneous_accuracy"], asked["correct_accuracy"]) == (2, 2, 0.0, 1.0)
+
+    assert main(["eval", "--labels", str(labels), "--reference", str(reference)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert header[:3] == ["subset", "format", "matched"] and "scored" in header
+    assert "no prediction: 2 rows (2 unlabelled step), left out of the metrics" in out
+
+
+def test_eval_of_scores_cut_at_max_length_counts_them_apart(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    scores = write_jsonl(
+        tmp_path / "scores.jsonl",
+        [
+            {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [0.9, 0.8, None]},  # cut: -1 unknown
+            {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [0.9, 0.2, None]},  # error at 1 before the cut: known
+            {"problem_id": "pb-3", "solution_id": "s3", "step_scores": [0.9, 0.9]},
+        ],
+    )
+    (subset,) = eval_json(capsys, "--scores", str(scores), "--reference", str(reference))["subsets"]
+    assert (subset["matched"], subset["scored"], subset["no_prediction"]) == (3, 2, 1)
+    assert subset["no_prediction_by_reason"] == {"step scores cut at max_length": 1}
+    assert (subset["erroneous"], subset["correct"], subset["f1"]) == (1, 1, 1.0)
 
 
 def test_roc_auc_by_hand():
@@ -223,3 +282,70 @@ def test_eval_sources_need_distinct_names(tmp_path, capsys):
     assert "two sources are named 'job': name them, as NAME=PATH" in capsys.readouterr().err
     assert main(["eval", "--reference", str(reference)]) == 2
     assert "give --labels DIR or --scores FILE or --prm SPEC or --judgments DIR" in capsys.readouterr().err
+
+
+def test_eval_on_prm800k_counts_steps_without_a_prediction(tmp_path, capsys):
+    def step(text, rating):
+        return {"completions": [{"text": text, "rating": rating}], "chosen_completion": 0, "human_completion": None}
+
+    rows = [
+        {"question": {"problem": "Q1", "ground_truth_answer": "1"}, "label": {"steps": [step("s1", 1), step("s2", 0), step("s3", -1)]}},
+        {"question": {"problem": "Q2", "ground_truth_answer": "2"}, "label": {"steps": [step("t1", 1), step("t2", 1)]}},
+    ]
+    reference = write_jsonl(tmp_path / "prm800k.jsonl", rows)
+    from labeler.ids import stable_id
+
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row(stable_id("Q1"), "a", "Q1", ["s1", "s2", "s3"], [1.0, 1.0, None], [True, True, None]),  # s3 unlabelled
+            labels_row(stable_id("Q2"), "b", "Q2", ["t1", "t2"], [1.0, 1.0], [True, True]),
+        ],
+    )
+    subset = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))["subsets"][0]
+    # Q1's first error is unknown (s3 has no label): left out; Q2 predicted -1, right
+    assert (subset["scored"], subset["no_prediction"], subset["correct_accuracy"], subset["erroneous"]) == (1, 1, 1.0, 0)
+    # steps: s2 is neutral (excluded by the human side), s3 has no prediction: counted apart, not a step of the metrics
+    assert (subset["step_steps"], subset["step_no_prediction"], subset["step_accuracy"]) == (3, 1, 1.0)
+    asked = eval_json(capsys, "--labels", str(labels), "--reference", str(reference), "--missing", "as-correct")["subsets"][0]
+    # s3 read as predicted right against its -1 rating
+    assert (asked["scored"], asked["erroneous"], asked["erroneous_accuracy"]) == (2, 1, 0.0)
+    assert (asked["step_steps"], asked["step_no_prediction"], asked["step_accuracy"]) == (4, 1, 0.75)
+
+
+def test_eval_common_leaves_out_rows_some_source_cannot_predict(tmp_path, capsys):
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    mc = write_labels(
+        tmp_path / "mc",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, None, 1.0], [True, None, True]),  # no prediction
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, 0.0, 0.0], [True, False, False]),
+            labels_row("pb-2", "s2", "P2", ["a", "b"], [0.0, 0.0], [False, False]),
+            labels_row("pb-3", "s3", "P3", ["a", "b"], [1.0, 1.0], [True, True]),
+        ],
+    )
+    scored = [{"problem_id": f"pb-{i}", "solution_id": f"s{i}", "step_scores": [0.9] * n} for i, n in enumerate([3, 3, 2, 2])]
+    scores = write_jsonl(tmp_path / "scores.jsonl", scored)
+    args = ["--labels", f"mc={mc}", "--scores", f"prm={scores}", "--reference", str(reference)]
+    report = eval_json(capsys, *args)
+    by_name = {source["name"]: source["subsets"][0] for source in report["sources"]}
+    assert (by_name["mc"]["scored"], by_name["mc"]["no_prediction"], by_name["prm"]["scored"]) == (3, 1, 4)
+    common = {source["name"]: source["subsets"][0] for source in eval_json(capsys, *args, "--common")["sources"]}
+    assert {name: s["scored"] for name, s in common.items()} == {"mc": 3, "prm": 3}
+    assert common["prm"]["not_predicted_by_every_source"] == 1 and common["prm"]["not_matched_by_every_source"] == 0
+    assert main(["eval", *args, "--common"]) == 0
+    assert "left out (--common), without a prediction from every source: 1 tiny" in capsys.readouterr().out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=12), st.integers(-1, 11))
+def test_a_row_is_scored_only_when_its_first_predicted_error_is_known(steps, human):
+    first = first_predicted_error(steps)
+    first_false = next((i for i, ok in enumerate(steps) if ok is False), -1)
+    before = steps if first_false < 0 else steps[:first_false]
+    assert (first is None) == (None in before)  # unknown exactly when a step before it has no prediction
+    assert first is None or first == first_false
+    assert first_predicted_error(steps, missing="as-correct") == first_false  # asked for: unpredicted steps read as right
+    # the metrics count only known rows: a row without a prediction never adds to either accuracy's denominator
+    metrics = first_error_metrics([(human, first)] if first is not None else [])
+    assert metrics.erroneous + metrics.correct == (first is not None)

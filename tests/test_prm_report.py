@@ -4,6 +4,7 @@ reasons in full, an unfinished job said to be one, no plot where there is nothin
 
 import base64
 import io
+import json
 import re
 
 import pyarrow as pa
@@ -137,3 +138,77 @@ def test_report_of_a_job_without_labels_exits_2(tmp_path, capsys):
     (tmp_path / "job").mkdir()
     assert main(["report", str(tmp_path / "job")]) == 2
     assert capsys.readouterr().err.startswith("labeler report: error:")
+
+
+@pytest.mark.parametrize("truncated", ["excluded", "incorrect"])
+def test_report_counts_the_rollouts_the_manifest_counts_cut_ones_apart(tmp_path, checker, truncated):
+    from labeler.store.status import job_status
+    from tests.conftest import write_jsonl
+    from tests.fakes import CUT_MARKER
+    from tests.test_job import config, input_rows, run
+
+    rows = input_rows()
+    for row in rows[::2]:
+        row["steps"][0] += f" {CUT_MARKER}"  # half the rollouts from these prefixes are cut by their budget
+    out = tmp_path / "out"
+    run(config(write_jsonl(tmp_path / "input.jsonl", rows), out, truncated=truncated), checker)
+    status = job_status(str(out))
+    totals = json.loads((out / "manifest.json").read_text())["totals"]
+    cut = totals["truncated_rollouts"]
+    assert cut > 0 and status["rollouts"] == totals["rollouts"]
+    page = write_report(str(out)).read_text()
+    assert f"<th>rollouts</th><td class=number>{status['rollouts']}</td>" in page
+    assert f"<th>rollouts cut by their token budget</th><td class=number>{cut}</td>" in page
+    from labeler.evaluation.report import read_inputs
+
+    rollouts_axes = spend_section(read_inputs(str(out))).plots[0].figure.axes[1]
+    assert rollouts_axes.get_title() == f"Rollouts spent: {status['rollouts']} in all, {cut} cut by their token budget"
+    assert f"<th>steps</th><td class=number>{status['steps']}</td>" in page
+    assert f"<th>solutions</th><td class=number>{status['solutions']}</td>" in page
+
+
+def test_a_first_error_behind_an_unlabelled_step_is_unknown_not_none(tmp_path):
+    rows = [
+        labels_row("p", "a", "Q", ["s1", "s2"], [1.0, 1.0], [True, True]),  # none
+        labels_row("p", "b", "Q", ["s1", "s2"], [1.0, None], [True, None]),  # unknown: s2 unlabelled
+        labels_row("p", "c", "Q", ["s1", "s2", "s3"], [1.0, None, 0.0], [True, None, False]),  # unknown: s2 before s3
+        labels_row("p", "d", "Q", ["s1", "s2"], [0.0, None], [False, None]),  # 1 (1-based); s2 after it does not matter
+    ]
+    job = write_labels(tmp_path / "job", rows)
+    inputs = ReportInputs(str(job), read_labelled_rows(job), Rejections(), None)
+    axes = first_error_section(inputs).plots[0].figure.axes[0]
+    bars = {tick.get_text(): patch.get_height() for tick, patch in zip(axes.get_xticklabels(), axes.patches)}
+    assert bars == {"none": 1, "unknown": 2, "1": 1}
+    page = write_report(str(job)).read_text()
+    assert "<th>solutions with a first error</th><td class=number>1 (25.0%)</td>" in page
+    assert "<th>solutions whose first error is unknown</th><td class=number>2 (an unlabelled step before it)</td>" in page
+
+
+def test_report_counts_the_tokens_the_manifest_counts_rejected_solutions_apart(tmp_path, checker):
+    import dataclasses
+
+    from labeler.store.status import job_status
+    from tests.conftest import write_jsonl
+    from tests.fakes import ScriptedGenerator
+    from tests.test_job import PROBLEMS, config, run
+
+    class EmptyFirstSolution(ScriptedGenerator):
+        def generate(self, requests, sampling):  # the first problem's sampled solutions have tokens but no steps
+            results = super().generate(requests, sampling)
+            empty = [request.user_message.startswith("What is 1 plus 1?") and not request.assistant_prefix for request in requests]
+            return [
+                dataclasses.replace(result, completions=tuple(dataclasses.replace(c, text="\n\n", tokens=7) for c in result.completions))
+                if is_empty else result
+                for result, is_empty in zip(results, empty)
+            ]
+
+    rows = [{"problem": problem, "answer": answer} for problem, answer in list(PROBLEMS.items())[:3]]
+    generator = EmptyFirstSolution(PROBLEMS, sampled_solution="First we add.\n\nThen we check.\n\nThe answer is: {answer}")
+    out = tmp_path / "out"
+    dataset = write_jsonl(tmp_path / "problems.jsonl", rows)
+    run(config(dataset, out, preset="math", solutions_per_problem=2, shard_size=4), checker, generator)
+    totals = json.loads((out / "manifest.json").read_text())["totals"]
+    assert totals["rejected_tokens"] == 14
+    page = write_report(str(out)).read_text()
+    assert f"<th>generated tokens</th><td class=number>{job_status(str(out))['generated_tokens']}</td>" in page
+    assert "<th>of them on rejected solutions</th><td class=number>14</td>" in page

@@ -89,3 +89,18 @@ def test_score_bad_usage_exits_2(untrained_prm, tmp_path, capsys):
     assert "not a saved PRM" in capsys.readouterr().err
     assert main(["score", "--prm", str(untrained_prm), "--input", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_score_summary_counts_the_solutions_cut_at_max_length_apart(untrained_prm, tmp_path, capsys):
+    rows = [
+        {"problem": "What is 1 + 1?", "steps": ["1 + 1 = 2.", "The answer is 2."]},
+        {"problem": "What is 2 + 2?", "steps": ["2 + 2 = 5.", "So the answer is 5, which is what we were asked for in the end."]},
+    ]
+    data, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "scores.jsonl"
+    args = ["score", "--prm", str(untrained_prm), "--input", str(data), "--preset", "processbench", "--output", str(out), "--quiet"]
+    assert main([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["solutions"], summary["steps_scored"], summary["steps_past_max_length"]) == (2, 3, 1)
+    assert summary["solutions_not_fully_scored"] == 1  # row 1: its last step is past the PRM's 48 tokens
+    assert main(args) == 0
+    assert "1 solution not fully scored (steps past the PRM's max length have no score)" in capsys.readouterr().out

@@ -53,25 +53,29 @@ def format_summary(result: dict) -> str:
     def rate(value) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
+    determined = result["compared"] - result["undetermined"]
     lines = [
         f"compared           : {result['compared']} solutions ({result['not_judged']} labelled but not judged, "
         f"{result['not_labelled']} judged but not labelled)",
-        f"agreed             : {result['agreed']} ({rate(result['agreement_rate'])})",
+        f"agreed             : {result['agreed']} ({rate(result['agreement_rate'])} of the {determined} determined)",
         f"disagreed          : {result['disagreed']}",
-        f"undetermined       : {result['undetermined']} (an unlabelled step before the Monte-Carlo first error)",
+        f"undetermined       : {result['undetermined']} (an unlabelled step before the Monte-Carlo first error: out of the rates)",
         f"written            : {result['solutions_written']} ({', '.join(f'{n} {source}' for source, n in result['written'].items()) or 'none'}; "
         f"--on-disagreement {result['on_disagreement']})",
         f"labels             : {result['output']}/labels/*.parquet",
         "",
         "agreement by first error (-1: none)",
-        f"{'first error':>12} {'monte-carlo':>22} {'judge':>22}",
+        f"{'first error':>12} {'monte-carlo':>22} {'judge':>36}",
     ]
     by_mc = {row["first_error"]: row for row in result["by_monte_carlo_first_error"]}
     by_judge = {row["first_error"]: row for row in result["by_judge_first_error"]}
 
     def cell(row) -> str:
-        return "" if row is None else f"{row['agreed']}/{row['solutions']} ({rate(row['agreement_rate'])})"
+        if row is None:
+            return ""
+        undetermined = f", {row['undetermined']} undetermined" if row["undetermined"] else ""
+        return f"{row['agreed']}/{row['solutions'] - row['undetermined']} ({rate(row['agreement_rate'])}){undetermined}"
 
     for position in sorted(set(by_mc) | set(by_judge)):
-        lines.append(f"{position:>12} {cell(by_mc.get(position)):>22} {cell(by_judge.get(position)):>22}")
+        lines.append(f"{position:>12} {cell(by_mc.get(position)):>22} {cell(by_judge.get(position)):>36}")
     return "\n".join(lines)

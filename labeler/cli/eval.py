@@ -20,6 +20,12 @@ soft label is below --threshold (--labels with --threshold), or when its score i
 predicted wrong, -1 if none. With --judgments (the output of `labeler judge`) it is the judge's
 verdict, the majority of its votes: how good a critic the judge is, before a large run trusts it.
 
+Missing is never a value: a row whose first predicted error is unknown, because a step before it
+(any step, for a prediction of -1) has no prediction (an unlabelled step, step scores cut at the
+PRM's max length), is counted apart as "no prediction", with its reason, and left out of the
+figures; --missing as-correct reads such steps as predicted right instead. Each subset shows the
+rows it scored and the rows with no prediction; PRM800K step metrics count their unpredicted steps.
+
 --labels, --scores, --prm and --judgments repeat: several sources (Monte-Carlo, judge, consensus,
 imported human labels, PRM scores, PRMs, a judge's verdicts) go side by side in one table, a row
 per source and subset, each named by NAME= before its path or else by its folder or file name (a
@@ -34,13 +40,14 @@ import logging
 from pathlib import Path
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
-from labeler.cli.flags import add_flags
+from labeler.cli.flags import add_flags, flag_values
 from labeler.prm.config import TrainConfig
 
 COMMAND = "eval"
 
 
 def register(subparsers) -> None:
+    from labeler.evaluation.human_agreement import EvalSettings
     from labeler.evaluation.metrics import NEUTRAL_MODES
     from labeler.evaluation.references import REFERENCE_FORMATS
     from labeler.prm.scorers import PRM_SPEC_HELP
@@ -90,6 +97,7 @@ def register(subparsers) -> None:
         default=None,
         help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; not with --judgments)",
     )
+    add_flags(parser, EvalSettings, into=parser)
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
     parser.add_argument("--id-column", default=None, help="the reference's id column, as given to `labeler label` (default: id)")
     parser.add_argument(
@@ -105,6 +113,7 @@ def register(subparsers) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from labeler.evaluation.human_agreement import (
         DEFAULT_SCORE_THRESHOLD,
+        EvalSettings,
         PredictionSource,
         evaluate,
         evaluate_sources,
@@ -134,6 +143,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if repeated:
         return usage_error(COMMAND, f"two sources are named {repeated[0]!r}: name them, as NAME=PATH")
     score_threshold = DEFAULT_SCORE_THRESHOLD if args.threshold is None else args.threshold
+    settings = EvalSettings(**flag_values(args, EvalSettings))
     try:
         references = [read_reference(path, args.reference_format, args.id_column) for path in args.reference]
         sources = []
@@ -151,10 +161,10 @@ def run_eval(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error).splitlines()[0])
     if len(sources) == 1:
         (source,) = sources
-        report = source.header() | evaluate(references, source.predictions, args.neutral)
+        report = source.header() | evaluate(references, source.predictions, args.neutral, settings.missing)
         print(json.dumps(report, indent=1) if args.json else format_table(report))
         return EXIT_OK
-    report = evaluate_sources(references, sources, args.neutral, args.common)
+    report = evaluate_sources(references, sources, args.neutral, args.common, settings.missing)
     print(json.dumps(report, indent=1) if args.json else format_comparison(report))
     return EXIT_OK
 

@@ -112,10 +112,11 @@ def _ray_executor(cluster: ClusterSettings, options: RunOptions, make_generator)
 def _format_summary(summary) -> str:
     mean = "n/a" if summary.mean_soft_label is None else f"{summary.mean_soft_label:.3f}"
     positive = "n/a" if summary.positive_step_fraction is None else f"{summary.positive_step_fraction:.1%}"
+    unlabelled = summary.steps - summary.steps_labelled
     return "\n".join(
         [
             f"solutions labelled : {summary.solutions}",
-            f"steps labelled     : {summary.steps}",
+            f"steps              : {summary.steps} ({summary.steps_labelled} labelled, {unlabelled} unlabelled)",
             f"mean soft label    : {mean}",
             f"steps hard-positive: {positive}",
             f"rejected rows      : {summary.rejected_rows}",

@@ -3,9 +3,11 @@
     labeler report OUT                 writes OUT/report/index.html and its PNG plots
     labeler report OUT --output DIR    elsewhere
 
-Plots: histogram of soft labels, first-error positions, mean soft label by step index (steps
-measured by rollouts only: final-answer checks are 0 or 1 and left out), tokens and rollouts spent
-per solution, rejected rows by reason, with a table of every reason in full. A job still running
+Plots: histogram of soft labels, first-error positions ("unknown" where an unlabelled step comes
+before it), mean soft label by step index (steps measured by rollouts only: final-answer checks are
+0 or 1 and left out), tokens and rollouts spent per solution (every rollout sampled, as the manifest
+and `labeler status` count them, those cut by their token budget shown apart), rejected rows by
+reason, with a table of every reason in full. A job still running
 or interrupted says so at the top ("incomplete: 8 of 20 solutions ..."); a section with nothing to
 show is one line, not an empty plot. The page embeds the plots, so it can be opened, mailed or
 archived on its own. Prints the page's path.

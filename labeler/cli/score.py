@@ -13,7 +13,8 @@ still on track after each step; null for steps past the PRM's length limit), ste
 score_min, score_product, score_last, score_mean, trajectory_score (a PRM trained with trajectory
 labels: the probability that the whole trajectory reaches the answer; else null), score_combined
 ((score_mean + W x trajectory_score) / (1 + W), W = --trajectory-weight), and `selected`: the best
-of N solutions of its problem by --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr.
+of N solutions of its problem by --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr
+(to stdout with --output): it counts the steps past the PRM's max length and the solutions not fully scored apart.
 """
 
 from __future__ import annotations
@@ -126,12 +127,16 @@ def run_score(args: argparse.Namespace) -> int:
         "rows_rejected": len(read.rejected),
         "steps_scored": sum(s.to_dict()["steps_scored"] for s in scored),
         "steps_past_max_length": sum(len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored),
+        "solutions_not_fully_scored": sum(s.to_dict()["steps_scored"] < len(s.step_scores) for s in scored),
         "trajectories_scored": sum(s.trajectory_score is not None for s in scored),
         "select_by": args.select_by,
         "output": args.output or "-",
     }
     summary_stream = sys.stdout if args.output else sys.stderr
-    text = json.dumps(summary, indent=1) if run_options.json else "\n".join(f"{key:<21}: {value}" for key, value in summary.items())
+    text = json.dumps(summary, indent=1) if run_options.json else "\n".join(f"{key:<26}: {value}" for key, value in summary.items())
+    cut = summary["solutions_not_fully_scored"]
+    if cut and not run_options.json:
+        text += f"\n{cut} solution{'' if cut == 1 else 's'} not fully scored (steps past the PRM's max length have no score)"
     print(text, file=summary_stream)
     return EXIT_OK
 

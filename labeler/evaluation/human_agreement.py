@@ -9,6 +9,11 @@ names the earliest error only). They are matched to reference rows by problem_id
 when several predicted solutions share a problem_id, the one with the reference's steps is used.
 A match whose step count differs from the reference's is not compared.
 
+A matched row whose first predicted error is unknown (a step without a prediction before it: an
+unlabelled step, step scores cut at the PRM's max length) has no prediction: it is counted apart,
+by reason, and left out of the figures unless `missing` is "as-correct" (such steps read as right).
+Every subset says how many rows it scored and how many had no prediction.
+
 Several sources (labels of several jobs: Monte-Carlo, judge, consensus, imported human labels, or
 PRM scores) are compared in one table, each by its name, against the same references; with
 `common`, each subset holds only the reference rows that every source matched, so the figures
@@ -18,15 +23,39 @@ of the sources count the same solutions.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from statistics import mean
 
-from labeler.evaluation.metrics import first_error_metrics, first_predicted_error, rating_is_positive, step_metrics
+from labeler.evaluation.metrics import (
+    MISSING_MODES,
+    first_error_metrics,
+    first_predicted_error,
+    rating_is_positive,
+    step_metrics,
+    unpredicted_step,
+)
+from labeler.labeling.config import check_choices, setting
 from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 from labeler.evaluation.solutions import SolutionToScore
 
 DEFAULT_SCORE_THRESHOLD = 0.5
+CUT_AT_MAX_LENGTH = "step scores cut at max_length"  # why a scored step has no score
+UNLABELLED = "unlabelled step"
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    missing: str = setting(
+        "exclude",
+        choices=MISSING_MODES,
+        help="a row whose first predicted error is unknown (an unlabelled step or a score cut at max_length before it): "
+        "exclude leaves it out of the metrics (counted as 'no prediction'); as-correct reads such steps as predicted right",
+    )
+
+    def __post_init__(self) -> None:
+        check_choices(self)
 
 
 class PredictionsError(ValueError):
@@ -42,6 +71,10 @@ class Prediction:
     correct: tuple[bool | None, ...]  # per step: predicted correct, wrong, or no prediction
     scores: tuple[float | None, ...]  # per step, for AUC
     label_source: str | None = None  # labels: who made them (schemas/tables.py LABEL_SOURCES); scores: None
+    why_unpredicted: tuple[str | None, ...] = ()  # per step without a prediction: why
+
+    def unpredicted_reason(self, i: int) -> str:
+        return (self.why_unpredicted[i] if i < len(self.why_unpredicted) else None) or "no prediction"
 
 
 def predictions_from_labels(path: str, threshold: float | None = None) -> list[Prediction]:
@@ -52,8 +85,15 @@ def predictions_from_labels(path: str, threshold: float | None = None) -> list[P
             correct = row.hard_labels
         else:
             correct = tuple(None if score is None else score >= threshold for score in scores)
-        predictions.append(Prediction(row.problem_id, row.solution_id, row.steps, len(row.steps), tuple(correct), scores, row.label_source))
+        why = tuple(None if ok is not None else _unlabelled(method) for ok, method in zip(correct, row.label_method))
+        predictions.append(
+            Prediction(row.problem_id, row.solution_id, row.steps, len(row.steps), tuple(correct), scores, row.label_source, why)
+        )
     return predictions
+
+
+def _unlabelled(label_method: str) -> str:
+    return UNLABELLED if label_method == "unlabelled" else f"{UNLABELLED} ({label_method})"
 
 
 def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOLD) -> list[Prediction]:
@@ -66,7 +106,9 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
                 record = json.loads(line)
                 scores = tuple(record["step_scores"])
                 correct = tuple(None if score is None else score >= threshold for score in scores)
-                predictions.append(Prediction(str(record["problem_id"]), str(record["solution_id"]), None, len(scores), correct, scores))
+                why = tuple(CUT_AT_MAX_LENGTH if score is None else None for score in scores)
+                problem_id, solution_id = str(record["problem_id"]), str(record["solution_id"])
+                predictions.append(Prediction(problem_id, solution_id, None, len(scores), correct, scores, None, why))
     except OSError as error:
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
@@ -94,7 +136,9 @@ def predictions_from_step_scores(
     for solution, scores in zip(solutions, step_scores, strict=True):
         scores = tuple(scores) + (None,) * (len(solution.steps) - len(scores))  # steps past the PRM's length limit
         correct = tuple(None if score is None else score >= threshold for score in scores)
-        predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, len(solution.steps), correct, scores))
+        why = tuple(CUT_AT_MAX_LENGTH if score is None else None for score in scores)
+        n = len(solution.steps)
+        predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, n, correct, scores, None, why))
     return predictions
 
 
@@ -106,7 +150,8 @@ def predictions_from_judgments(path: str) -> list[Prediction]:
         steps, first = tuple(row["steps"]), row["first_error"]
         correct = tuple(True if first < 0 or i < first else (False if i == first else None) for i in range(len(steps)))
         scores = tuple(None if value is None else float(value) for value in correct)
-        predictions.append(Prediction(row["problem_id"], row["solution_id"], steps, len(steps), correct, scores))
+        why = tuple(None if value is not None else "after the judge's first error" for value in correct)
+        predictions.append(Prediction(row["problem_id"], row["solution_id"], steps, len(steps), correct, scores, None, why))
     return predictions
 
 
@@ -114,6 +159,10 @@ def predictions_from_judgments(path: str) -> list[Prediction]:
 class Matched:
     reference: ReferenceSolution
     prediction: Prediction
+
+    def unpredicted(self) -> int | None:
+        """The step whose missing prediction leaves the first predicted error unknown; None when it is known."""
+        return unpredicted_step(self.prediction.correct)
 
 
 def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[Matched], dict[str, int]]:
@@ -137,35 +186,55 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
     return matched, counts
 
 
-def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutral: str = "exclude") -> dict:
-    return _subset_result(reference, *match(reference, predictions), neutral)
+def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude") -> dict:
+    return _subset_result(reference, *match(reference, predictions), neutral, missing)
 
 
-def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str) -> dict:
+def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str, missing: str) -> dict:
     result = {"subset": reference.name, "format": reference.format, "reference_rows": len(reference.solutions) + reference.rejected}
     result |= {"matched": len(matched), **counts, "reference_rows_unreadable": reference.rejected}
+    unpredicted = [
+        {"row_index": m.reference.row_index, "problem_id": m.reference.problem_id, "step": i, "reason": m.prediction.unpredicted_reason(i)}
+        for m in matched
+        if (i := m.unpredicted()) is not None
+    ]
+    reasons = Counter(row["reason"] for row in unpredicted)
+    scored = [m for m in matched if missing == "as-correct" or m.unpredicted() is None]
+    result |= {"missing": missing, "scored": len(scored), "no_prediction": len(unpredicted), "no_prediction_by_reason": dict(reasons)}
+    result["no_prediction_rows"] = unpredicted  # each: the reference row, and its first step without a prediction (0-based)
     if reference.format == "processbench":
-        pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct)) for m in matched]
+        pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct, missing)) for m in scored]
         return result | first_error_metrics(pairs).to_dict()
-    return result | _prm800k_result(matched, neutral)
+    return result | _prm800k_result(matched, scored, neutral, missing)
 
 
-def _prm800k_result(matched: list[Matched], neutral: str) -> dict:
-    human, predicted, scores, pairs = [], [], [], []
+def _prm800k_result(matched: list[Matched], scored: list[Matched], neutral: str, missing: str) -> dict:
+    human, predicted, scores, unpredicted_steps = [], [], [], 0
     for m in matched:
         positive = [rating_is_positive(r, neutral) for r in m.reference.ratings]
         for h, p, s in zip(positive, m.prediction.correct, m.prediction.scores):
-            if h is not None and p is not None:
-                human.append(h)
-                predicted.append(p)
-                scores.append(s if s is not None else float(p))
-        pairs.append((first_predicted_error(positive), first_predicted_error(m.prediction.correct)))
-    steps = step_metrics(human, predicted, scores)
-    return {"neutral": neutral} | first_error_metrics(pairs).to_dict() | {f"step_{key}": value for key, value in steps.to_dict().items()}
+            if h is None:
+                continue
+            if p is None:
+                unpredicted_steps += 1
+                if missing != "as-correct":
+                    continue
+                p = True
+            human.append(h)
+            predicted.append(p)
+            scores.append(s if s is not None else float(p))
+    # the human side: a neutral rating left out (None) is not an error, so it reads as right
+    pairs = [
+        (first_predicted_error([rating_is_positive(r, neutral) for r in m.reference.ratings], "as-correct"),
+         first_predicted_error(m.prediction.correct, missing))
+        for m in scored
+    ]
+    steps = {f"step_{key}": value for key, value in step_metrics(human, predicted, scores).to_dict().items()}
+    return {"neutral": neutral} | first_error_metrics(pairs).to_dict() | steps | {"step_no_prediction": unpredicted_steps}
 
 
-def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude") -> dict:
-    subsets = [subset_result(reference, predictions, neutral) for reference in references]
+def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude") -> dict:
+    subsets = [subset_result(reference, predictions, neutral, missing) for reference in references]
     return {"subsets": subsets, "average_f1": _average_f1(subsets)}
 
 
@@ -194,19 +263,31 @@ class PredictionSource:
         return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}
 
 
-def evaluate_sources(references: list[ReferenceSet], sources: list[PredictionSource], neutral: str = "exclude", common: bool = False) -> dict:
-    """Each source against each reference set; with `common`, on the reference rows every source matched."""
+def evaluate_sources(
+    references: list[ReferenceSet],
+    sources: list[PredictionSource],
+    neutral: str = "exclude",
+    common: bool = False,
+    missing: str = "exclude",
+) -> dict:
+    """Each source against each reference set; with `common`, on the reference rows every source matched
+    and (unless `missing` reads them as right) every source has a prediction for."""
     reports = [source.header() | {"subsets": []} for source in sources]
     for reference in references:
         matches = [match(reference, source.predictions) for source in sources]
         if common:
-            shared = set.intersection(*({id(m.reference) for m in matched} for matched, _ in matches))
-            left_out = len(reference.solutions) - len(shared)
+            matched_by_all = set.intersection(*({id(m.reference) for m in matched} for matched, _ in matches))
+            shared = matched_by_all
+            if missing == "exclude":
+                predicted = [{id(m.reference) for m in matched if m.unpredicted() is None} for matched, _ in matches]
+                shared = set.intersection(matched_by_all, *predicted)
+            left_out = {"not_matched_by_every_source": len(reference.solutions) - len(matched_by_all)}
+            left_out["not_predicted_by_every_source"] = len(matched_by_all) - len(shared)
             matches = [([m for m in matched if id(m.reference) in shared], counts) for matched, counts in matches]
         for report, (matched, counts) in zip(reports, matches):
-            result = _subset_result(reference, matched, counts, neutral)
+            result = _subset_result(reference, matched, counts, neutral, missing)
             if common:
-                result["not_matched_by_every_source"] = left_out
+                result |= left_out
             report["subsets"].append(result)
     for report in reports:
         report["average_f1"] = _average_f1(report["subsets"])
@@ -217,6 +298,8 @@ _COLUMNS = [
     ("subset", "subset", "{}"),
     ("format", "format", "{}"),
     ("matched", "matched", "{}"),
+    ("scored", "scored", "{}"),
+    ("no_prediction", "no prediction", "{}"),
     ("erroneous", "erroneous", "{}"),
     ("erroneous_accuracy", "acc erroneous", "{:.1%}"),
     ("correct", "correct", "{}"),
@@ -236,6 +319,7 @@ def format_table(report: dict) -> str:
     skipped = _skipped(report["subsets"])
     if skipped:
         lines.append(f"not compared: {skipped}")
+    lines += _unpredicted(report["subsets"])
     return "\n".join(lines)
 
 
@@ -250,10 +334,12 @@ def format_comparison(report: dict) -> str:
         skipped = _skipped(source["subsets"])
         if skipped:
             lines.append(f"not compared ({source['name']}): {skipped}")
+        lines += _unpredicted(source["subsets"], f" ({source['name']})")
     if report["common"]:
-        left_out = {s["subset"]: s["not_matched_by_every_source"] for s in report["sources"][0]["subsets"] if s["not_matched_by_every_source"]}
-        if left_out:
-            lines.append("left out (--common), not matched by every source: " + ", ".join(f"{n} {name}" for name, n in left_out.items()))
+        for key, why in (("not_matched_by_every_source", "not matched by"), ("not_predicted_by_every_source", "without a prediction from")):
+            left_out = {s["subset"]: s[key] for s in report["sources"][0]["subsets"] if s[key]}
+            if left_out:
+                lines.append(f"left out (--common), {why} every source: " + ", ".join(f"{n} {name}" for name, n in left_out.items()))
     else:
         for subset in dict.fromkeys(s["subset"] for source in report["sources"] for s in source["subsets"]):
             matched = {s["matched"] for source in report["sources"] for s in source["subsets"] if s["subset"] == subset}
@@ -274,6 +360,29 @@ def _table(lead: list[str], rows: list[tuple[tuple[str, ...], dict]]) -> list[st
 def _skipped(subsets: list[dict]) -> str:
     totals = {key: sum(s[key] for s in subsets) for key in _SKIPPED}
     return ", ".join(f"{value} {key.replace('_', ' ')}" for key, value in totals.items() if value)
+
+
+def _unpredicted(subsets: list[dict], whose: str = "") -> list[str]:
+    """The lines that say which rows and steps had no prediction, and what became of them."""
+    lines = []
+    reasons = Counter()
+    for subset in subsets:
+        reasons.update(subset["no_prediction_by_reason"])
+    if reasons:
+        if subsets[0]["missing"] == "exclude":
+            fate = "left out of the metrics (--missing as-correct reads their steps as right)"
+        else:
+            fate = "their steps read as right (--missing as-correct)"
+        detail = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+        subset, example = next((subset, subset["no_prediction_rows"][0]) for subset in subsets if subset["no_prediction_rows"])
+        where = f"{subset['subset']} row {example['row_index']} ({example['problem_id']}): step {example['step'] + 1}, {example['reason']}"
+        count = sum(reasons.values())
+        lines.append(f"no prediction{whose}: {count} rows ({detail}), {fate}; e.g. {where} (1-based; every one in --json)")
+    steps = sum(subset.get("step_no_prediction", 0) for subset in subsets)
+    if steps:
+        fate = "left out of the step metrics" if subsets[0]["missing"] == "exclude" else "read as right"
+        lines.append(f"steps without a prediction{whose}: {steps}, {fate}")
+    return lines
 
 
 def _cell(value, fmt: str) -> str:

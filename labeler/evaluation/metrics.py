@@ -11,6 +11,11 @@ PRM800K: human step ratings +1 / 0 / -1. `neutral` says what a 0 is: "positive",
 "exclude" (left out of step metrics and not an error for the first-error metrics). Step metrics
 compare predicted step correctness with the rating; first-error metrics are ProcessBench's, with
 the human first error being the first negative step.
+
+Missing is never a value: a solution whose first predicted error is unknown (a step without a
+prediction comes before it, or any step for -1) is counted apart ("no prediction") and left out of
+the figures; MISSING_MODES' "as-correct" reads such steps as predicted right instead, when asked.
+Steps without a prediction are likewise out of the step metrics unless read as correct.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from labeler.inputs.human_labels import NEUTRAL_MODES, rating_is_positive  # noqa: F401 (part of this module's interface)
+
+MISSING_MODES = ("exclude", "as-correct")  # what a step without a prediction counts as (eval's --missing)
 
 
 @dataclass(frozen=True)
@@ -49,9 +56,26 @@ def first_error_metrics(pairs: Sequence[tuple[int, int]]) -> FirstErrorMetrics:
     return FirstErrorMetrics(len(erroneous), len(correct), erroneous_accuracy, correct_accuracy, f1)
 
 
-def first_predicted_error(step_correct: Sequence[bool | None]) -> int:
-    """Index of the first step predicted wrong, or -1; steps without a prediction are skipped."""
-    return next((i for i, ok in enumerate(step_correct) if ok is False), -1)
+def first_predicted_error(step_correct: Sequence[bool | None], missing: str = "exclude") -> int | None:
+    """Index of the first step predicted wrong, or -1 when every step is predicted right. None (unknown)
+    when a step before the first predicted wrong one (any step, for -1) has no prediction: an unlabelled
+    step, a score cut at the PRM's max length. With missing="as-correct" such a step reads as predicted right."""
+    for i, ok in enumerate(step_correct):
+        if ok is False:
+            return i
+        if ok is None and missing == "exclude":
+            return None
+    return -1
+
+
+def unpredicted_step(step_correct: Sequence[bool | None]) -> int | None:
+    """The first step without a prediction that leaves the first predicted error unknown; None when it is known."""
+    for i, ok in enumerate(step_correct):
+        if ok is False:
+            return None
+        if ok is None:
+            return i
+    return None
 
 
 @dataclass(frozen=True)

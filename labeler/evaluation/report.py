@@ -4,9 +4,12 @@ The page embeds its plots (base64 PNG), so it can be mailed or archived alone; t
 written beside it too. It is made of sections, each built from what the job holds and left out
 (with one line saying so) when there is nothing to show:
 
-    summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted
+    summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
+                               rollouts as the manifest and `labeler status` count them (every one sampled),
+                               those cut by their token budget shown apart
     soft labels                histogram of the soft labels
-    first error position       solutions by their first hard-negative step
+    first error position       solutions by their first hard-negative step; "unknown" where an unlabelled
+                               step comes before it (any step, for none)
     soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
                                final-answer checks left out: they are 0 or 1 by construction
     spend                      tokens and rollouts per solution
@@ -27,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
+from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.lock import read_lock_holder
-from labeler.store.reader import LabelledRow, open_job, read_labelled_rows
+import pyarrow as pa
+
+from labeler.store.reader import LabelledRow, LabelsError, open_job, read_labelled_rows, read_labels_table
 from labeler.store.shard_store import REJECTED_DIR
 
 PAGE_NAME = "index.html"
@@ -100,10 +106,34 @@ class ReportInputs:
     rows: list[LabelledRow]
     rejections: Rejections
     completion: Completion | None
+    cut_rollouts: list[int] | None = None  # per row: rollouts cut by their token budget (n_truncated); None: none cut
+    cut_counted: bool = False  # --truncated incorrect: the cut rollouts are inside n_rollouts, checked as they stand
+    rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
+
+    def generated_tokens(self) -> int:
+        """Every token generated, as the manifest and `labeler status` count them: the labels' and the rejected solutions'."""
+        return sum(row.generated_tokens for row in self.rows) + self.rejected_tokens
+
+    def cut(self, i: int) -> int:
+        return self.cut_rollouts[i] if self.cut_rollouts is not None else 0
+
+    def rollouts(self, i: int) -> int:
+        """Rollouts sampled for row i, cut ones too: what the manifest and `labeler status` count."""
+        counted = sum(self.rows[i].n_rollouts)
+        return counted if self.cut_counted else counted + self.cut(i)
+
+
+def read_inputs(job_dir: str) -> ReportInputs:
+    job = open_job(job_dir)
+    cut_counted = job is not None and job.manifest.get("config", {}).get("truncated") == "incorrect"
+    rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
+    rows = read_labelled_rows(job_dir)
+    cut = _cut_rollouts(job_dir, len(rows))
+    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), cut, cut_counted, rejected_tokens)
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
-    inputs = ReportInputs(job_dir, read_labelled_rows(job_dir), _rejections(job_dir), _completion(job_dir))
+    inputs = read_inputs(job_dir)
     out = Path(out_dir) if out_dir else Path(job_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     sections = [section for build in SECTION_BUILDERS if (section := build(inputs)) is not None]
@@ -138,6 +168,16 @@ def _rejections(job_dir: str) -> Rejections:
     return rejections
 
 
+def _cut_rollouts(job_dir: str, n_rows: int) -> list[int]:
+    """Per labels row (in read_labelled_rows' order), its rollouts cut by their token budget; shards
+    older than schema 1.2 have no n_truncated: none of theirs were counted apart."""
+    try:
+        column = read_labels_table(job_dir, ["n_truncated"]).column("n_truncated").to_pylist()
+    except (LabelsError, KeyError, pa.ArrowException):
+        return [0] * n_rows
+    return [sum(cut or 0 for cut in (per_step or ())) for per_step in column]
+
+
 def _completion(job_dir: str) -> Completion | None:
     job = open_job(job_dir)
     if job is None:
@@ -159,9 +199,12 @@ def summary_section(inputs: ReportInputs) -> Section:
     rows = inputs.rows
     soft = [s for row in rows for s in row.soft_labels if s is not None]
     hard = [h for row in rows for h in row.hard_labels if h is not None]
+    cut = sum(inputs.cut(i) for i in range(len(rows)))
     methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
-    with_error = sum(row.first_error >= 0 for row in rows)
+    positions = [known_first_error(row) for row in rows]
+    with_error = sum(p is not None and p >= 0 for p in positions)
+    unknown = positions.count(None)
     lines = [
         ("solutions", f"{len(rows)}"),
         ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
@@ -172,15 +215,22 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
         ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
-        ("rollouts", f"{sum(sum(row.n_rollouts) for row in rows)}"),
-        ("generated tokens", f"{sum(row.generated_tokens for row in rows)}"),
+        ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
+        ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
+        ("rollouts cut by their token budget", f"{cut}"),
+        ("generated tokens", f"{inputs.generated_tokens()}"),
+        ("of them on rejected solutions", f"{inputs.rejected_tokens}"),
         ("rejected rows", f"{inputs.rejections.total()}"),
     ]
     if inputs.completion is not None:
         c = inputs.completion
         lines.insert(0, ("job", "finished" if c.finished else f"incomplete: {c.done} of {c.planned} {c.planned_what}"))
     table = "\n".join(f"<tr><th>{html.escape(k)}</th><td class=number>{html.escape(v)}</td></tr>" for k, v in lines)
-    return Section("Summary", html=f"<table>{table}</table>")
+    if not cut:
+        return Section("Summary", html=f"<table>{table}</table>")
+    fate = "checked as they stand (--truncated incorrect)" if inputs.cut_counted else "left out of the soft labels (--truncated excluded)"
+    note = _note(f"Rollouts: every one sampled, as the manifest and `labeler status` count them; the {cut} cut by their budget are {fate}.")
+    return Section("Summary", html=f"<table>{table}</table>{note}")
 
 
 def soft_label_section(inputs: ReportInputs) -> Section:
@@ -198,16 +248,21 @@ def soft_label_section(inputs: ReportInputs) -> Section:
     return Section("Soft labels", [Plot("soft_labels.png", "Soft labels", caption, _png(figure), figure)])
 
 
+def known_first_error(row: LabelledRow) -> int | None:
+    """The row's first hard-negative step, -1 for none; None (unknown) when an unlabelled step comes before it."""
+    return first_predicted_error(row.hard_labels)
+
+
 def first_error_section(inputs: ReportInputs) -> Section:
-    rows = inputs.rows
-    counts = Counter(row.first_error for row in rows)
+    counts = Counter(known_first_error(row) for row in inputs.rows)
+    unknown = counts.pop(None, 0)
     figure = _figure()
     axes = figure.add_subplot()
     positions = sorted(p for p in counts if p >= 0)
-    labels = ["none"] + [str(p + 1) for p in positions]
-    values = [counts.get(-1, 0)] + [counts[p] for p in positions]
-    axes.bar(labels, values, color=["#55a868"] + ["#c44e52"] * len(positions))
-    axes.set_xlabel("first wrong step (1-based); none: no step labelled negative")
+    labels = ["none"] + (["unknown"] if unknown else []) + [str(p + 1) for p in positions]
+    values = [counts.get(-1, 0)] + ([unknown] if unknown else []) + [counts[p] for p in positions]
+    axes.bar(labels, values, color=["#55a868"] + (["#999999"] if unknown else []) + ["#c44e52"] * len(positions))
+    axes.set_xlabel("first wrong step (1-based); none: every step labelled positive; unknown: an unlabelled step before it")
     axes.set_ylabel("solutions")
     _integer_axis(axes.yaxis)
     axes.set_title("First error position")
@@ -268,15 +323,16 @@ def spend_section(inputs: ReportInputs) -> Section:
     tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
     tokens_axes.set_xlabel("generated tokens per solution")
     tokens_axes.set_ylabel("solutions")
-    rollouts_axes.hist(
-        [sum(row.n_rollouts) for row in rows], bins=_integer_bins([sum(row.n_rollouts) for row in rows]), color="#937860", edgecolor="white"
-    )
-    rollouts_axes.set_xlabel("rollouts per solution")
+    rollouts = [inputs.rollouts(i) for i in range(len(rows))]
+    cut = sum(inputs.cut(i) for i in range(len(rows)))
+    rollouts_axes.hist(rollouts, bins=_integer_bins(rollouts), color="#937860", edgecolor="white")
+    rollouts_axes.set_xlabel("rollouts per solution (cut ones too)")
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
-    tokens_axes.set_title(f"Tokens spent: {sum(row.generated_tokens for row in rows)} in all")
-    rollouts_axes.set_title(f"Rollouts spent: {sum(sum(row.n_rollouts) for row in rows)} in all")
+    rejected = f", {inputs.rejected_tokens} on rejected solutions" if inputs.rejected_tokens else ""
+    tokens_axes.set_title(f"Tokens spent: {inputs.generated_tokens()} in all{rejected}")
+    rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + (f", {cut} cut by their token budget" if cut else ""))
     return Section(
         "Tokens and rollouts spent",
         [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],

@@ -8,7 +8,8 @@ solutions, joined by solution_id, and writes a labels output that train, eval, e
 
 Each solution of both is compared on its first error (the labels' first hard-negative step, -1 if none;
 the judge's majority verdict). The Monte-Carlo first error is undetermined when an unlabelled step
-comes before it (any step, when it is -1): such a solution is never an agreement. What is written:
+comes before it (any step, when it is -1): such a solution is never an agreement, is counted apart
+(`undetermined`), and is out of every agreement rate and of the groups by Monte-Carlo first error. What is written:
 - an agreement: the Monte-Carlo row as it is, label_source "consensus";
 - any other solution, by --on-disagreement: `drop` (the default) leaves it out; `judge` writes the
   judge's labels (label_method "judge" on every step: the steps before its first error positive, that
@@ -192,8 +193,9 @@ def summary(config: ConsensusConfig, labels: int, judgments: int, joined: list, 
         "agreed": agreed,
         "disagreed": len(comparisons) - agreed - undetermined,
         "undetermined": undetermined,
-        "agreement_rate": agreed / len(comparisons) if comparisons else None,
-        "by_monte_carlo_first_error": _by_position(comparisons, lambda c: c.monte_carlo),
+        "agreement_rate": _rate(comparisons),
+        # an undetermined solution has no known Monte-Carlo first error: in no group of these
+        "by_monte_carlo_first_error": _by_position([c for c in comparisons if c.determined], lambda c: c.monte_carlo),
         "by_judge_first_error": _by_position(comparisons, lambda c: c.judge),
         "written": dict(sorted(Counter(row["label_source"] for row in written).items())),
         "solutions_written": len(written),
@@ -205,9 +207,21 @@ def _by_position(comparisons: list[Comparison], position) -> list[dict]:
     for comparison in comparisons:
         groups.setdefault(position(comparison), []).append(comparison)
     return [
-        {"first_error": key, "solutions": len(group), "agreed": sum(c.agree for c in group), "agreement_rate": sum(c.agree for c in group) / len(group)}
+        {
+            "first_error": key,
+            "solutions": len(group),
+            "undetermined": sum(not c.determined for c in group),
+            "agreed": sum(c.agree for c in group),
+            "agreement_rate": _rate(group),
+        }
         for key, group in sorted(groups.items())
     ]
+
+
+def _rate(comparisons: list[Comparison]) -> float | None:
+    """The share of the determined comparisons that agree; None when none is determined."""
+    determined = [c for c in comparisons if c.determined]
+    return sum(c.agree for c in determined) / len(determined) if determined else None
 
 
 def run_consensus(config: ConsensusConfig, *, overwrite: bool = False, lock_output: bool = True) -> dict:

@@ -115,6 +115,7 @@ class JobSummary:
     units_run_now: int
     solutions: int
     steps: int
+    steps_labelled: int  # of `steps`, those with a hard label; the others are unlabelled (unlabelled_reason says why)
     mean_soft_label: float | None
     positive_step_fraction: float | None
     rejected_rows: int
@@ -425,6 +426,7 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         units_run_now=units_run_now,
         solutions=solutions,
         steps=steps,
+        steps_labelled=hard_count,
         mean_soft_label=soft_sum / soft_count if soft_count else None,
         positive_step_fraction=positives / hard_count if hard_count else None,
         rejected_rows=len(plan.rejected) + generation_rejected,
