@@ -4,6 +4,12 @@ method's accuracy at N = 1, 2, 4, ... (labeler/evaluation/best_of_n.py), write t
 OUT/bon/results.json (the document below), OUT/bon/curves.png (labeler/evaluation/bon_plot.py).
 Methods: PRM selection with each aggregate of labeler/prm/solution_scores.py (min, product, last,
 mean), PRM-weighted vote with each, majority vote, pass@N (the oracle) and a random candidate.
+
+What the figures cannot measure is counted beside them: per PRM, the candidates it could not
+fully score (they rank below every scored one) and, per N, the share of problems whose N
+candidates hold none it scored (`no_scored_candidate`); per method and N, the share of problems
+counted wrong only for a candidate whose answer was not checked (`counted_wrong_unchecked`; the
+candidates by reason in `candidates_unchecked`).
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ def build_pools(candidates: CandidateSet, scores: Sequence[dict[str, list[list[f
         for index, by_id in enumerate(scores):
             for how, name in score_names(index).items():
                 named[name] = tuple(aggregate(by_id[c.solution_id], how) for c in members)
-        pools.append(Pool(problem_id, tuple(c.correct for c in members), tuple(c.answer_key for c in members), named))
+        unchecked = tuple(c.unchecked_reason is not None for c in members)
+        pools.append(Pool(problem_id, tuple(c.correct for c in members), tuple(c.answer_key for c in members), named, unchecked))
     return pools
 
 
@@ -62,9 +69,12 @@ def score_candidates(location: OutputLocation, candidates: CandidateSet, prms: S
     return names, scores
 
 
-def results_document(candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, *, subsets: int, seed: int) -> dict:
+def results_document(
+    candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, unscored: Sequence[int], *, subsets: int, seed: int
+) -> dict:  # fmt: skip
+    """`unscored[i]`: the candidates PRM i could not fully score."""
     sizes = [len(pool) for pool in candidates.pools().values()]
-    accuracy = curves.accuracy
+    accuracy, unknown = curves.accuracy, curves.unknown
     return {
         "kind": "best-of-n",
         "version": RESULTS_VERSION,
@@ -81,12 +91,19 @@ def results_document(candidates: CandidateSet, prms: Sequence[str], names: Seque
         "tokens_per_candidate": candidates.sampled_tokens_per_candidate,
         "estimator": {"subsets": subsets, "seed": seed, "how": ESTIMATOR_NOTE},
         "baselines": {name: accuracy[name] for name in (PASS, MAJORITY, RANDOM)},
+        "counted_wrong_unchecked": {name: unknown[name] for name in (PASS, MAJORITY, RANDOM)},
         "prms": [
             {
                 "spec": spec,
                 "name": name,
                 "selection": {how: accuracy[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
                 "weighted_vote": {how: accuracy[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+                "candidates_unscored": unscored[index],
+                "no_scored_candidate": curves.unscored[score_names(index)["min"]],  # the same for every aggregate
+                "counted_wrong_unchecked": {
+                    "selection": {how: unknown[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
+                    "weighted_vote": {how: unknown[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+                },
             }
             for index, (spec, name) in enumerate(zip(prms, names))
         ],
@@ -103,7 +120,8 @@ def best_of_n(
     if ns is None:
         ns = n_ladder(max((pool.size for pool in pools), default=0))
     curves = estimate(pools, ns, subsets=subsets, seed=seed)
-    return results_document(candidates, [p.spec for p in prms], names, curves, subsets=subsets, seed=seed)
+    unscored = [sum(aggregate(steps, "min") is None for steps in by_id.values()) for by_id in scores]
+    return results_document(candidates, [p.spec for p in prms], names, curves, unscored, subsets=subsets, seed=seed)
 
 
 def write_results(location: OutputLocation, results: dict) -> dict[str, str]:
@@ -123,9 +141,15 @@ def at_n(results: dict, j: int) -> dict:
                 "spec": prm["spec"],
                 "selection": {how: values[j] for how, values in prm["selection"].items()},
                 "weighted_vote": {how: values[j] for how, values in prm["weighted_vote"].items()},
+                "candidates_unscored": prm["candidates_unscored"],
+                "no_scored_candidate": prm["no_scored_candidate"][j],
+                "counted_wrong_unchecked": {
+                    key: {how: values[j] for how, values in methods.items()} for key, methods in prm["counted_wrong_unchecked"].items()
+                },
             }
             for prm in results["prms"]
         ],
+        "counted_wrong_unchecked": {name: values[j] for name, values in results["counted_wrong_unchecked"].items()},
     }
 
 
@@ -151,5 +175,30 @@ def format_table(results: dict) -> str:
     if any(results["problems_capped"]):
         capped = ", ".join(f"N={n}: {c}" for n, c in zip(ns, results["problems_capped"]) if c)
         lines.append(f"problems with a smaller pool, evaluated on all their candidates: {capped}")
+    lines += unmeasured_lines(results, row)
     return "\n".join(lines)
+
+
+def unmeasured_lines(results: dict, row: Callable[[str, Sequence[float]], str]) -> list[str]:
+    """What the table could not measure: candidates not fully scored, answers not checked (module docstring)."""
+    lines = []
+    for prm in results["prms"]:
+        if prm["candidates_unscored"]:
+            lines.append(
+                f"{prm['name']} could not fully score {prm['candidates_unscored']} candidates (past its max length); they rank "
+                "below every scored one"
+            )
+            lines.append(row("  problems with none scored", prm["no_scored_candidate"]))
+    unchecked = results["candidates_unchecked"]
+    if unchecked:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(unchecked.items()))
+        lines.append(f"{sum(unchecked.values())} candidates whose answer was not checked count as wrong ({reasons}); share of problems")
+        lines.append("counted wrong only for one of them (the accuracy could be higher by as much):")
+        named = {"pass@N (oracle)": results["counted_wrong_unchecked"]["pass"], "random": results["counted_wrong_unchecked"]["random"],
+                 "majority vote": results["counted_wrong_unchecked"]["majority"]}  # fmt: skip
+        for prm in results["prms"]:
+            for key, kind in (("selection", "select by"), ("weighted_vote", "weighted vote by")):
+                named |= {f"{prm['name']} {kind} {how}": values for how, values in prm["counted_wrong_unchecked"][key].items()}
+        lines += [row(f"  {label}", values) for label, values in named.items()]
+    return lines
 
