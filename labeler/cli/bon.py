@@ -93,6 +93,7 @@ def hold_results(location, options: RunOptions):
 def run_bon(args: argparse.Namespace) -> int:
     from labeler.checking.checker import AnswerChecker
     from labeler.decoding.candidates import read_candidates
+    from labeler.decoding.prm_scores import scoring_settings
     from labeler.decoding.reranking import PrmToUse, best_of_n, format_table, write_results
     from labeler.inputs.readers import InputError
     from labeler.prm.devices import place
@@ -128,7 +129,7 @@ def run_bon(args: argparse.Namespace) -> int:
             location.delete_tree("bon")
         try:
             candidates = read_candidates(job.output)
-            prms = [PrmToUse(spec, partial(load, spec)) for spec in config.prm]
+            prms = [PrmToUse(spec, partial(load, spec), scoring_settings(placement.precision)) for spec in config.prm]
             results = best_of_n(location, candidates, prms, subsets=config.subsets, seed=job.seed, rescore=config.rescore)
         except LabelsError as error:
             return usage_error(COMMAND, str(error).splitlines()[0])

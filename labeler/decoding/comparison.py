@@ -57,7 +57,9 @@ def search_results(
     scorer: StepScorer,
     bon: BestOfNConfig | None,
     job: LabelConfig,
+    scoring: dict,
 ) -> dict:
+    """`scoring`: the settings `scorer` scores with (labeler/decoding/prm_scores.py `scoring_settings`)."""
     problems = len(searches)
     correct = sum(search.correct for search in searches)
     tokens = sum(search.generated_tokens for search in searches)
@@ -88,7 +90,7 @@ def search_results(
         "best_of_n": None,
     }
     if bon is not None and problems:
-        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], config.prm, scorer, bon, job.seed)
+        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], PrmToUse(config.prm, lambda: scorer, scoring), bon, job.seed)
     return results
 
 
@@ -103,7 +105,7 @@ def unchecked_reason(search: ProblemSearch) -> str | None:
     return None if search.verdict == Verdict.INCORRECT.value else f"verdict {search.verdict}"
 
 
-def equal_tokens(location: OutputLocation, search_tokens: float, spec: str, scorer: StepScorer, bon: BestOfNConfig, seed: int) -> dict:
+def equal_tokens(location: OutputLocation, search_tokens: float, prm: PrmToUse, bon: BestOfNConfig, seed: int) -> dict:
     candidates = read_candidates(location.uri)
     per_candidate = candidates.sampled_tokens_per_candidate
     if per_candidate is None:
@@ -112,7 +114,7 @@ def equal_tokens(location: OutputLocation, search_tokens: float, spec: str, scor
     wanted = max(1, round(search_tokens / per_candidate))
     n = min(wanted, largest)
     ns = sorted(set(n_ladder(largest)) | {n})
-    curves = best_of_n(location, candidates, [PrmToUse(spec, lambda: scorer)], subsets=bon.subsets, seed=seed, ns=ns, rescore=bon.rescore)
+    curves = best_of_n(location, candidates, [prm], subsets=bon.subsets, seed=seed, ns=ns, rescore=bon.rescore)
     return {
         "n_equal_tokens": wanted,
         "n": n,

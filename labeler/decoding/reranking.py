@@ -39,6 +39,7 @@ ESTIMATOR_NOTE = (
 class PrmToUse:
     spec: str
     load: Callable[[], StepScorer]  # called only when the PRM's scores are not kept yet
+    scoring: dict  # the settings it scores with (labeler/decoding/prm_scores.py `scoring_settings`)
 
 
 def score_names(index: int) -> dict[str, str]:
@@ -63,7 +64,7 @@ def score_candidates(location: OutputLocation, candidates: CandidateSet, prms: S
     """Per PRM: its name, and its step scores by solution_id."""
     names, scores = [], []
     for prm in prms:
-        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, rescore=rescore)
+        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, scoring=prm.scoring, rescore=rescore)
         names.append(name)
         scores.append({c.solution_id: s for c, s in zip(candidates.candidates, step_scores)})
     return names, scores
