@@ -198,20 +198,28 @@ def soft_label_section(inputs: ReportInputs) -> Section:
     return Section("Soft labels", [Plot("soft_labels.png", "Soft labels", caption, _png(figure), figure)])
 
 
+UNKNOWN_FIRST_ERROR = -2  # no step labelled negative, but a step has no label (cut, not sampled): not "none"
+
+
 def first_error_section(inputs: ReportInputs) -> Section:
     rows = inputs.rows
-    counts = Counter(row.first_error for row in rows)
+    counts = Counter(
+        UNKNOWN_FIRST_ERROR if row.first_error < 0 and any(h is None for h in row.hard_labels) else row.first_error for row in rows
+    )
     figure = _figure()
     axes = figure.add_subplot()
     positions = sorted(p for p in counts if p >= 0)
-    labels = ["none"] + [str(p + 1) for p in positions]
-    values = [counts.get(-1, 0)] + [counts[p] for p in positions]
-    axes.bar(labels, values, color=["#55a868"] + ["#c44e52"] * len(positions))
-    axes.set_xlabel("first wrong step (1-based); none: no step labelled negative")
+    unknown = counts.get(UNKNOWN_FIRST_ERROR, 0)
+    labels = ["none"] + (["unknown"] if unknown else []) + [str(p + 1) for p in positions]
+    values = [counts.get(-1, 0)] + ([unknown] if unknown else []) + [counts[p] for p in positions]
+    axes.bar(labels, values, color=["#55a868"] + (["#999999"] if unknown else []) + ["#c44e52"] * len(positions))
+    axes.set_xlabel("first wrong step (1-based); none: every step labelled, none negative")
     axes.set_ylabel("solutions")
     _integer_axis(axes.yaxis)
     axes.set_title("First error position")
     caption = "Where solutions go wrong, by their first hard-negative step."
+    if unknown:
+        caption += f" unknown: {unknown} solutions with no step labelled negative and a step without a label (cut, not sampled)."
     return Section("First error position", [Plot("first_error.png", "First error position", caption, _png(figure), figure)])
 
 
