@@ -46,7 +46,8 @@ def test_unscored_candidates_do_not_tie_with_scored_ones_in_the_weighted_vote():
 
 def test_unknown_shares_by_hand():
     # 4 candidates: 0 correct, 1 wrong, 2 and 3 not checked (no answer); PRM scores 2 highest, 3 unscored
-    pool = Pool("p", (True, False, False, False), ("7", "3", None, None), {"s": (0.5, 0.4, 0.9, None)}, unchecked=(False, False, True, True))
+    scores = {"s": (0.5, 0.4, 0.9, None)}
+    pool = Pool("p", (True, False, False, False), ("7", "3", None, None), scores, unchecked=(False, False, True, True))
     unknown = pool_unknown(pool, 2)
     assert unknown["random"] == pytest.approx(1 / 2)
     # pass@2 wrong with an unchecked candidate drawn: {1,2}, {1,3}, {2,3} of 6

@@ -160,5 +160,5 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     assert set(scored_by["counted_wrong_unchecked"]) == {"selection", "weighted_vote"}
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "could not fully score 1 candidates" in table and "problems with none scored" in table
-    assert "1 candidates whose answer was not checked count as wrong (the last step states no answer" in table
+    assert "1 candidates not fully scored (past its max length), ranked last" in table and "problems with none scored" in table
+    assert "candidates whose answer was not checked, counted wrong: 1 (the last step states no answer" in table

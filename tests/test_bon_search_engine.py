@@ -14,6 +14,7 @@ import torch
 from labeler.checking.answer_keys import answer_key
 from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
+from labeler.decoding.comparison import format_summary
 from labeler.evaluation.best_of_n import Pool, estimate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.devices import place
@@ -255,6 +256,9 @@ def test_search_end_to_end(problems_file, prms, engine_starts, tmp_path, capsys)
 
     assert results["counted_wrong_unchecked"] == dict(Counter(r for r in map(unchecked, problems) if r is not None))
     assert results["chosen_unscored"] == sum(p["score"] is None for p in problems if p["steps"])
+    summary = format_summary(results)
+    assert ("counted wrong without a checked answer" in summary) == bool(results["counted_wrong_unchecked"])
+    assert ("could not fully score" in summary) == bool(results["chosen_unscored"])
     # the separator cut some steps, and some beams grew past their first step
     assert any(e["status"] == "open" for p in problems for e in p["rounds"][0]) and any(len(p["rounds"]) > 1 for p in problems)
     bon = results["best_of_n"]

@@ -12,7 +12,8 @@ from labeler.decoding.prm_scores import candidate_step_scores, scoring_settings
 from labeler.prm.model import ProcessRewardModel
 from labeler.store.location import OutputLocation
 
-CANDIDATES = [Candidate("p", f"s{i}", "What is 2 + 2?", "4", ("2 + 2 = 4.", "The answer is: 4"), True, "4", None, 0, False) for i in range(2)]
+STEPS = ("2 + 2 = 4.", "The answer is: 4")
+CANDIDATES = [Candidate("p", f"s{i}", "What is 2 + 2?", "4", STEPS, True, "4", None, 0, False) for i in range(2)]
 
 
 class Scorer:

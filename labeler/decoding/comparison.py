@@ -90,7 +90,8 @@ def search_results(
         "best_of_n": None,
     }
     if bon is not None and problems:
-        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], PrmToUse(config.prm, lambda: scorer, scoring), bon, job.seed)
+        prm = PrmToUse(config.prm, lambda: scorer, scoring)
+        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], prm, bon, job.seed)
     return results
 
 

@@ -185,21 +185,17 @@ def unmeasured_lines(results: dict, row: Callable[[str, Sequence[float]], str]) 
     lines = []
     for prm in results["prms"]:
         if prm["candidates_unscored"]:
-            lines.append(
-                f"{prm['name']} could not fully score {prm['candidates_unscored']} candidates (past its max length); they rank "
-                "below every scored one"
-            )
+            lines.append(f"{prm['name']}: {prm['candidates_unscored']} candidates not fully scored (past its max length), ranked last")
             lines.append(row("  problems with none scored", prm["no_scored_candidate"]))
     unchecked = results["candidates_unchecked"]
     if unchecked:
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(unchecked.items()))
-        lines.append(f"{sum(unchecked.values())} candidates whose answer was not checked count as wrong ({reasons}); share of problems")
-        lines.append("counted wrong only for one of them (the accuracy could be higher by as much):")
-        named = {"pass@N (oracle)": results["counted_wrong_unchecked"]["pass"], "random": results["counted_wrong_unchecked"]["random"],
-                 "majority vote": results["counted_wrong_unchecked"]["majority"]}  # fmt: skip
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in sorted(unchecked.items()))
+        lines.append(f"candidates whose answer was not checked, counted wrong: {sum(unchecked.values())} ({reasons})")
+        lines.append("share of problems counted wrong only for one of them (the accuracy could be higher by as much):")
+        wrong = results["counted_wrong_unchecked"]
+        lines += [row(label, wrong[name]) for name, label in ((PASS, "pass@N (oracle)"), (MAJORITY, "majority vote"), (RANDOM, "random"))]
         for prm in results["prms"]:
+            lines.append(prm["name"])
             for key, kind in (("selection", "select by"), ("weighted_vote", "weighted vote by")):
-                named |= {f"{prm['name']} {kind} {how}": values for how, values in prm["counted_wrong_unchecked"][key].items()}
-        lines += [row(f"  {label}", values) for label, values in named.items()]
+                lines += [row(f"  {kind} {how}", values) for how, values in prm["counted_wrong_unchecked"][key].items()]
     return lines
-
