@@ -162,3 +162,6 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     table = capsys.readouterr().out
     assert "1 candidates not fully scored (past its max length), ranked last" in table and "problems with none scored" in table
     assert "candidates whose answer was not checked, counted wrong: 1 (the last step states no answer" in table
+    assert main(["report", str(tmp_path / "out"), "--output", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "1 candidates whose answer was not checked count as wrong" in page and "could not fully score 1 candidates" in page

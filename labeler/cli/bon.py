@@ -7,9 +7,12 @@ candidates as they are, several rows per problem); each candidate's final answer
 against the reference, and each PRM scores every step. Accuracy at N = 1, 2, 4, ... up to the pool:
 PRM selection by the min, product, last and mean of the step scores, PRM-weighted vote with each,
 majority vote, pass@N (the oracle) and random, each the expected accuracy over subsets of N of the
-pool (labeler/evaluation/best_of_n.py). The candidates are a labeling job in --output (strategy
-final-answer): a rerun resumes it, and a rerun with another --prm samples nothing again; each
-PRM's scores are kept in OUTPUT/bon/scores/. Writes OUTPUT/bon/results.json and OUTPUT/bon/curves.png,
+pool (labeler/evaluation/best_of_n.py). A candidate a PRM could not fully score (past its max
+length) ranks below every scored one; the results count those, and per method the share of
+problems counted wrong only for a candidate whose answer was not checked. The candidates are a
+labeling job in --output (strategy final-answer): a rerun resumes it, and a rerun with another
+--prm samples nothing again; each PRM's scores are kept in OUTPUT/bon/scores/, reused while the
+PRM's files, precision and max length are the same. Writes OUTPUT/bon/results.json and OUTPUT/bon/curves.png,
 prints the table (or the results with --json).
 """
 

@@ -439,4 +439,10 @@ def best_of_n_plots(job_dir: str) -> list[Plot]:
     )
     if point is not None:
         caption += f" The star: {point['label']}, {point['accuracy']:.3f} at {point['tokens_per_problem']:.0f} tokens per problem."
+    unchecked = sum(bon.get("candidates_unchecked", {}).values())
+    if unchecked:
+        caption += f" {unchecked} candidates whose answer was not checked count as wrong (bon/results.json: counted_wrong_unchecked)."
+    for prm in bon["prms"]:
+        if prm.get("candidates_unscored"):
+            caption += f" {prm['name']} could not fully score {prm['candidates_unscored']} candidates: they rank below every scored one."
     return [Plot("best_of_n.png", "Best-of-N", caption, curves_png(bon, search=point))]
