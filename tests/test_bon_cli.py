@@ -129,3 +129,39 @@ def test_given_candidates_need_no_sampling_and_another_pool_size_is_refused(give
     assert engine_starts == [None]  # the first run started it (its executor does), never asked it to generate
     assert main(["report", str(output), "--output", str(tmp_path / "report")]) == 0
     assert "Best-of-N" in (tmp_path / "report" / "index.html").read_text()
+
+
+LONG_STEPS = "\n\n".join(f"Step {i}: we write the sum out once more, two and two, and count every unit of it slowly." for i in range(12))
+UNMEASURED = [
+    {"problem": "What is 2 + 2?", "answer": "4", "solution": LONG_STEPS + "\n\nThe answer is: 4"},  # past the PRM's 128 tokens
+    {"problem": "What is 2 + 2?", "answer": "4", "solution": "2 + 2 = 5.\n\nThe answer is: 5"},
+    {"problem": "What is 2 + 2?", "answer": "4", "solution": "I am not sure how to go on."},  # no answer to check
+    {"problem": "What is 3 + 3?", "answer": "6", "solution": "3 + 3 = 6.\n\nThe answer is: 6"},
+]
+
+
+def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp_path, engine_starts, capsys):
+    """The right candidate cut at the PRM's max length ranks below the two it scored (both wrong), so PRM selection
+    of all three is wrong; the JSON and the table say how many candidates were not scored or checked and how much of
+    each figure rests on them."""
+    given = write_jsonl(tmp_path / "unmeasured.jsonl", UNMEASURED)
+    args = ["bon", "--input", str(given), "--output", str(tmp_path / "out"), "--prm", prm, "--device", "cpu", "--quiet"]
+    assert main([*args, "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results["n"] == [1, 2, 3] and sum(results["candidates_unchecked"].values()) == 1
+    [scored_by] = results["prms"]
+    assert scored_by["candidates_unscored"] == 1
+    assert scored_by["no_scored_candidate"] == pytest.approx([1 / 6, 0, 0])  # 2 + 2 at N=1: the cut one alone
+    for how, values in scored_by["selection"].items():
+        assert values[-1] == pytest.approx(0.5), how  # 2 + 2: a wrong pick; 3 + 3: right
+    # the candidate with no answer: a random pick draws it 1 time in 3 on 2 + 2; pass@3 always finds the right one
+    assert results["counted_wrong_unchecked"]["random"] == pytest.approx([1 / 6] * 3)
+    assert results["counted_wrong_unchecked"]["pass"][-1] == 0
+    assert set(scored_by["counted_wrong_unchecked"]) == {"selection", "weighted_vote"}
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "1 candidates not fully scored (past its max length), ranked last" in table and "problems with none scored" in table
+    assert "candidates whose answer was not checked, counted wrong: 1 (the last step states no answer" in table
+    assert main(["report", str(tmp_path / "out"), "--output", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "1 candidates whose answer was not checked count as wrong" in page and "could not fully score 1 candidates" in page

@@ -4,6 +4,7 @@ and the scorer run directly, so that what the commands report is what they measu
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ import torch
 from labeler.checking.answer_keys import answer_key
 from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
+from labeler.decoding.comparison import format_summary
 from labeler.evaluation.best_of_n import Pool, estimate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.devices import place
@@ -123,7 +125,8 @@ def expected_curves(candidates, answers, specs, ns):
             f"{i}/{how}": tuple(aggregate(scores[spec][c["solution_id"]], how) for c in members) for i, spec in enumerate(specs) for how in AGGREGATES
         }
         keys = tuple(None if answers.get(c["solution_id"]) is None else answer_key(answers[c["solution_id"]]) for c in members)
-        pools.append(Pool(problem_id, tuple(c["correct"] for c in members), keys, named))
+        unchecked = tuple(c["label_method"][-1] != "final_answer" for c in members)
+        pools.append(Pool(problem_id, tuple(c["correct"] for c in members), keys, named, unchecked))
     return estimate(pools, ns, subsets=1000, seed=0)
 
 
@@ -168,6 +171,12 @@ def test_bon_end_to_end(bon_run, problems_file, prms, engine_starts, capsys):
     for how in AGGREGATES:
         assert prm["selection"][how] == pytest.approx(expected.accuracy[f"select:0/{how}"])
         assert prm["weighted_vote"][how] == pytest.approx(expected.accuracy[f"vote:0/{how}"])
+        assert prm["counted_wrong_unchecked"]["selection"][how] == pytest.approx(expected.unknown[f"select:0/{how}"])
+    for name in ("pass", "majority", "random"):
+        assert results["counted_wrong_unchecked"][name] == pytest.approx(expected.unknown[name])
+    assert prm["no_scored_candidate"] == pytest.approx(expected.unscored["0/min"])
+    assert prm["candidates_unscored"] == sum(None in s for s in scores_of(prms[0], candidates))
+    assert sum(results["candidates_unchecked"].values()) == sum(r["label_method"][-1] != "final_answer" for r in labels)
     # the given pools by hand: 2 + 2 has 2 of 4 right, 3 + 3 has 1 of 3; the sampled ones
     sampled_pass = [sum(r["correct"] for r in sampled if r["problem"] == p) for p, _ in SAMPLED]
     pass_at_2 = [5 / 6, 2 / 3] + [1 - math.comb(4 - c, 2) / math.comb(4, 2) for c in sampled_pass]
@@ -237,6 +246,19 @@ def test_search_end_to_end(problems_file, prms, engine_starts, tmp_path, capsys)
         direct = scorer.step_scores([SolutionToScore(problem["problem_id"], "x", problem["problem"], tuple(problem["steps"]))])
         assert problem["score"] == pytest.approx(aggregate(direct[0], "last"), abs=1e-6)
     assert results["generated_tokens"] == sum(p["generated_tokens"] for p in problems)
+    # every problem counted wrong without a checked answer, by why (the chosen beam was cut, ...; the check's verdict)
+    def unchecked(problem):
+        if problem["correct"]:
+            return None
+        if problem["finished_by"] not in ("answer", "ended"):
+            return problem["finished_by"] or "no beam"
+        return None if problem["verdict"] == "incorrect" else f"verdict {problem['verdict']}"
+
+    assert results["counted_wrong_unchecked"] == dict(Counter(r for r in map(unchecked, problems) if r is not None))
+    assert results["chosen_unscored"] == sum(p["score"] is None for p in problems if p["steps"])
+    summary = format_summary(results)
+    assert ("counted wrong without a checked answer" in summary) == bool(results["counted_wrong_unchecked"])
+    assert ("could not fully score" in summary) == bool(results["chosen_unscored"])
     # the separator cut some steps, and some beams grew past their first step
     assert any(e["status"] == "open" for p in problems for e in p["rounds"][0]) and any(len(p["rounds"]) > 1 for p in problems)
     bon = results["best_of_n"]

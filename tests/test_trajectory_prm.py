@@ -143,7 +143,8 @@ def test_select_refuses_what_it_cannot_rank(tiny_model_dir, trajectory_prm, tmp_
 
 def test_combined_score_by_hand():
     combine = CombinedScore(trajectory_weight=1.0).combine
-    assert combine([0.5, 1.0, None], 0.25) == pytest.approx((0.75 + 0.25) / 2)
+    assert combine([0.5, 1.0], 0.25) == pytest.approx((0.75 + 0.25) / 2)
+    assert combine([0.5, 1.0, None], 0.25) is None  # a step past the length limit: not ranked as if scored
     assert CombinedScore(trajectory_weight=0).combine([0.2, 0.4], 0.9) == pytest.approx(0.3)
     assert combine([0.5], None) is None and combine([None], 0.5) is None
     with pytest.raises(ValueError, match="--trajectory-weight must be >= 0"):

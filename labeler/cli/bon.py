@@ -7,9 +7,12 @@ candidates as they are, several rows per problem); each candidate's final answer
 against the reference, and each PRM scores every step. Accuracy at N = 1, 2, 4, ... up to the pool:
 PRM selection by the min, product, last and mean of the step scores, PRM-weighted vote with each,
 majority vote, pass@N (the oracle) and random, each the expected accuracy over subsets of N of the
-pool (labeler/evaluation/best_of_n.py). The candidates are a labeling job in --output (strategy
-final-answer): a rerun resumes it, and a rerun with another --prm samples nothing again; each
-PRM's scores are kept in OUTPUT/bon/scores/. Writes OUTPUT/bon/results.json and OUTPUT/bon/curves.png,
+pool (labeler/evaluation/best_of_n.py). A candidate a PRM could not fully score (past its max
+length) ranks below every scored one; the results count those, and per method the share of
+problems counted wrong only for a candidate whose answer was not checked. The candidates are a
+labeling job in --output (strategy final-answer): a rerun resumes it, and a rerun with another
+--prm samples nothing again; each PRM's scores are kept in OUTPUT/bon/scores/, reused while the
+PRM's files, precision and max length are the same. Writes OUTPUT/bon/results.json and OUTPUT/bon/curves.png,
 prints the table (or the results with --json).
 """
 
@@ -93,6 +96,7 @@ def hold_results(location, options: RunOptions):
 def run_bon(args: argparse.Namespace) -> int:
     from labeler.checking.checker import AnswerChecker
     from labeler.decoding.candidates import read_candidates
+    from labeler.decoding.prm_scores import scoring_settings
     from labeler.decoding.reranking import PrmToUse, best_of_n, format_table, write_results
     from labeler.inputs.readers import InputError
     from labeler.prm.devices import place
@@ -128,7 +132,7 @@ def run_bon(args: argparse.Namespace) -> int:
             location.delete_tree("bon")
         try:
             candidates = read_candidates(job.output)
-            prms = [PrmToUse(spec, partial(load, spec)) for spec in config.prm]
+            prms = [PrmToUse(spec, partial(load, spec), scoring_settings(placement.precision)) for spec in config.prm]
             results = best_of_n(location, candidates, prms, subsets=config.subsets, seed=job.seed, rescore=config.rescore)
         except LabelsError as error:
             return usage_error(COMMAND, str(error).splitlines()[0])

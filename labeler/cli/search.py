@@ -43,6 +43,7 @@ def run_search(args: argparse.Namespace) -> int:
     from labeler.checking.checker import AnswerChecker
     from labeler.decoding.beam_search import SearchSettings, beam_search, check_answers, step_sampling
     from labeler.decoding.comparison import search_problems, search_results, write_search
+    from labeler.decoding.prm_scores import scoring_settings
     from labeler.inputs.readers import InputError
     from labeler.labeling.job import plan_job
     from labeler.prm.devices import place
@@ -92,7 +93,10 @@ def run_search(args: argparse.Namespace) -> int:
                 engine.close()
                 check_answers(searches, checker)
                 try:
-                    results = search_results(location, searches, plan, config, settings, scorer, bon if config.best_of_n else None, job)
+                    results = search_results(
+                        location, searches, plan, config, settings, scorer, bon if config.best_of_n else None, job,
+                        scoring_settings(placement.precision),
+                    )  # fmt: skip
                 except LabelsError as error:
                     return usage_error(COMMAND, str(error).splitlines()[0])
                 files = write_search(location, results, searches)

@@ -8,8 +8,10 @@ rerun, their bad rows in rejected/. OUT/ then holds labels/, rollouts/ (the answ
 extracted answers), rejected/ and manifest.json; `labeler status` and `labeler report` read it.
 
 A candidate is correct when its last step's answer check says so. One whose answer was not checked
-(cut by its token budget, no answer the checker can find) is a wrong candidate that states no
-answer, as in any best-of-N evaluation: it never wins a vote.
+(cut by its token budget, no answer the checker can find, a check with no verdict) is a wrong
+candidate that states no answer, as in any best-of-N evaluation: it never wins a vote. Each is
+counted by its reason (`CandidateSet.unchecked`), and best-of-N says how much of each figure rests
+on them (labeler/evaluation/best_of_n.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from labeler.store.reader import LabelsError, open_job, read_labels_table
 from labeler.store.shard_store import REJECTED_DIR, ROLLOUTS_DIR
 
 CANDIDATE_STRATEGY = "final-answer"
+NO_VERDICT = "the answer check gave no verdict"  # a last step without a hard label that names no reason
 
 
 def candidate_job(settings: dict, candidates: int) -> LabelConfig:
@@ -95,8 +98,8 @@ def read_candidates(output: str) -> CandidateSet:
                 answers[check["solution_id"]] = check["extracted_answer"]
     candidates, unchecked = [], defaultdict(int)
     for row in rows:
-        checked = row["label_method"][-1] == "final_answer"
-        reason = None if checked else row["unlabelled_reason"][-1]
+        checked = row["label_method"][-1] == "final_answer" and row["hard_labels"][-1] is not None
+        reason = None if checked else row["unlabelled_reason"][-1] or NO_VERDICT
         if reason is not None:
             unchecked[reason] += 1
         candidates.append(

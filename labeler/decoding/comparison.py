@@ -6,6 +6,12 @@ proposal, kept or not); a sampled candidate cost t tokens on average; best-of-N 
 candidates scored by the same PRM (labeler/decoding/reranking.py); when N* is larger than the pool,
 the pool's size is used and the result says `capped`. Prompt tokens are counted by neither.
 
+The search's accuracy counts as wrong a problem whose answer could not be checked; `counted_wrong_unchecked`
+says how many and why (its chosen beam did not end on its own: cut, step_limit, ...; no beam; the
+check's verdict: timeout, unparseable), and `chosen_unscored` how many chosen beams the PRM could not
+fully score (ranked below every scored beam, chosen only when none was scored). The best-of-N figures
+carry their own counts (labeler/decoding/reranking.py).
+
 OUT/search/results.json: the document of `search_results`; OUT/search/problems.jsonl: per problem
 its answer, verdict, tokens and every round's candidates (their step text, tokens, score, whether
 kept); OUT/search/comparison.png: the best-of-N curves of the PRM with the search at equal tokens.
@@ -17,7 +23,8 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from labeler.decoding.beam_search import ProblemSearch, SearchProblem, SearchSettings
+from labeler.checking.verdicts import Verdict
+from labeler.decoding.beam_search import ENDED_ON_ITS_OWN, ProblemSearch, SearchProblem, SearchSettings
 from labeler.decoding.candidates import read_candidates
 from labeler.decoding.config import BestOfNConfig, SearchConfig
 from labeler.decoding.reranking import PrmToUse, at_n, best_of_n
@@ -50,7 +57,9 @@ def search_results(
     scorer: StepScorer,
     bon: BestOfNConfig | None,
     job: LabelConfig,
+    scoring: dict,
 ) -> dict:
+    """`scoring`: the settings `scorer` scores with (labeler/decoding/prm_scores.py `scoring_settings`)."""
     problems = len(searches)
     correct = sum(search.correct for search in searches)
     tokens = sum(search.generated_tokens for search in searches)
@@ -67,6 +76,8 @@ def search_results(
         "rounds": max((len(search.rounds) for search in searches), default=0),
         "finished_by": dict(Counter(search.chosen.status if search.chosen else "nothing" for search in searches)),
         "problems_with_errors": sum(search.error is not None for search in searches),
+        "counted_wrong_unchecked": dict(Counter(reason for reason in map(unchecked_reason, searches) if reason is not None)),
+        "chosen_unscored": sum(search.chosen is not None and search.chosen.score is None for search in searches),
         "rows_rejected": len(plan.rejected),
         "prm": {"spec": config.prm, "name": scorer.name},
         "settings": {
@@ -79,11 +90,23 @@ def search_results(
         "best_of_n": None,
     }
     if bon is not None and problems:
-        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], config.prm, scorer, bon, job.seed)
+        prm = PrmToUse(config.prm, lambda: scorer, scoring)
+        results["best_of_n"] = equal_tokens(location, results["tokens_per_problem"], prm, bon, job.seed)
     return results
 
 
-def equal_tokens(location: OutputLocation, search_tokens: float, spec: str, scorer: StepScorer, bon: BestOfNConfig, seed: int) -> dict:
+def unchecked_reason(search: ProblemSearch) -> str | None:
+    """Why a problem counted wrong has no checked answer; None when it is correct or its answer was checked wrong."""
+    if search.correct:
+        return None
+    if search.chosen is None:
+        return "no beam"
+    if search.chosen.status not in ENDED_ON_ITS_OWN:
+        return search.chosen.status
+    return None if search.verdict == Verdict.INCORRECT.value else f"verdict {search.verdict}"
+
+
+def equal_tokens(location: OutputLocation, search_tokens: float, prm: PrmToUse, bon: BestOfNConfig, seed: int) -> dict:
     candidates = read_candidates(location.uri)
     per_candidate = candidates.sampled_tokens_per_candidate
     if per_candidate is None:
@@ -92,7 +115,7 @@ def equal_tokens(location: OutputLocation, search_tokens: float, spec: str, scor
     wanted = max(1, round(search_tokens / per_candidate))
     n = min(wanted, largest)
     ns = sorted(set(n_ladder(largest)) | {n})
-    curves = best_of_n(location, candidates, [PrmToUse(spec, lambda: scorer)], subsets=bon.subsets, seed=seed, ns=ns, rescore=bon.rescore)
+    curves = best_of_n(location, candidates, [prm], subsets=bon.subsets, seed=seed, ns=ns, rescore=bon.rescore)
     return {
         "n_equal_tokens": wanted,
         "n": n,
@@ -126,6 +149,12 @@ def format_summary(results: dict) -> str:
         f"  accuracy {accuracy} ({results['correct']} of {results['problems']} problems), {tokens} generated tokens per problem",
         f"  chosen beams ended by: {', '.join(f'{k} {v}' for k, v in sorted(results['finished_by'].items()))}",
     ]
+    unchecked = results["counted_wrong_unchecked"]
+    if unchecked:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(unchecked.items()))
+        lines.append(f"  counted wrong without a checked answer: {sum(unchecked.values())} problems ({reasons})")
+    if results["chosen_unscored"]:
+        lines.append(f"  chosen beams the PRM could not fully score (none of their problem's beams was): {results['chosen_unscored']}")
     bon = results["best_of_n"]
     if bon is None:
         return "\n".join(lines)
@@ -141,5 +170,19 @@ def format_summary(results: dict) -> str:
         "  PRM-weighted vote by " + ", ".join(f"{how} {value:.3f}" for how, value in prm["weighted_vote"].items()),
         "  majority vote {majority:.3f}, pass@N {pass:.3f}, random {random:.3f}".format(**at["baselines"]),
     ]
+    if prm["candidates_unscored"]:
+        lines.append(
+            f"  {prm['candidates_unscored']} candidates not fully scored by the PRM (ranked below every scored one); "
+            f"problems whose N candidates hold none scored: {prm['no_scored_candidate']:.3f}"
+        )
+    curves = bon["curves"]
+    if curves["candidates_unchecked"]:
+        wrong = at["counted_wrong_unchecked"]
+        shares = prm["counted_wrong_unchecked"]
+        lines.append(
+            f"  {sum(curves['candidates_unchecked'].values())} candidates whose answer was not checked count as wrong; share of "
+            f"problems counted wrong only for one: selection by {', '.join(f'{h} {v:.3f}' for h, v in shares['selection'].items())}; "
+            f"random {wrong['random']:.3f}, majority vote {wrong['majority']:.3f}, pass@N {wrong['pass']:.3f}"
+        )
     return "\n".join(lines)
 

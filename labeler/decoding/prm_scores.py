@@ -1,14 +1,19 @@
 """Each PRM's step scores of the candidates, kept in OUT/bon/scores/ so that nothing is scored twice.
 
 One Parquet file per PRM spec (solution_id, step_scores), its metadata naming the spec, the PRM's
-fingerprint and the candidates' fingerprint. A rerun reuses the file only when both fingerprints
-still match: the same candidates (ids and text) and the same PRM (a local folder: its files' names,
-sizes and modification times; anything else, a hub id say, is known by its spec alone). Otherwise,
-or with --rescore, the PRM is loaded and scores them all again.
+fingerprint, the scoring settings and the candidates' fingerprint. A rerun reuses the file only
+when all still match: the same candidates (ids and text), the same settings (precision, max
+length) and the same PRM. A PRM is known by its content: a local folder (of any kind, `DIR`,
+`checkpoint:DIR`, `qwen-prm:DIR`, ...) by a SHA-256 of every file's name and bytes, so a retrained
+or overwritten checkpoint misses even with the same sizes and times (reading the bytes costs about
+a second per GB, once per run); a hub id by the commit of its snapshot in the local cache; a hub id
+not cached yet by its spec until it is. Otherwise, or with --rescore, the PRM is loaded and scores
+them all again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -20,7 +25,7 @@ import pyarrow as pa
 from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
-from labeler.prm.scorers import StepScorer, checkpoint_folder
+from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, parse_spec
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
@@ -35,15 +40,41 @@ def candidates_fingerprint(candidates: Sequence[Candidate]) -> str:
 
 
 def prm_fingerprint(spec: str) -> str:
-    folder = checkpoint_folder(spec)
-    if not os.path.isdir(folder):
-        return f"spec:{spec}"
-    entries = []
+    """What the PRM a spec names is, by content (module docstring)."""
+    kind, model = parse_spec(spec)
+    folder = checkpoint_folder(model) if kind == CHECKPOINT else model
+    if os.path.isdir(folder):
+        return f"sha256:{folder_digest(folder)}"
+    commit = cached_hub_commit(model)
+    return f"{kind}:{model}@{commit}" if commit else f"spec:{spec}"
+
+
+def folder_digest(folder: str) -> str:
+    digest = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file():
-            stat = path.stat()
-            entries += [str(path.relative_to(folder)), str(stat.st_size), str(stat.st_mtime_ns)]
-    return stable_id(*entries)
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 22):
+                    digest.update(chunk)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def cached_hub_commit(model: str) -> str | None:
+    """The commit of the hub model's snapshot in the local cache (the revision it loads offline); None when not cached."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return os.path.basename(snapshot_download(model, local_files_only=True))
+    except Exception:  # not cached, not a hub id, no huggingface_hub: known by its spec
+        return None
+
+
+def scoring_settings(precision: str, max_length: int | None = None) -> dict:
+    """The settings besides the PRM that change its scores: the precision it runs in, the tokens it reads
+    (None: its own limit, part of its content)."""
+    return {"precision": precision, "max_length": max_length}
 
 
 def scores_file(spec: str) -> str:
@@ -56,11 +87,13 @@ def candidate_step_scores(
     candidates: Sequence[Candidate],
     load: Callable[[], StepScorer],
     *,
+    scoring: dict,
     rescore: bool = False,
 ) -> tuple[str, list[list[float | None]]]:
     """(the scorer's name, each candidate's step scores, None for steps it could not score), from
-    the kept file when it still holds these scores, else from the PRM `load` gives (then kept)."""
-    expected = {"spec": spec, "prm": prm_fingerprint(spec), "candidates": candidates_fingerprint(candidates)}
+    the kept file when it still holds these scores, else from the PRM `load` gives (then kept).
+    `scoring`: `scoring_settings` of the PRM as `load` loads it."""
+    expected = {"spec": spec, "prm": prm_fingerprint(spec), "scoring": scoring, "candidates": candidates_fingerprint(candidates)}
     relative = scores_file(spec)
     if not rescore and location.exists(relative):
         table = location.read_table(relative)
@@ -75,7 +108,7 @@ def candidate_step_scores(
     solutions = [SolutionToScore(c.problem_id, c.solution_id, c.problem, c.steps) for c in candidates]
     scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, scorer.step_scores(solutions), strict=True)]
     table = pa.Table.from_pydict({"solution_id": [c.solution_id for c in candidates], "step_scores": scores}, schema=SCORES_SCHEMA)
-    metadata = {**expected, "name": scorer.name}
+    metadata = {**expected, "prm": prm_fingerprint(spec), "name": scorer.name}  # a hub model is cached once loaded
     location.make_dirs(SCORES_DIR)
     location.write_table(relative, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}))
     return scorer.name, scores

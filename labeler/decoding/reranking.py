@@ -4,6 +4,12 @@ method's accuracy at N = 1, 2, 4, ... (labeler/evaluation/best_of_n.py), write t
 OUT/bon/results.json (the document below), OUT/bon/curves.png (labeler/evaluation/bon_plot.py).
 Methods: PRM selection with each aggregate of labeler/prm/solution_scores.py (min, product, last,
 mean), PRM-weighted vote with each, majority vote, pass@N (the oracle) and a random candidate.
+
+What the figures cannot measure is counted beside them: per PRM, the candidates it could not
+fully score (they rank below every scored one) and, per N, the share of problems whose N
+candidates hold none it scored (`no_scored_candidate`); per method and N, the share of problems
+counted wrong only for a candidate whose answer was not checked (`counted_wrong_unchecked`; the
+candidates by reason in `candidates_unchecked`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ ESTIMATOR_NOTE = (
 class PrmToUse:
     spec: str
     load: Callable[[], StepScorer]  # called only when the PRM's scores are not kept yet
+    scoring: dict  # the settings it scores with (labeler/decoding/prm_scores.py `scoring_settings`)
 
 
 def score_names(index: int) -> dict[str, str]:
@@ -48,7 +55,8 @@ def build_pools(candidates: CandidateSet, scores: Sequence[dict[str, list[list[f
         for index, by_id in enumerate(scores):
             for how, name in score_names(index).items():
                 named[name] = tuple(aggregate(by_id[c.solution_id], how) for c in members)
-        pools.append(Pool(problem_id, tuple(c.correct for c in members), tuple(c.answer_key for c in members), named))
+        unchecked = tuple(c.unchecked_reason is not None for c in members)
+        pools.append(Pool(problem_id, tuple(c.correct for c in members), tuple(c.answer_key for c in members), named, unchecked))
     return pools
 
 
@@ -56,15 +64,18 @@ def score_candidates(location: OutputLocation, candidates: CandidateSet, prms: S
     """Per PRM: its name, and its step scores by solution_id."""
     names, scores = [], []
     for prm in prms:
-        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, rescore=rescore)
+        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, scoring=prm.scoring, rescore=rescore)
         names.append(name)
         scores.append({c.solution_id: s for c, s in zip(candidates.candidates, step_scores)})
     return names, scores
 
 
-def results_document(candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, *, subsets: int, seed: int) -> dict:
+def results_document(
+    candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, unscored: Sequence[int], *, subsets: int, seed: int
+) -> dict:  # fmt: skip
+    """`unscored[i]`: the candidates PRM i could not fully score."""
     sizes = [len(pool) for pool in candidates.pools().values()]
-    accuracy = curves.accuracy
+    accuracy, unknown = curves.accuracy, curves.unknown
     return {
         "kind": "best-of-n",
         "version": RESULTS_VERSION,
@@ -81,12 +92,19 @@ def results_document(candidates: CandidateSet, prms: Sequence[str], names: Seque
         "tokens_per_candidate": candidates.sampled_tokens_per_candidate,
         "estimator": {"subsets": subsets, "seed": seed, "how": ESTIMATOR_NOTE},
         "baselines": {name: accuracy[name] for name in (PASS, MAJORITY, RANDOM)},
+        "counted_wrong_unchecked": {name: unknown[name] for name in (PASS, MAJORITY, RANDOM)},
         "prms": [
             {
                 "spec": spec,
                 "name": name,
                 "selection": {how: accuracy[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
                 "weighted_vote": {how: accuracy[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+                "candidates_unscored": unscored[index],
+                "no_scored_candidate": curves.unscored[score_names(index)["min"]],  # the same for every aggregate
+                "counted_wrong_unchecked": {
+                    "selection": {how: unknown[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
+                    "weighted_vote": {how: unknown[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+                },
             }
             for index, (spec, name) in enumerate(zip(prms, names))
         ],
@@ -103,7 +121,8 @@ def best_of_n(
     if ns is None:
         ns = n_ladder(max((pool.size for pool in pools), default=0))
     curves = estimate(pools, ns, subsets=subsets, seed=seed)
-    return results_document(candidates, [p.spec for p in prms], names, curves, subsets=subsets, seed=seed)
+    unscored = [sum(aggregate(steps, "min") is None for steps in by_id.values()) for by_id in scores]
+    return results_document(candidates, [p.spec for p in prms], names, curves, unscored, subsets=subsets, seed=seed)
 
 
 def write_results(location: OutputLocation, results: dict) -> dict[str, str]:
@@ -123,9 +142,15 @@ def at_n(results: dict, j: int) -> dict:
                 "spec": prm["spec"],
                 "selection": {how: values[j] for how, values in prm["selection"].items()},
                 "weighted_vote": {how: values[j] for how, values in prm["weighted_vote"].items()},
+                "candidates_unscored": prm["candidates_unscored"],
+                "no_scored_candidate": prm["no_scored_candidate"][j],
+                "counted_wrong_unchecked": {
+                    key: {how: values[j] for how, values in methods.items()} for key, methods in prm["counted_wrong_unchecked"].items()
+                },
             }
             for prm in results["prms"]
         ],
+        "counted_wrong_unchecked": {name: values[j] for name, values in results["counted_wrong_unchecked"].items()},
     }
 
 
@@ -151,5 +176,26 @@ def format_table(results: dict) -> str:
     if any(results["problems_capped"]):
         capped = ", ".join(f"N={n}: {c}" for n, c in zip(ns, results["problems_capped"]) if c)
         lines.append(f"problems with a smaller pool, evaluated on all their candidates: {capped}")
+    lines += unmeasured_lines(results, row)
     return "\n".join(lines)
 
+
+def unmeasured_lines(results: dict, row: Callable[[str, Sequence[float]], str]) -> list[str]:
+    """What the table could not measure: candidates not fully scored, answers not checked (module docstring)."""
+    lines = []
+    for prm in results["prms"]:
+        if prm["candidates_unscored"]:
+            lines.append(f"{prm['name']}: {prm['candidates_unscored']} candidates not fully scored (past its max length), ranked last")
+            lines.append(row("  problems with none scored", prm["no_scored_candidate"]))
+    unchecked = results["candidates_unchecked"]
+    if unchecked:
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in sorted(unchecked.items()))
+        lines.append(f"candidates whose answer was not checked, counted wrong: {sum(unchecked.values())} ({reasons})")
+        lines.append("share of problems counted wrong only for one of them (the accuracy could be higher by as much):")
+        wrong = results["counted_wrong_unchecked"]
+        lines += [row(label, wrong[name]) for name, label in ((PASS, "pass@N (oracle)"), (MAJORITY, "majority vote"), (RANDOM, "random"))]
+        for prm in results["prms"]:
+            lines.append(prm["name"])
+            for key, kind in (("selection", "select by"), ("weighted_vote", "weighted vote by")):
+                lines += [row(f"  {kind} {how}", values) for how, values in prm["counted_wrong_unchecked"][key].items()]
+    return lines

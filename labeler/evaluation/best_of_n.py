@@ -10,17 +10,31 @@ that expectation, it is computed exactly:
 - PRM selection (the candidate with the highest score): rank the pool by score; the best score in
   a subset is that of level L (m_L candidates share it, a_L score higher) with probability
   [C(n-a_L, N) - C(n-a_L-m_L, N)] / C(n, N), and the pick is then uniform over the level's members
-  (ties broken at random), correct with probability c_L / m_L. Unscored candidates rank last.
+  (ties broken at random), correct with probability c_L / m_L.
 
 Votes have no such closed form. Majority vote (the answer most candidates give) and PRM-weighted
 vote (the answer with the largest sum of scores) are averaged over every subset when there are at
 most `subsets` of them, else over `subsets` random subsets drawn with a seed derived from (seed,
 problem id, N), so the figures are the same on every run and in any order of problems. Answers
-vote by their answer key (labeler/checking/answer_keys.py); candidates without an answer, and in a
-weighted vote unscored ones, add nothing. A tie between answers earns the share of the tied
-answers that are correct (the expectation of a random tie-break); a subset where nothing votes
-earns 0. An answer is as correct as the share of the pool's candidates with its key that the
-checker found correct (1 or 0 unless the checker disagrees with itself).
+vote by their answer key (labeler/checking/answer_keys.py); candidates without an answer add
+nothing. A tie between answers earns the share of the tied answers that are correct (the
+expectation of a random tie-break); a subset where nothing votes earns 0. An answer is as correct
+as the share of the pool's candidates with its key that the checker found correct (1 or 0 unless
+the checker disagrees with itself).
+
+A candidate the PRM could not fully score (a step past its max length: its score is None, see
+labeler/prm/solution_scores.py) is never ranked as if scored; it ranks below every scored one, the
+same way in every PRM method: PRM selection picks it only from a subset that holds no scored
+candidate (then at random among them), and the weighted vote counts only scored candidates, unless
+no scored candidate of the subset states an answer, when it counts the answers as majority vote
+does. `unscored` gives, per score and N, the share of problems whose N candidates hold no scored
+one (where a PRM method is a random pick or a majority vote).
+
+A candidate whose answer was not checked (cut by its budget, a timed-out check, no answer found)
+is wrong and states no answer. `unknown` gives, per method and N, the share of problems the method
+counts wrong only for such a candidate (so the accuracy could be higher by as much): the pick is one
+(random, PRM selection), no candidate of the subset states an answer and one is unchecked (votes),
+or none is correct and one is unchecked (pass@N). Exact for every method.
 
 A problem whose pool is smaller than N is evaluated on its whole pool; `problems_capped` counts them.
 """
@@ -44,17 +58,22 @@ TIE_TOLERANCE = 1e-9  # relative: sums of the same weights in another order diff
 @dataclass(frozen=True)
 class Pool:
     """The candidates of one problem: whether each is correct, the answer it states (its key; None:
-    no answer), and its scores by name (e.g. "prm-a/min"; None: unscored)."""
+    no answer), its scores by name (e.g. "prm-a/min"; None: not fully scored), and whether its
+    answer was left unchecked (empty: every answer was checked)."""
 
     problem_id: str
     correct: tuple[bool, ...]
     answer_keys: tuple[str | None, ...]
     scores: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    unchecked: tuple[bool, ...] = ()
 
     def __post_init__(self):
         n = len(self.correct)
-        if len(self.answer_keys) != n or any(len(values) != n for values in self.scores.values()):
+        lists = [self.answer_keys, *self.scores.values(), *([self.unchecked] if self.unchecked else [])]
+        if any(len(values) != n for values in lists):
             raise ValueError(f"problem {self.problem_id}: every per-candidate list must have {n} entries")
+        if any(c and u for c, u in zip(self.correct, self.unchecked)):
+            raise ValueError(f"problem {self.problem_id}: a candidate whose answer was not checked cannot be correct")
 
     @property
     def size(self) -> int:
@@ -67,6 +86,8 @@ class Curves:
     problems: int
     problems_capped: list[int]  # per N: problems whose pool is smaller, evaluated on the whole pool
     accuracy: dict[str, list[float]]  # method name -> accuracy per N
+    unknown: dict[str, list[float]] = field(default_factory=dict)  # method -> per N, share counted wrong for an unchecked answer
+    unscored: dict[str, list[float]] = field(default_factory=dict)  # score -> per N, share of problems with no scored candidate
 
 
 def n_ladder(largest_pool: int) -> list[int]:
@@ -90,6 +111,8 @@ def estimate(pools: Sequence[Pool], ns: Sequence[int], *, subsets: int = 1000, s
         raise ValueError(f"problem {missing[0]}: scores {sorted(pools[0].scores)} expected for every pool")
     names = method_names(score_names)
     totals = {name: [0.0] * len(ns) for name in names}
+    unknown = {name: [0.0] * len(ns) for name in names}
+    unscored = {name: [0.0] * len(ns) for name in score_names}
     capped = [0] * len(ns)
     for pool in pools:
         for j, n in enumerate(ns):
@@ -97,9 +120,16 @@ def estimate(pools: Sequence[Pool], ns: Sequence[int], *, subsets: int = 1000, s
             capped[j] += k < n
             for name, value in pool_accuracy(pool, k, subsets=subsets, seed=seed).items():
                 totals[name][j] += value
+            for name, value in pool_unknown(pool, k).items():
+                unknown[name][j] += value
+            for name, scores in pool.scores.items():
+                unscored[name][j] += _none_drawn([s is None for s in scores], k)
     count = len(pools)
-    accuracy = {name: [total / count if count else math.nan for total in values] for name, values in totals.items()}
-    return Curves(list(ns), count, capped, accuracy)
+
+    def means(sums: dict[str, list[float]]) -> dict[str, list[float]]:
+        return {name: [total / count if count else math.nan for total in values] for name, values in sums.items()}
+
+    return Curves(list(ns), count, capped, means(totals), means(unknown), means(unscored))
 
 
 def pool_accuracy(pool: Pool, k: int, *, subsets: int = 1000, seed: int = 0) -> dict[str, float]:
@@ -113,6 +143,29 @@ def pool_accuracy(pool: Pool, k: int, *, subsets: int = 1000, seed: int = 0) -> 
     results[MAJORITY] = votes.pop(MAJORITY)
     results.update({f"{VOTE}:{name}": value for name, value in votes.items()})
     return results
+
+
+def pool_unknown(pool: Pool, k: int) -> dict[str, float]:
+    """Per method, the probability that it counts this pool wrong at N = k only for a candidate whose
+    answer was not checked (module docstring)."""
+    unchecked = pool.unchecked or (False,) * pool.size
+    silent = [key is None for key in pool.answer_keys]
+    no_vote = _none_drawn(silent, k) - _none_drawn([s and not u for s, u in zip(silent, unchecked)], k)
+    results = {
+        PASS: _none_drawn(pool.correct, k, negate=True) - _none_drawn([c or u for c, u in zip(pool.correct, unchecked)], k, negate=True),
+        RANDOM: sum(unchecked) / pool.size,
+        MAJORITY: no_vote,
+    }
+    for name, scores in pool.scores.items():
+        results[f"{SELECT}:{name}"] = selection_at(scores, unchecked, k)
+        results[f"{VOTE}:{name}"] = no_vote
+    return results
+
+
+def _none_drawn(flags: Sequence[bool], k: int, negate: bool = False) -> float:
+    """The probability that all k candidates drawn have the flag (without it, with `negate`)."""
+    having = sum(not f for f in flags) if negate else sum(flags)
+    return math.comb(having, k) / math.comb(len(flags), k)
 
 
 def pass_at(correct: Sequence[bool], k: int) -> float:
@@ -161,7 +214,9 @@ def vote_at(pool: Pool, k: int, *, subsets: int, seed: int) -> dict[str, float]:
     results[MAJORITY] = _credit(counts, present, key_correct)
     for name, scores in pool.scores.items():
         weights = np.array([0.0 if s is None else float(s) for s in scores])
-        results[name] = _credit(totals(weights), present, key_correct)
+        scored_votes = totals(np.array([s is not None for s in scores], dtype=float))
+        by_prm = (scored_votes > 0).any(axis=1, keepdims=True)  # else no scored candidate states an answer: count them all
+        results[name] = _credit(np.where(by_prm, totals(weights), counts), np.where(by_prm, scored_votes > 0, present), key_correct)
     return results
 
 

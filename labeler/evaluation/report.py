@@ -267,6 +267,8 @@ def first_error_section(inputs: ReportInputs) -> Section:
     _integer_axis(axes.yaxis)
     axes.set_title("First error position")
     caption = "Where solutions go wrong, by their first hard-negative step."
+    if unknown:
+        caption += f" unknown: {unknown} solutions with a step without a label (cut, not sampled) before any step labelled negative."
     return Section("First error position", [Plot("first_error.png", "First error position", caption, _png(figure), figure)])
 
 
@@ -487,4 +489,10 @@ def best_of_n_plots(job_dir: str) -> list[Plot]:
     )
     if point is not None:
         caption += f" The star: {point['label']}, {point['accuracy']:.3f} at {point['tokens_per_problem']:.0f} tokens per problem."
+    unchecked = sum(bon.get("candidates_unchecked", {}).values())
+    if unchecked:
+        caption += f" {unchecked} candidates whose answer was not checked count as wrong (bon/results.json: counted_wrong_unchecked)."
+    for prm in bon["prms"]:
+        if prm.get("candidates_unscored"):
+            caption += f" {prm['name']} could not fully score {prm['candidates_unscored']} candidates: they rank below every scored one."
     return [Plot("best_of_n.png", "Best-of-N", caption, curves_png(bon, search=point))]

@@ -2,8 +2,11 @@
 
 A solution's score aggregates its step probabilities: `min` (the weakest step), `product` (the
 chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
-`mean` (the average step). Steps without a score (past the PRM's length limit) are left out of
-min, product and mean; `last` is then None. Best-of-N picks, per problem, the solution with the highest score by one aggregate.
+`mean` (the average step). A solution with a step the PRM could not score (past its length limit)
+has no score by any aggregate (None): an aggregate of the steps that fit would rank it as if the
+PRM had read it all, above a solution whose every step it read and found weaker (a solution cut
+after a good first step would win by min). Best-of-N picks, per problem, the solution with the
+highest score by one aggregate; solutions without one rank below every scored one.
 A PRM with a trajectory head adds the trajectory score and `combined` (labeler/prm/trajectory.py).
 """
 
@@ -43,18 +46,19 @@ class ScoredSolution:
 
 
 def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
-    scored = [score for score in step_scores if score is not None]
-    if how == "last":
-        return step_scores[-1] if step_scores else None
-    if not scored:
+    """None when a step has no score, or there are no steps (module docstring)."""
+    if how not in AGGREGATES:
+        raise ValueError(f"unknown aggregate {how!r}; expected one of {', '.join(AGGREGATES)}")
+    if not step_scores or any(score is None for score in step_scores):
         return None
+    scored: list[float] = list(step_scores)  # type: ignore[arg-type]
+    if how == "last":
+        return scored[-1]
     if how == "min":
         return min(scored)
     if how == "product":
         return math.prod(scored)
-    if how == "mean":
-        return sum(scored) / len(scored)
-    raise ValueError(f"unknown aggregate {how!r}; expected one of {', '.join(AGGREGATES)}")
+    return sum(scored) / len(scored)  # mean
 
 
 def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:

@@ -45,12 +45,11 @@ class CombinedScore:
         check_numbers(self)
 
     def combine(self, step_scores: Sequence[float | None], trajectory_score: float | None) -> float | None:
-        """None when the trajectory or every step has no score (a PRM without a trajectory head, a
-        solution past its length limit)."""
-        scored = [score for score in step_scores if score is not None]
-        if trajectory_score is None or not scored:
+        """None when the trajectory or any step has no score (a PRM without a trajectory head, a
+        solution past its length limit: labeler/prm/solution_scores.py)."""
+        if trajectory_score is None or not step_scores or any(score is None for score in step_scores):
             return None
-        return (sum(scored) / len(scored) + self.trajectory_weight * trajectory_score) / (1 + self.trajectory_weight)
+        return (sum(step_scores) / len(step_scores) + self.trajectory_weight * trajectory_score) / (1 + self.trajectory_weight)
 
 
 def trajectory_loss(trajectory_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:

@@ -1,0 +1,86 @@
+"""The kept PRM scores of best-of-N's candidates (labeler/decoding/prm_scores.py) come back only for the same PRM:
+the same bytes in its folder, whatever its spec spells it, the same precision and max length."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from labeler.decoding.candidates import Candidate
+from labeler.decoding.prm_scores import candidate_step_scores, scoring_settings
+from labeler.prm.model import ProcessRewardModel
+from labeler.store.location import OutputLocation
+
+STEPS = ("2 + 2 = 4.", "The answer is: 4")
+CANDIDATES = [Candidate("p", f"s{i}", "What is 2 + 2?", "4", STEPS, True, "4", None, 0, False) for i in range(2)]
+
+
+class Scorer:
+    name = "fake"
+
+    def step_scores(self, solutions):
+        return [[0.5] * len(s.steps) for s in solutions]
+
+
+@pytest.fixture
+def scored(tmp_path):
+    """score(spec, **settings) -> whether the PRM had to be loaded (the kept scores did not serve)."""
+    location = OutputLocation(tmp_path / "out")
+
+    def score(spec, precision="fp32", max_length=None):
+        loads = []
+        candidate_step_scores(
+            location, spec, CANDIDATES, lambda: loads.append(spec) or Scorer(), scoring=scoring_settings(precision, max_length)
+        )
+        return bool(loads)
+
+    return score
+
+
+def save_checkpoint(tiny_model_dir, path: Path, seed: int) -> None:
+    torch.manual_seed(seed)
+    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").save(path)
+
+
+def keep_times(path: Path):
+    """Every file's modification time now; calling the result puts them back (a copy that keeps times, `cp -p`)."""
+    times = {f: (f.stat().st_atime_ns, f.stat().st_mtime_ns) for f in path.rglob("*") if f.is_file()}
+    return lambda: [os.utime(f, ns=t) for f, t in times.items()]
+
+
+@pytest.mark.parametrize("prefix", ["", "checkpoint:"])
+def test_a_retrained_checkpoint_misses_even_with_the_same_sizes_and_times(prefix, tiny_model_dir, tmp_path, scored):
+    run = tmp_path / "run"
+    save_checkpoint(tiny_model_dir, run / "best", seed=0)
+    spec = prefix + str(run)
+    assert scored(spec) and not scored(spec)  # scored once, then kept
+    restore = keep_times(run / "best")
+    sizes = {f.name: f.stat().st_size for f in (run / "best").iterdir()}
+    save_checkpoint(tiny_model_dir, run / "best", seed=1)  # retrained: other weights, the same files and sizes
+    restore()
+    assert {f.name: f.stat().st_size for f in (run / "best").iterdir()} == sizes
+    assert scored(spec) and not scored(spec)
+
+
+@pytest.mark.parametrize("kind", ["qwen-prm", "math-shepherd", "rlhflow"])
+def test_a_public_prm_folder_is_known_by_its_bytes(kind, tmp_path, scored):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"a": 1}')
+    (folder / "model.safetensors").write_bytes(b"weights-1")
+    spec = f"{kind}:{folder}"
+    assert scored(spec) and not scored(spec)
+    restore = keep_times(folder)
+    (folder / "model.safetensors").write_bytes(b"weights-2")
+    restore()
+    assert scored(spec) and not scored(spec)
+
+
+def test_precision_and_max_length_are_part_of_the_key(tiny_model_dir, tmp_path, scored):
+    save_checkpoint(tiny_model_dir, tmp_path / "prm", seed=0)
+    spec = str(tmp_path / "prm")
+    assert scored(spec) and not scored(spec)
+    assert scored(spec, precision="bf16") and not scored(spec, precision="bf16")
+    assert scored(spec, precision="bf16", max_length=64) and not scored(spec, precision="bf16", max_length=64)
+    assert scored(spec)  # back to the first settings: scored again (one file per PRM spec holds the latest)
