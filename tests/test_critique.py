@@ -103,6 +103,10 @@ def test_critique_styles_are_read(critique, index):
         ("Paragraph 3 is wrong.", "states no verdict"),  # a paragraph found wrong, not said to be the earliest
         ("The earliest error seems to be in paragraph 2.", "states no verdict"),  # hedged
         ("The first mistake is that 18 - 6 = 11.", "states no verdict"),
+        ("The first incorrect value is 8.", "states no verdict"),  # a value, not a paragraph
+        ("Not all paragraphs are correct.", "states no verdict"),
+        ("No mistakes in the calculation; the setup is wrong.", "states no verdict"),  # "no mistakes" about one part
+        ("The final answer of the solution is correct, but paragraph 2 is wrong.", "states no verdict"),
         ("Paragraph 0 computes the total: the correct total is \\boxed{4}.", "not on the answer line"),
         ("\\boxed{1}\n\nParagraph 2 also uses 11, and paragraph 3 is correct.", "not on the answer line"),
         ("The earliest error is in paragraph 2.\n\nThe value is \\boxed{\\frac{3}{4}}.", "holds '\\\\frac{3}{4}', not a paragraph index"),
@@ -126,6 +130,10 @@ DISTRACTORS = (
     lambda j, m: "The error is by doing -1.",
     lambda j, m: f"The first mistake is that {m} - 6 = {m - 7}.",
     lambda j, m: "The first paragraph restates the problem.",
+    lambda j, m: f"The first incorrect value is {m}.",
+    lambda j, m: "Not all paragraphs are correct.",
+    lambda j, m: f"There are no mistakes in the arithmetic of paragraph {j}.",
+    lambda j, m: "No mistakes in the calculation; the setup is wrong.",
 )
 STATEMENTS = (
     lambda k: f"The earliest error is in paragraph {k}.",

@@ -14,7 +14,9 @@ states its verdict, in one of two places:
   the line before when the last is the answer line or a "Final Answer" heading): "the earliest error
   is in paragraph 2", "paragraph 2 is the first incorrect one", "the error is in paragraph 2", or of
   none: "all paragraphs are correct", "there are no errors". A hedged statement ("seems", "if",
-  "would") or a question is no verdict; one that names several paragraphs makes the critique unread.
+  "would"), a negated one ("not all paragraphs are correct") or a question is no verdict; a "no
+  errors" within a sentence ("no mistakes in the arithmetic") is none either; a verdict that names
+  several paragraphs makes the critique unread.
 
 The critique is refused (None, with the reason) when its last \\boxed{} holds no index (an integer,
 optionally wrapped as "paragraph 3", "\\text{3}", "$3$"; "none" or "no error" read as -1), when its
@@ -42,8 +44,6 @@ _TAG = re.compile(r"</?\s*(paragraph|step)[\s_]*(\d+)\s*>|\b(paragraph|step)_\{?
 _MARKUP = re.compile(r"\\[\[\]()]|[*`#>$]")
 _NUMBER = r"([-+]?\d+)(?![\d.]*\d)"
 _NAMED_NUMBER = rf"(?:paragraph|step)\s*(?:#|no\.?|number)?\s*{_NUMBER}"
-# A number a verdict gives: a named paragraph, or a bare number that ends the clause ("... is 2.").
-_VERDICT_NUMBER = rf"(?:the\s+)?(?:{_NAMED_NUMBER}|{_NUMBER}(?=\s*(?:[.,;:!)]|$)))"
 _FIRST = r"(?:earliest|first|very\s+first)"
 _FAULT = r"(?:errors?|mistakes?|incorrect|wrong|erroneous|flawed|faulty|invalid)"
 _WORD = r"(?!(?:is|was|that|because|since|but|and)\b)[a-z'-]+"  # a word of a verdict's subject
@@ -54,29 +54,39 @@ _VERB = (
 _ERROR_VERDICTS = tuple(
     re.compile(pattern)
     for pattern in (
-        # the earliest error is in paragraph 2; the index of the first paragraph with a mistake is 2
+        # the earliest error is in paragraph 2; the first paragraph with a mistake is paragraph 2
         rf"\b{_FIRST}(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}(?:\s+{_WORD}){{0,4}}?\s*(?:\s{_VERB}(?:\s+(?:in|at|on|within))?|[:=])\s*"
-        rf"{_VERDICT_NUMBER}",
+        rf"(?:the\s+)?{_NAMED_NUMBER}",
+        # a bare number, where the subject is the earliest error or its paragraph and the number ends the clause:
+        # the earliest error is 2; the index of the first paragraph containing an error is 2 (not "the first wrong value is 8")
+        rf"\b{_FIRST}\s+(?:(?:incorrect|wrong|erroneous)\s+(?:paragraph|step)|(?:paragraph|step)\s+"
+        rf"(?:with|containing|that\s+contains|where)\s+(?:an?\s+)?(?:error|mistake)(?:\s+occurs)?|error|mistake)(?:\s+(?:index|number))?"
+        rf"\s*(?:\s(?:is|was)|[:=])\s*{_NUMBER}(?=\s*(?:[.,;:!)]|$))",
         # paragraph 2 is the first incorrect one; paragraph 2 contains the earliest error
         rf"\b{_NAMED_NUMBER}\s+(?:is|was|contains|has|holds|introduces|makes)\s+(?:where\s+|when\s+)?(?:the\s+)?{_FIRST}"
         rf"(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}",
-        rf"\b{_NAMED_NUMBER}\s+(?:is|was)\s+(?:the\s+)?{_FIRST}\s+(?:one|paragraph|step)\s+(?:with|to\s+contain|containing|that\s+contains)"
-        rf"\s+(?:an?\s+)?{_FAULT}",
         # the error is in paragraph 2
         rf"\bthe\s+(?:only\s+|main\s+)?(?:error|mistake)\s+(?:is|lies|occurs|appears|was\s+made)\s+(?:in|at|within)\s+"
         rf"(?:the\s+)?{_NAMED_NUMBER}",
     )
 )
+# "none" as a whole sentence, after a connective ("so", "overall"): a "no errors" inside a sentence may be about one part
+_CONNECTIVE = r"^(?:(?:so|thus|hence|therefore|overall|in\s+conclusion|in\s+summary|finally),?\s+)?"
+_CONCLUSION = r"(?:\s*,?\s*(?:so|thus|hence|therefore)\b.*)?$"
 _NO_ERROR_VERDICTS = re.compile(
-    rf"\bno\s+(?:{_FAULT}|(?:incorrect|wrong|erroneous)\s+(?:paragraphs?|steps?))\b"
-    r"|\b(?:all|every|each)\s+(?:of\s+the\s+|the\s+)?(?:paragraphs?|steps?)(?:\s+(?:of|in)\s+the\s+solution)?\s+(?:is|are)\s+"
-    r"(?:\w+\s+)?(?:correct|right|valid|fine|accurate)\b"
-    rf"|\bno\s+(?:paragraph|step)\s+(?:contains|has|is|makes)\s+(?:an?\s+)?{_FAULT}"
-    r"|\b(?:the\s+)?(?:whole\s+|entire\s+)?solution\s+is\s+(?:entirely\s+|fully\s+|completely\s+)?(?:correct|right)\b"
+    rf"{_CONNECTIVE}(?:there\s+(?:is|are|were)\s+|i\s+found\s+|we\s+found\s+)?no\s+(?:errors?|mistakes?|(?:incorrect|wrong|erroneous)"
+    r"\s+(?:paragraphs?|steps?))(?:\s+(?:were\s+|was\s+)?(?:found|detected))?(?:\s+(?:in|within)\s+(?:the|this|any)\s+"
+    rf"(?:solution|paragraphs?|steps?|reasoning))?(?:\s+(?:were\s+|was\s+)?(?:found|detected))?{_CONCLUSION}"
+    rf"|{_CONNECTIVE}(?:all|every|each)\s+(?:of\s+the\s+|the\s+)?(?:paragraphs?|steps?)(?:\s+(?:of|in)\s+the\s+solution)?\s+(?:is|are)\s+"
+    rf"(?:\w+\s+)?(?:correct|right|valid|fine|accurate){_CONCLUSION}"
+    rf"|{_CONNECTIVE}no\s+(?:paragraph|step)\s+(?:contains|has|is|makes)\s+(?:an?\s+)?{_FAULT}{_CONCLUSION}"
+    rf"|{_CONNECTIVE}(?:the\s+)?(?:whole\s+|entire\s+)?solution\s+is\s+(?:entirely\s+|fully\s+|completely\s+)?(?:correct|right)"
+    rf"{_CONCLUSION}"
 )
+# no verdict: a hedge, a condition, a negation ("not all paragraphs are correct")
 _HEDGED = re.compile(
     r"\b(?:if|would|could|might|seems?|seemingly|looks?|appears\s+to|suspect|maybe|perhaps|possibly|probably|unless|whether|"
-    r"not\s+sure|unsure|suppose|assume|let's|let\s+me)\b"
+    r"not|never|unsure|suppose|assume|let's|let\s+me)\b|n't\b"
 )
 # "paragraphs 0 and 1 are correct": a mention of a paragraph that is not a verdict's
 _FOUND_CORRECT = re.compile(
@@ -221,7 +231,7 @@ def _statement(sentence: str) -> int | set[int] | None:
         if match:
             index = int(next(group for group in match.groups() if group is not None))
             return index if mentioned <= {index} else mentioned | {index}
-    if _NO_ERROR_VERDICTS.search(sentence) and not mentioned:
+    if _NO_ERROR_VERDICTS.match(sentence.rstrip(" .!")) and not mentioned:
         return NO_ERROR
     return None
 
