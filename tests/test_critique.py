@@ -1,11 +1,31 @@
-"""The judge's words: reading the index a critique names (real critique styles), the prompt template and
-its placeholders, and the majority of votes."""
+"""The judge's words: reading the index a critique names (real critique styles, and a property: a critique
+read as an index states that index as its verdict), the prompt template and its placeholders, and the
+majority of votes."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labeler.judging.critique import boxed_contents, parse_critique
 from labeler.judging.prompts import DEFAULT_TEMPLATE, TemplateError, check_template, critique_prompt
 from schemas.judgments import majority
+
+PER_PARAGRAPH = """Paragraph 0: Tom starts with 5 apples. This paragraph is correct.
+
+Paragraph 1: 5 + 3 = 9 is wrong; 5 + 3 = 8. This paragraph is incorrect.
+
+Paragraph 2: it builds on paragraph 1, so paragraph 2 is incorrect too.
+
+\\boxed{1}"""
+
+REASONING_JUDGE = """<think>
+The earliest error seems to be in paragraph 1. Wait: 18 / 3 = 6 is right, paragraph 1 is correct.
+Paragraph 2 says 6 x 4 = 20, which is wrong.
+</think>
+
+The earliest error is in paragraph 2, where 6 x 4 is computed as 20.
+
+\\boxed{2}"""
 
 QWEN_STYLE = """The first paragraph restates the problem correctly.
 
@@ -40,6 +60,16 @@ Final answer: $\\boxed{2}$"""
         ("I checked them all.\nAll paragraphs are correct.", -1),
         ("The mistake is at <paragraph_0>.", 0),
         ("Answer: -1", -1),
+        (PER_PARAGRAPH, 1),  # "paragraph 2 is incorrect too" is not the earliest error
+        (REASONING_JUDGE, 2),  # the thinking's first guess is not the closing
+        ("The correct total is 12, not 11.\nThe earliest error is in paragraph 1: \\boxed{1}. I hope it is correct.", 1),
+        ("Paragraphs 0 and 1 are correct, but the earliest error is in paragraph 2.", 2),
+        ("The correct total is \\boxed{12}.\n\nTherefore, the earliest error occurs in paragraph 3.\n\n**Final Answer**\n\n"
+         "\\[ \\boxed{3} \\]", 3),
+        ("Paragraph 4 is the first incorrect one.", 4),
+        ("The index of the earliest paragraph containing an error is 2.", 2),
+        ("There are no errors in the solution.", -1),
+        ("So the earliest error is in paragraph \\boxed{0}.", 0),
     ],
 )
 def test_critique_styles_are_read(critique, index):
@@ -52,15 +82,34 @@ def test_critique_styles_are_read(critique, index):
     [
         ("", "empty"),
         ("   \n  ", "empty"),
-        ("The solution has some issues but I am not sure where.", "names no paragraph"),
-        ("asdf qwer ;; ::", "names no paragraph"),
+        ("The solution has some issues but I am not sure where.", "states no verdict"),
+        ("asdf qwer ;; ::", "states no verdict"),
         ("\\boxed{x+1}", "holds 'x+1'"),
         ("\\boxed{}", "holds ''"),
-        ("The error is in paragraph 1, or maybe paragraph 3.", "several paragraphs (1, 3)"),
-        ("There are no errors in paragraph 1.", "several paragraphs (-1, 1)"),  # a contradiction is not read
+        ("The error is in paragraph 1, or maybe paragraph 3.", "states no verdict"),  # hedged
+        ("The earliest error is in paragraph 1 and paragraph 3.", "several paragraphs (1, 3)"),
+        ("There are no errors in paragraph 1.", "states no verdict"),  # about paragraph 1 alone
         ("\\boxed{7}", "paragraphs are 0 to 4"),  # not a step of a 5-step solution
         ("\\boxed{-2}", "paragraphs are 0 to 4"),
-        ("Paragraph 5 is wrong", "paragraphs are 0 to 4"),
+        ("The earliest error is in paragraph 5.", "paragraphs are 0 to 4"),
+        # issue 23: a stray number is not a verdict
+        ("The correct total is \\boxed{3}. The earliest error is in paragraph 2.",
+         "it contradicts itself: its last \\boxed{} holds 3 and its closing verdict names paragraph 2"),
+        ("The earliest error is in paragraph 2.\n\n\\boxed{3}", "holds 3 and its closing verdict names paragraph 2"),
+        ("All paragraphs are correct.\n\\boxed{2}", "holds 2 and its closing verdict names no error"),
+        ("The earliest error is in paragraph 1.\nAnswer: 3", "its answer line names paragraph 3 and its closing verdict names paragraph 1"),
+        ("Paragraph 1 is correct.", "states no verdict"),
+        ("The error is by doing -1.", "states no verdict"),
+        ("Paragraph 3 is wrong.", "states no verdict"),  # a paragraph found wrong, not said to be the earliest
+        ("The earliest error seems to be in paragraph 2.", "states no verdict"),  # hedged
+        ("The first mistake is that 18 - 6 = 11.", "states no verdict"),
+        ("The first incorrect value is 8.", "states no verdict"),  # a value, not a paragraph
+        ("Not all paragraphs are correct.", "states no verdict"),
+        ("No mistakes in the calculation; the setup is wrong.", "states no verdict"),  # "no mistakes" about one part
+        ("The final answer of the solution is correct, but paragraph 2 is wrong.", "states no verdict"),
+        ("Paragraph 0 computes the total: the correct total is \\boxed{4}.", "not on the answer line"),
+        ("\\boxed{1}\n\nParagraph 2 also uses 11, and paragraph 3 is correct.", "not on the answer line"),
+        ("The earliest error is in paragraph 2.\n\nThe value is \\boxed{\\frac{3}{4}}.", "holds '\\\\frac{3}{4}', not a paragraph index"),
     ],
 )
 def test_unreadable_critiques_say_why(critique, problem):
@@ -68,9 +117,84 @@ def test_unreadable_critiques_say_why(critique, problem):
     assert parsed.index is None and problem in parsed.problem
 
 
+# The property: critiques built from templates, a verdict (or none) among distractors: numbers that are valid
+# indices, boxes of computed values, "paragraph K is correct", hedged guesses, a paragraph found wrong.
+DISTRACTORS = (
+    lambda j, m: f"Paragraph {j} is correct.",
+    lambda j, m: f"In paragraph {j}, {m} + 3 = {m + 3}, which is right.",
+    lambda j, m: f"Step {j} uses {m} apples.",
+    lambda j, m: f"The correct total is \\boxed{{{m}}}.",
+    lambda j, m: f"So the value is \\boxed{{\\frac{{{m}}}{{4}}}}.",
+    lambda j, m: f"The earliest error seems to be in paragraph {j}.",
+    lambda j, m: f"Paragraph {j} is wrong as well.",
+    lambda j, m: "The error is by doing -1.",
+    lambda j, m: f"The first mistake is that {m} - 6 = {m - 7}.",
+    lambda j, m: "The first paragraph restates the problem.",
+    lambda j, m: f"The first incorrect value is {m}.",
+    lambda j, m: "Not all paragraphs are correct.",
+    lambda j, m: f"There are no mistakes in the arithmetic of paragraph {j}.",
+    lambda j, m: "No mistakes in the calculation; the setup is wrong.",
+)
+STATEMENTS = (
+    lambda k: f"The earliest error is in paragraph {k}.",
+    lambda k: f"Therefore, the earliest error occurs in paragraph_{k}.",
+    lambda k: f"Paragraph {k} is the first incorrect one.",
+    lambda k: f"The first mistake appears in <paragraph_{k}>.",
+    lambda k: f"The index of the earliest paragraph containing an error is {k}.",
+)
+NO_ERROR_STATEMENTS = ("All paragraphs are correct.", "There are no errors in the solution.", "No paragraph contains an error.")
+ANSWER_LINES = (
+    lambda k: f"\\boxed{{{k}}}",
+    lambda k: f"Final answer: $\\boxed{{{k}}}$",
+    lambda k: f"So the answer is \\boxed{{{k}}}.",
+    lambda k: f"\\[ \\boxed{{{k}}} \\]",
+    lambda k: f"\\boxed{{\\text{{paragraph {k}}}}}" if k >= 0 else "\\boxed{none}",
+)
+
+
+@st.composite
+def critiques(draw):
+    """(critique, n_steps, the index it states as its verdict or None, whether it must be read)."""
+    n_steps = draw(st.integers(1, 64))
+    index = st.integers(0, n_steps - 1)
+    distractor = st.builds(lambda make, j, m: make(j, m), st.sampled_from(DISTRACTORS), index, st.integers(0, 99))
+    parts = draw(st.lists(distractor, max_size=5))
+    verdict = draw(st.integers(-1, n_steps - 1))
+    statement = draw(st.sampled_from(NO_ERROR_STATEMENTS)) if verdict < 0 else draw(st.sampled_from(STATEMENTS))(verdict)
+    shape = draw(st.sampled_from(["answer line", "stated", "contradicted", "stray"]))
+    stated, must_read = verdict, True
+    if shape == "answer line":
+        if draw(st.booleans()):
+            parts.append(statement)
+        parts.append(draw(st.sampled_from(ANSWER_LINES))(verdict))
+    elif shape == "stated":
+        must_read = not any("boxed" in part for part in parts)  # a box elsewhere is what ProcessBench reads
+        parts.append(statement)
+    elif shape == "contradicted":
+        other = draw(st.integers(-1, n_steps - 1).filter(lambda k: k != verdict))
+        parts += [statement, draw(st.sampled_from(ANSWER_LINES))(other)]
+        stated = None  # it states two verdicts: neither may be read
+    else:
+        stated = None
+    separator = draw(st.sampled_from(["\n\n", "\n", " "]))
+    return separator.join(parts), n_steps, stated, must_read and stated is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(critiques())
+def test_a_critique_read_as_an_index_states_that_index_as_its_verdict(case):
+    critique, n_steps, stated, must_read = case
+    parsed = parse_critique(critique, n_steps)
+    if parsed.index is not None:
+        assert parsed.index == stated, f"read as {parsed.index}: {critique!r}"
+    else:
+        assert parsed.problem and not must_read, f"not read ({parsed.problem}): {critique!r}"
+
+
 def test_boxes_keep_nested_braces_and_skip_an_unclosed_one():
     assert boxed_contents("a \\boxed{\\frac{1}{2}} b \\boxed {3} c \\boxed{4") == ["\\frac{1}{2}", "3"]
-    assert parse_critique("\\boxed{2} and then \\boxed{3", n_steps=4).index == 2
+    assert parse_critique("Paragraph 1 has \\boxed{3 unclosed.\n\n\\boxed{2}", n_steps=4).index == 2
+    assert "not on the answer line" in parse_critique("\\boxed{2} and then \\boxed{3", n_steps=4).problem  # text after the box
 
 
 def test_the_prompt_numbers_paragraphs_from_zero_and_never_fills_a_placeholder_twice():

@@ -101,10 +101,27 @@ def test_unreadable_critiques_are_resampled_with_new_seeds_then_rejected_with_th
     reasons = {row["problem_id"]: row for row in rejected(out)}
     assert sorted(reasons) == ["r2", "r3"]
     assert reasons["r2"]["stage"] == "judge" and reasons["r2"]["field"] == "critique"
-    assert "critique 1 of 3 could not be read in 13 samples (3 of its 3 votes alike); the last: no \\boxed{}, and its last line names no paragraph: 'I cannot decide.'" in reasons["r2"]["reason"]
+    assert "critique 1 of 3 could not be read in 13 samples (3 of its 3 votes alike); the last: no \\boxed{}, and its last line states no verdict: 'I cannot decide.'" in reasons["r2"]["reason"]
     assert "cut by its token budget" in reasons["r3"]["reason"]
     assert summary.rejected_rows == 2 and summary.critique_resamples == summary.critiques - 3 * ROWS
     assert load_manifest(out)["totals"]["rejected_in_units"] == 2
+
+
+def test_a_stray_number_is_no_verdict_the_critique_is_resampled_and_the_reason_reaches_rejected(dataset, tmp_path):
+    def script(text, seed):
+        if text == problem(1):  # a box around a computed total, then another paragraph named: never read
+            return "The correct total is \\boxed{1}. The earliest error is in paragraph 2."
+        if text == problem(2):  # a paragraph found correct is not an error at it; a later sample states its verdict
+            return "Paragraph 1 is correct." if seed % 2 else "The earliest error is in paragraph 1."
+        return "\\boxed{-1}"
+
+    out = tmp_path / "out"
+    summary, _ = judge(dataset, out, script, votes=1, critique_retries=6)
+    rows = judgments(out)
+    assert "r1" not in rows and rows["r2"]["critique_indices"] == [1] and rows["r2"]["critique_seeds"][0] % 2 == 0
+    [reason] = [row["reason"] for row in rejected(out)]
+    assert reason.startswith("solution ") and "critique 1 of 1 could not be read in 7 samples" in reason
+    assert "it contradicts itself: its last \\boxed{} holds 1 and its closing verdict names paragraph 2" in reason
 
 
 def test_a_prompt_too_long_for_the_context_is_rejected_and_the_rest_judged(dataset, tmp_path):

@@ -236,3 +236,43 @@ def test_train_command_writes_metrics_and_prints_a_summary(tiny_model_dir, tmp_p
     result = json.loads(capsys.readouterr().out)
     assert result["epochs_done"] == 1 and result["best_epoch"] == 1
     assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_rerun_with_the_same_max_steps_trains_nothing_and_the_summary_names_what_exists(tiny_model_dir, tmp_path, capsys):
+    labels, run = small_labels(tmp_path), tmp_path / "run"
+    argv = ["train", "--labels", str(labels), "--output", str(run), "--model", str(tiny_model_dir), "--epochs", "2", "--batch-size", "4",
+            "--max-length", "128", "--device", "cpu", "--quiet"]  # fmt: skip
+    # 5 steps an epoch: --max-steps 4 stops inside epoch 1, before any best/
+    assert main([*argv, "--max-steps", "4"]) == 0
+    first = capsys.readouterr().out
+    assert "optimizer steps : 4 (4 in this call)" in first and "nothing trained" not in first
+    assert "last epoch      : none finished in this call" in first and "best epoch      : none yet" in first
+    assert first.split("checkpoints     : ")[1] == f"{run}/last\n"  # no best/ yet
+    trained = model_state(run / "last")
+
+    assert main([*argv, "--max-steps", "4", "--json"]) == 0  # rerun as is: not one step more
+    again = json.loads(capsys.readouterr().out)
+    assert again["global_step"] == 4 and again["steps_trained"] == 0 and again["stopped_early"]
+    assert again["checkpoints"] == [str(run / "last")]
+    assert main([*argv, "--max-steps", "4"]) == 0
+    assert "optimizer steps : 4 (nothing trained in this call: the run is at --max-steps 4" in capsys.readouterr().out
+    for name, tensor in model_state(run / "last").items():
+        torch.testing.assert_close(tensor, trained[name], msg=name)
+
+    # scoring the run folder names the checkpoint to pass; its last/ scores
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"problem": "Add.", "steps": ["1 + 1 = 2.", "2 + 2 = 5."]}) + "\n")
+    assert main(["score", "--prm", str(run), "--input", str(data), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no best/ checkpoint yet" in err and f"pass {run}/last" in err and err.count("\n") == 1
+    assert main(["score", "--prm", str(run / "last"), "--input", str(data), "--quiet"]) == 0
+    capsys.readouterr()
+
+    # at an epoch's end (step 5 ends epoch 1): a rerun trains nothing either; without --max-steps it goes on
+    run = tmp_path / "at-an-epoch-end"
+    assert train(small_config(labels, run, tiny_model_dir, max_steps=5)).steps_trained == 5
+    stopped = train(small_config(labels, run, tiny_model_dir, max_steps=5))
+    assert (stopped.global_step, stopped.steps_trained, stopped.epochs_done, stopped.stopped_early) == (5, 0, 1, True)
+    assert stopped.checkpoints == [str(run / "best"), str(run / "last")]
+    done = train(small_config(labels, run, tiny_model_dir))
+    assert (done.global_step, done.steps_trained, done.epochs_done, done.stopped_early) == (10, 5, 2, False)

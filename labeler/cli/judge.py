@@ -26,8 +26,9 @@ def register(subparsers) -> None:
         COMMAND,
         help="ask an LLM judge for the earliest wrong step of each solution (ProcessBench's protocol)",
         description="Show a judge model each solution as numbered paragraphs and ask for the index of the earliest wrong one "
-        "in \\boxed{} (-1: none); with --votes K, sample K critiques and keep their majority. Critiques that name no "
-        "paragraph are sampled again with other seeds (--critique-retries), then their solution goes to rejected/. "
+        "in \\boxed{} (-1: none); with --votes K, sample K critiques and keep their majority. Critiques that state no "
+        "verdict, or contradict themselves, are sampled again with other seeds (--critique-retries), then their solution "
+        "goes to rejected/ with the reason. "
         "Writes judgments/ shards as a resumable job: rerun the same command to resume.",
         usage_errors="bad usage (a setting out of range, a --prompt-template that cannot be read or lacks a placeholder), "
         "unreadable input, an input with no rows or too many rejected, an --output that cannot be written or read or that "

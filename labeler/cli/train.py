@@ -8,8 +8,11 @@ or one shard). Backbone: a causal LM from transformers; head: one logit per step
 last token of the blank line that follows each step. Loss: binary cross-entropy on soft or hard
 labels. The split into train and validation is by problem. After every epoch: a log line on
 stderr and one JSON line in OUTPUT/metrics.jsonl; OUTPUT/last is rewritten and OUTPUT/best when
-the selected validation metric improved. Both load with `labeler score --prm OUTPUT/best`.
-Rerun the same command to resume from OUTPUT/last; raise --epochs to train a finished run longer.
+the selected validation metric improved. Both load with `labeler score --prm OUTPUT/best` (or
+OUTPUT/last; OUTPUT alone stands for OUTPUT/best, which a run stopped by --max-steps before its
+first epoch ended does not have yet). Rerun the same command to resume from OUTPUT/last (a run
+stopped by --max-steps stays there: raise or drop it to go on); raise --epochs to train a
+finished run longer.
 
 A micro-batch's solutions are packed into rows of at most --pack-length tokens (attention kept
 within each solution); the log and metrics.jsonl give the padded tokens per real token. Under
@@ -22,10 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, replace
+from typing import TYPE_CHECKING
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, resolve_backbone, usage_error
 from labeler.cli.flags import add_flags, flag_values
 from labeler.prm.config import TrainConfig
+
+if TYPE_CHECKING:
+    from labeler.prm.trainer import TrainResult
 
 COMMAND = "train"
 RUN_OPTIONS = ("json", "quiet", "verbose")
@@ -73,18 +80,32 @@ def run_train(args: argparse.Namespace) -> int:
     if options.json:
         print(json.dumps(asdict(result), indent=1))
         return EXIT_OK
+    print("\n".join(f"{name:<16}: {value}" for name, value in _summary(config, result)))
+    return EXIT_OK
+
+
+def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
+    """What this call did and what the run holds: the checkpoints on disk, "nothing trained" only when so."""
+    if result.steps_trained:
+        steps = f"{result.global_step} ({result.steps_trained} in this call)"
+    elif result.stopped_early:
+        at = f"the run is at --max-steps {config.max_steps}"
+        steps = f"{result.global_step} (nothing trained in this call: {at}; raise or drop it to go on)"
+    else:
+        steps = f"{result.global_step} (nothing trained in this call: its {result.epochs_done} epochs are done; raise --epochs to go on)"
     last = result.history[-1] if result.history else {}
     metrics = ", ".join(
         f"{key} {value:.4f}" for key, value in last.items() if key.startswith(("train_", "val_")) and isinstance(value, float)
     )
     best_by = config.select_best if config.validation_fraction else "train_loss"
-    lines = [
+    best = "none yet (best/ is written when an epoch ends)"
+    if result.best_epoch is not None:
+        best = f"{result.best_epoch} ({best_by} {result.best_metric:.4f})"
+    return [
         ("run", result.output),
-        ("epochs done", f"{result.epochs_done}{' (stopped by --max-steps)' if result.stopped_early else ''}"),
-        ("optimizer steps", str(result.global_step)),
-        ("last epoch", metrics or "n/a (nothing trained in this call)"),
-        ("best epoch", f"{result.best_epoch} ({best_by} {result.best_metric})"),
-        ("checkpoints", f"{result.output}/best, {result.output}/last"),
+        ("epochs done", f"{result.epochs_done} of {config.epochs}{' (stopped by --max-steps)' if result.stopped_early else ''}"),
+        ("optimizer steps", steps),
+        ("last epoch", metrics or "none finished in this call"),
+        ("best epoch", best),
+        ("checkpoints", ", ".join(result.checkpoints) or "none"),
     ]
-    print("\n".join(f"{name:<16}: {value}" for name, value in lines))
-    return EXIT_OK

@@ -53,8 +53,8 @@ class JudgeConfig(_FormatAndEngine, JobSettings):
     critique_retries: int = setting(
         2,
         at_least=0,
-        help="samples drawn again, each with another seed, for a critique that names no paragraph or was cut by its "
-        "token budget; a solution whose critique still cannot be read goes to rejected/ with the reason",
+        help="samples drawn again, each with another seed, for a critique that states no verdict (or contradicts itself) "
+        "or was cut by its token budget; a solution whose critique still cannot be read goes to rejected/ with the reason",
         group=JUDGE,
     )
     template: str = setting(

@@ -1,19 +1,30 @@
 """Reading the verdict of a critique: the 0-based index of the earliest wrong paragraph, or -1 for none.
 
-The prompt asks for the index in \\boxed{} on the last line (labeler/judging/prompts.py); judges do not
-always comply, so, in this order:
+The prompt (labeler/judging/prompts.py) asks the judge to finish with one last line that gives the index
+in \\boxed{}; ProcessBench's evaluation reads the critique's last \\boxed{}. A number elsewhere in a
+critique (a box around a computed total, "paragraph 1 is correct", a first guess) is not its verdict,
+and with up to 64 paragraphs most stray numbers are valid indices; so a critique is read only where it
+states its verdict, in one of two places:
 
-1. the last \\boxed{...} of the critique, wherever it is (a critique that changes its mind boxes its
-   final answer last): an integer, optionally wrapped as "paragraph 3", "\\text{3}", "$3$"; "none"
-   or "no error" reads as -1;
-2. without a box, the critique's last non-empty line alone: a bare integer ("3", "Answer: -1"), one
-   paragraph or step it names ("Paragraph 3", "the earliest error is in step 4"), or words that say
-   there is none ("No error.", "All paragraphs are correct"). A line that names more than one is
-   ambiguous and not read.
+- its answer line, the format asked for: the critique ends with its last \\boxed{} (nothing after it
+  but punctuation, or "I hope it is correct"), with nothing before it on its line but words that lead
+  to a verdict ("Final answer:", "so the earliest error is in paragraph", "$", "**"); or, without any
+  box, a last line that is an answer alone ("3", "Paragraph 3", "Answer: -1", "No error.");
+- its closing verdict: the last statement of the earliest error in its closing (its last line, and
+  the line before when the last is the answer line or a "Final Answer" heading): "the earliest error
+  is in paragraph 2", "paragraph 2 is the first incorrect one", "the error is in paragraph 2", or of
+  none: "all paragraphs are correct", "there are no errors". A hedged statement ("seems", "if",
+  "would"), a negated one ("not all paragraphs are correct") or a question is no verdict; a "no
+  errors" within a sentence ("no mistakes in the arithmetic") is none either; a verdict that names
+  several paragraphs makes the critique unread.
 
+The critique is refused (None, with the reason) when its last \\boxed{} holds no index (an integer,
+optionally wrapped as "paragraph 3", "\\text{3}", "$3$"; "none" or "no error" read as -1), when its
+last box, answer line and closing verdict name different indices (it contradicts itself), when it has
+a box that neither its answer line nor its closing verdict states, or when it states no verdict.
 Numbers are read in the prompt's numbering, from 0: "step 4" is index 4. An index that is not a
-paragraph of the solution (nor -1) is refused. What cannot be read is None with the reason; the judge
-then samples that critique again with another seed (labeler/judging/unit.py).
+paragraph of the solution (nor -1) is refused. The judge samples a refused critique again with another
+seed, then rejects the solution with the reason (labeler/judging/unit.py).
 """
 
 from __future__ import annotations
@@ -26,16 +37,75 @@ from schemas.judgments import NO_ERROR
 _BOXED = "\\boxed"
 _WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox)\s*\{([^{}]*)\}")
 _NAMED = re.compile(r"^(?:paragraph|step)?\s*(?:_|#|no\.?|number)?\s*([-+]?\d+)$")
-_NONE_WORDS = re.compile(r"^(?:none|no errors?|no mistakes?|not found|n/?a)$")
-_MENTION = re.compile(r"\b(?:paragraph|step)s?\s*(?:_|#|no\.?\s*|number\s*)?(-?\d+)\b")
-_BARE = re.compile(r"^(?:(?:the\s+)?(?:final\s+)?(?:answer|index|verdict|earliest\s+error)(?:\s+is)?\s*[:=]?\s*)?([-+]?\d+)$")
-_NO_ERROR_PHRASE = re.compile(
-    r"\b(?:no\s+(?:errors?|mistakes?|incorrect\s+(?:paragraphs?|steps?))(?:\s+(?:found|were\s+found))?"
-    r"|(?:all|every)\s+(?:of\s+the\s+)?(?:paragraphs?|steps?)\s+(?:are|is)\s+correct"
-    r"|(?:the\s+)?(?:whole\s+|entire\s+)?solution\s+is\s+(?:entirely\s+|fully\s+)?correct"
-    r"|not\s+found)\b"
+_NONE_WORDS = r"(?:none|no errors?|no mistakes?|not found|n/?a)"
+
+# Text normalised for reading (_plain): lower case, tags and markup gone, "paragraph_3" as "paragraph 3".
+_TAG = re.compile(r"</?\s*(paragraph|step)[\s_]*(\d+)\s*>|\b(paragraph|step)_\{?(\d+)\}?")
+_MARKUP = re.compile(r"\\[\[\]()]|[*`#>$]")
+_NUMBER = r"([-+]?\d+)(?![\d.]*\d)"
+_NAMED_NUMBER = rf"(?:paragraph|step)\s*(?:#|no\.?|number)?\s*{_NUMBER}"
+_FIRST = r"(?:earliest|first|very\s+first)"
+_FAULT = r"(?:errors?|mistakes?|incorrect|wrong|erroneous|flawed|faulty|invalid)"
+_WORD = r"(?!(?:is|was|that|because|since|but|and)\b)[a-z'-]+"  # a word of a verdict's subject
+_VERB = (
+    r"(?:(?:is|was|can\s+be)\s+(?:found|located|made|seen|introduced)|is|was|occurs|occurred|appears|lies|happens|arises|"
+    r"comes|starts|begins)"
 )
-_MINUS_ONE = re.compile(r"(?<![\w.])-1(?![\w.])")
+_ERROR_VERDICTS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        # the earliest error is in paragraph 2; the first paragraph with a mistake is paragraph 2
+        rf"\b{_FIRST}(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}(?:\s+{_WORD}){{0,4}}?\s*(?:\s{_VERB}(?:\s+(?:in|at|on|within))?|[:=])\s*"
+        rf"(?:the\s+)?{_NAMED_NUMBER}",
+        # a bare number, where the subject is the earliest error or its paragraph and the number ends the clause:
+        # the earliest error is 2; the index of the first paragraph containing an error is 2 (not "the first wrong value is 8")
+        rf"\b{_FIRST}\s+(?:(?:incorrect|wrong|erroneous)\s+(?:paragraph|step)|(?:paragraph|step)\s+"
+        rf"(?:with|containing|that\s+contains|where)\s+(?:an?\s+)?(?:error|mistake)(?:\s+occurs)?|error|mistake)(?:\s+(?:index|number))?"
+        rf"\s*(?:\s(?:is|was)|[:=])\s*{_NUMBER}(?=\s*(?:[.,;:!)]|$))",
+        # paragraph 2 is the first incorrect one; paragraph 2 contains the earliest error
+        rf"\b{_NAMED_NUMBER}\s+(?:is|was|contains|has|holds|introduces|makes)\s+(?:where\s+|when\s+)?(?:the\s+)?{_FIRST}"
+        rf"(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}",
+        # the error is in paragraph 2
+        rf"\bthe\s+(?:only\s+|main\s+)?(?:error|mistake)\s+(?:is|lies|occurs|appears|was\s+made)\s+(?:in|at|within)\s+"
+        rf"(?:the\s+)?{_NAMED_NUMBER}",
+    )
+)
+# "none" as a whole sentence, after a connective ("so", "overall"): a "no errors" inside a sentence may be about one part
+_CONNECTIVE = r"^(?:(?:so|thus|hence|therefore|overall|in\s+conclusion|in\s+summary|finally),?\s+)?"
+_CONCLUSION = r"(?:\s*,?\s*(?:so|thus|hence|therefore)\b.*)?$"
+_NO_ERROR_VERDICTS = re.compile(
+    rf"{_CONNECTIVE}(?:there\s+(?:is|are|were)\s+|i\s+found\s+|we\s+found\s+)?no\s+(?:errors?|mistakes?|(?:incorrect|wrong|erroneous)"
+    r"\s+(?:paragraphs?|steps?))(?:\s+(?:were\s+|was\s+)?(?:found|detected))?(?:\s+(?:in|within)\s+(?:the|this|any)\s+"
+    rf"(?:solution|paragraphs?|steps?|reasoning))?(?:\s+(?:were\s+|was\s+)?(?:found|detected))?{_CONCLUSION}"
+    rf"|{_CONNECTIVE}(?:all|every|each)\s+(?:of\s+the\s+|the\s+)?(?:paragraphs?|steps?)(?:\s+(?:of|in)\s+the\s+solution)?\s+(?:is|are)\s+"
+    rf"(?:\w+\s+)?(?:correct|right|valid|fine|accurate){_CONCLUSION}"
+    rf"|{_CONNECTIVE}no\s+(?:paragraph|step)\s+(?:contains|has|is|makes)\s+(?:an?\s+)?{_FAULT}{_CONCLUSION}"
+    rf"|{_CONNECTIVE}(?:the\s+)?(?:whole\s+|entire\s+)?solution\s+is\s+(?:entirely\s+|fully\s+|completely\s+)?(?:correct|right)"
+    rf"{_CONCLUSION}"
+)
+# no verdict: a hedge, a condition, a negation ("not all paragraphs are correct")
+_HEDGED = re.compile(
+    r"\b(?:if|would|could|might|seems?|seemingly|looks?|appears\s+to|suspect|maybe|perhaps|possibly|probably|unless|whether|"
+    r"not|never|unsure|suppose|assume|let's|let\s+me)\b|n't\b"
+)
+# "paragraphs 0 and 1 are correct": a mention of a paragraph that is not a verdict's
+_FOUND_CORRECT = re.compile(
+    r"\b(?:paragraphs?|steps?)\s*\d+(?:\s*(?:,|and|to|-|,\s*and)\s*\d+)*\s+(?:is|are|was|were)\s+(?:all\s+|also\s+)?"
+    r"(?:correct|right|fine|ok|okay|valid|accurate)\b"
+)
+_MENTIONS = re.compile(rf"\b(?:paragraph|step)s?\s*(?:#|no\.?|number)?\s*{_NUMBER}")
+# an answer alone on the last line: "3", "Paragraph 3", "Answer: -1", "**Final answer: 2**", "No error."
+_BARE = re.compile(
+    r"^(?:(?:so|thus|hence|therefore)\s*,?\s*)?(?:the\s+)?(?:final\s+)?(?:answer|index|verdict|result|earliest\s+error)?"
+    rf"(?:\s+is)?\s*[:=]?\s*(?:(?:paragraph|step)\s*(?:#|no\.?|number)?\s*)?(?:{_NUMBER}|({_NONE_WORDS}))$"
+)
+# what may come before the box on the answer line ("Final answer:", "so the earliest error is in paragraph")
+_LEAD_IN = re.compile(
+    r"^(?:.*\b(?:answer|verdict|index|conclusion|result|error|mistake|paragraph|step|so|thus|hence|therefore|finally))?"
+    r"[\s:=,.()-]*(?:(?:is|would\s+be|occurs\s+in|lies\s+in|appears\s+in|is\s+in|is\s+at|in|at)[\s:=,()-]*)?$"
+)
+_AFTER_ANSWER = re.compile(r"^[^a-z0-9]*(?:i\s+hope\s+(?:it|this)\s+is\s+correct|i\s+hope\s+this\s+helps)?[^a-z0-9]*$")
+_HEADING = re.compile(r"^(?:final\s+answer|answer|conclusion|verdict|summary|result)\s*:?$")
 
 
 @dataclass(frozen=True)
@@ -49,22 +119,41 @@ class ParsedCritique:
 
 
 def parse_critique(text: str, n_steps: int) -> ParsedCritique:
-    """The index a critique of a solution of `n_steps` steps names (rules in the module's docstring)."""
+    """The index a critique of a solution of `n_steps` steps states as its verdict (rules in the module's docstring)."""
     if not text.strip():
         return ParsedCritique(None, "the critique is empty")
-    boxes = boxed_contents(text)
+    boxes = _boxes(text)
+    box = None
     if boxes:
-        index = _index_in_box(boxes[-1])
-        if index is None:
-            return ParsedCritique(None, f"its last \\boxed{{}} holds {_shown(boxes[-1])}, not a paragraph index")
-    else:
-        line = next(line for line in reversed(text.splitlines()) if line.strip())
-        found = _indices_in_line(line)
-        if len(found) != 1:
-            if found:
-                return ParsedCritique(None, f"no \\boxed{{}}, and its last line names several paragraphs ({', '.join(map(str, sorted(found)))})")
-            return ParsedCritique(None, f"no \\boxed{{}}, and its last line names no paragraph: {_shown(line)}")
-        index = found.pop()
+        box = _index_in_box(boxes[-1][0])
+        if box is None:
+            return ParsedCritique(None, f"its last \\boxed{{}} holds {_shown(boxes[-1][0])}, not a paragraph index")
+    lines = [line for line in text.splitlines() if line.strip()]
+    answer = _answer_line(text, lines, boxes)
+    closing = lines[-1:]
+    if answer is not None or _HEADING.match(_plain(lines[-1]).strip(" .!:")):
+        closing = [line for line in lines[:-1] if not _HEADING.match(_plain(line).strip(" .!:"))][-1:] + closing
+    verdict = _closing_verdict(_with_boxes_opened(" \n ".join(closing)))
+    if isinstance(verdict, set):
+        return ParsedCritique(None, f"its closing verdict names several paragraphs ({', '.join(map(str, sorted(verdict)))})")
+    said = []  # (index, where the critique states it); with a box, the answer line is the box
+    if box is not None:
+        said.append((box, f"its last \\boxed{{}} holds {box}"))
+    elif answer is not None:
+        said.append((answer, f"its answer line names {_named(answer)}"))
+    if verdict is not None:
+        said.append((verdict, f"its closing verdict names {_named(verdict)}"))
+    if len({index for index, _ in said}) > 1:
+        return ParsedCritique(None, "it contradicts itself: " + " and ".join(where for _, where in said))
+    if box is not None and answer is None and verdict is None:
+        return ParsedCritique(
+            None,
+            f"its last \\boxed{{}} ({box}) is not on the answer line the prompt asks for (the last, nothing after it), "
+            "and its closing states no verdict",
+        )
+    if not said:
+        return ParsedCritique(None, f"no \\boxed{{}}, and its last line states no verdict: {_shown(lines[-1])}")
+    index = said[0][0]
     if not NO_ERROR <= index < n_steps:
         return ParsedCritique(None, f"it names paragraph {index}, and the solution's paragraphs are 0 to {n_steps - 1}")
     return ParsedCritique(index)
@@ -72,20 +161,25 @@ def parse_critique(text: str, n_steps: int) -> ParsedCritique:
 
 def boxed_contents(text: str) -> list[str]:
     """What each \\boxed{...} of `text` holds, in order (nested braces kept; an unclosed box is left out)."""
+    return [content for content, _, _ in _boxes(text)]
+
+
+def _boxes(text: str) -> list[tuple[str, int, int]]:
+    """Each closed \\boxed{...} of `text`: (what it holds, where it starts, where it ends)."""
+    closing, open_braces = {}, []  # each brace's closing brace, in one pass
+    for position, char in enumerate(text):
+        if char == "{":
+            open_braces.append(position)
+        elif char == "}" and open_braces:
+            closing[open_braces.pop()] = position
     found, start = [], text.find(_BOXED)
     while start >= 0:
         position = start + len(_BOXED)
         while position < len(text) and text[position] == " ":
             position += 1
-        if position < len(text) and text[position] == "{":
-            depth, end = 0, position
-            while end < len(text):
-                depth += {"{": 1, "}": -1}.get(text[end], 0)
-                if depth == 0:
-                    break
-                end += 1
-            if depth == 0:
-                found.append(text[position + 1 : end])
+        end = closing.get(position) if position < len(text) and text[position] == "{" else None
+        if end is not None:
+            found.append((text[position + 1 : end], start, end + 1))
         start = text.find(_BOXED, position)
     return found
 
@@ -94,23 +188,68 @@ def _index_in_box(content: str) -> int | None:
     value = _WRAPPERS.sub(r"\1", content)
     value = value.replace("$", "").replace("\\", " ").strip().strip(".").strip().lower()
     value = re.sub(r"\s+", " ", value)
-    if _NONE_WORDS.match(value):
+    if re.fullmatch(_NONE_WORDS, value):
         return NO_ERROR
     match = _NAMED.match(value)
     return int(match.group(1)) if match else None
 
 
-def _indices_in_line(line: str) -> set[int]:
-    """Every index the line names: a bare number, the paragraphs or steps it mentions, -1 for none."""
-    text = re.sub(r"[*`#>]", " ", line).strip().lower()
-    text = re.sub(r"\s+", " ", text).strip(" .!:")
-    bare = _BARE.match(text)
-    if bare:
-        return {int(bare.group(1))}
-    found = {int(number) for number in _MENTION.findall(text)}
-    if _NO_ERROR_PHRASE.search(text) or _MINUS_ONE.search(text):
-        found.add(NO_ERROR)
-    return found
+def _answer_line(text: str, lines: list[str], boxes: list[tuple[str, int, int]]) -> int | None:
+    """The index the answer line gives: the last box where the critique ends with it, led in by words
+    that lead to a verdict; without a box, a last line that is an answer alone. None: no answer line."""
+    if boxes:
+        content, start, end = boxes[-1]
+        line_start = text.rfind("\n", 0, start) + 1
+        lead_in = re.split(r"[.!?;](?:\s|$)", _plain(text[line_start:start]))[-1]
+        if _AFTER_ANSWER.match(_plain(text[end:]).strip()) and _LEAD_IN.match(lead_in.strip()):
+            return _index_in_box(content)
+        return None
+    match = _BARE.match(_plain(lines[-1]).strip(" .!:"))
+    if match is None:
+        return None
+    return NO_ERROR if match.group(2) else int(match.group(1))
+
+
+def _closing_verdict(closing: str) -> int | set[int] | None:
+    """The index the closing's last verdict statement names (-1: none), the paragraphs of an ambiguous
+    one, or None when the closing states no verdict."""
+    verdict = None
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n", _plain(closing)):
+        sentence = sentence.strip()
+        if not sentence or sentence.endswith("?") or _HEDGED.search(sentence):
+            continue
+        found = _statement(sentence)
+        if found is not None:
+            verdict = found
+    return verdict
+
+
+def _statement(sentence: str) -> int | set[int] | None:
+    mentioned = {int(number) for number in _MENTIONS.findall(_FOUND_CORRECT.sub(" ", sentence))}
+    for pattern in _ERROR_VERDICTS:
+        match = pattern.search(sentence)
+        if match:
+            index = int(next(group for group in match.groups() if group is not None))
+            return index if mentioned <= {index} else mentioned | {index}
+    if _NO_ERROR_VERDICTS.match(sentence.rstrip(" .!")) and not mentioned:
+        return NO_ERROR
+    return None
+
+
+def _plain(text: str) -> str:
+    text = _TAG.sub(lambda m: f" {m.group(1) or m.group(3)} {m.group(2) or m.group(4)} ", text.lower())
+    return re.sub(r"[ \t]+", " ", _MARKUP.sub(" ", text))
+
+
+def _with_boxes_opened(text: str) -> str:
+    """`text` with each box replaced by what it holds ("paragraph \\boxed{3}" reads "paragraph 3")."""
+    for content, start, end in reversed(_boxes(text)):
+        text = text[:start] + " " + _WRAPPERS.sub(r"\1", content) + " " + text[end:]
+    return text
+
+
+def _named(index: int) -> str:
+    return "no error" if index == NO_ERROR else f"paragraph {index}"
 
 
 def _shown(text: str, limit: int = 80) -> str:

@@ -114,6 +114,11 @@ def load_scorer(
     kind, model = parse_spec(spec)
     if kind == CHECKPOINT:
         folder = checkpoint_folder(model)
+        if not os.path.isfile(os.path.join(folder, PRM_CONFIG_NAME)) and os.path.isfile(os.path.join(folder, "last", PRM_CONFIG_NAME)):
+            raise PRMLoadError(
+                f"{model}: a training run with no best/ checkpoint yet (best/ is written when an epoch ends; "
+                f"--max-steps stopped it before); pass {os.path.join(model, 'last')} to score its last checkpoint"
+            )
         if not os.path.isfile(os.path.join(folder, PRM_CONFIG_NAME)) and os.path.isfile(os.path.join(folder, "config.json")):
             raise PRMLoadError(
                 f"{folder}: not a saved PRM (no {PRM_CONFIG_NAME}) but a transformers model; a public PRM is named by "

@@ -17,9 +17,10 @@ at log points. Under torchrun the steps run data-parallel (`labeler.prm.distribu
 
 Rerunning the same command resumes from OUT/last: the same epoch order (a function of the seed
 and epoch), the optimizer state and the random state, so an interrupted run ends with the model
-an uninterrupted one would have. Raising --epochs continues a finished run (the learning-rate
-schedule is then recomputed for the new total); changing anything that defines the model or
-the data is refused.
+an uninterrupted one would have. A run that --max-steps stopped stays at that step when rerun
+with it (raise or drop --max-steps to go on). Raising --epochs continues a finished run (the
+learning-rate schedule is then recomputed for the new total); changing anything that defines the
+model or the data is refused.
 """
 
 from __future__ import annotations
@@ -84,8 +85,10 @@ class TrainResult:
     best_metric: float | None
     stopped_early: bool  # --max-steps ended the run before the last epoch
     resumed: bool
-    history: list[dict] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)  # the epochs this call finished
     process_rank: int = 0  # under torchrun, which process this is (0 reports for all: the others' best_* are None)
+    steps_trained: int = 0  # optimizer steps this call took (0: the run was already done, or at --max-steps)
+    checkpoints: list[str] = field(default_factory=list)  # the checkpoint folders the run holds, best/ then last/
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -286,7 +289,7 @@ class _TrainingLoop:
         self.resumed = bool(state)
         self.epoch = state.get("epoch", 0)
         self.batches_done = state.get("batches_done", 0)  # micro-batches of the current epoch already trained, on all processes
-        self.global_step = state.get("global_step", 0)
+        self.global_step = self.first_step = state.get("global_step", 0)
         self.best_metric = state.get("best_metric")
         self.best_epoch = state.get("best_epoch")
         # The current epoch's loss so far: this process's part, on the device (read at log points
@@ -302,6 +305,14 @@ class _TrainingLoop:
         if self.epoch >= config.epochs:
             log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
+        if self._at_max_steps():  # a rerun of a run that --max-steps stopped: not one step more
+            log.info(
+                "%s already holds %d optimizer steps, --max-steps %d: nothing to do (raise --max-steps or drop it to train on)",
+                self.run_dir,
+                self.global_step,
+                config.max_steps,
+            )
+            return self._result(stopped=True)
         rows = f"rows of up to {self.pack_length} tokens" if self.pack_length else "rows that pad least within the padded batch's attention work"
         layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
@@ -322,6 +333,9 @@ class _TrainingLoop:
             stopped = self._run_epoch()
         return self._result(stopped)
 
+    def _at_max_steps(self) -> bool:
+        return self.config.max_steps is not None and self.global_step >= self.config.max_steps
+
     def _result(self, stopped: bool) -> TrainResult:
         return TrainResult(
             output=str(self.run_dir),
@@ -333,6 +347,8 @@ class _TrainingLoop:
             resumed=self.resumed,
             history=self.history,
             process_rank=self.processes.rank,
+            steps_trained=self.global_step - self.first_step,
+            checkpoints=[str(folder) for name in (BEST, LAST) if (folder := checkpoint_dir(self.run_dir, name)) is not None],
         )
 
     def _run_epoch(self) -> bool:
@@ -364,7 +380,7 @@ class _TrainingLoop:
                 )
             if self.batches_done >= len(groups):
                 break
-            if config.max_steps is not None and self.global_step >= config.max_steps:
+            if self._at_max_steps():
                 self._save_last()
                 log.info("stopped after %d optimizer steps (--max-steps); rerun without it to continue", self.global_step)
                 return True
@@ -372,7 +388,7 @@ class _TrainingLoop:
                 self._save_last()
         totals = self.processes.sum([self.loss_sum.item(), self.loss_count, self.real_tokens, self.padded_tokens, self.solutions])
         self._finish_epoch(time.monotonic() - started, *totals)
-        return config.max_steps is not None and self.global_step >= config.max_steps and self.epoch < config.epochs
+        return self._at_max_steps() and self.epoch < config.epochs
 
     def _accumulate(self, mine: list[list[int]], in_step: int) -> None:
         """Forward and backward this process's micro-batches of one optimizer step (`in_step` in all,
