@@ -75,7 +75,9 @@ class ScriptedGenerator:
                     text, closes = f"20 - 15 = 5. The answer is {_wrong(answer)}? Wait, let me recheck.", False
                 elif WRONG_MARKER in request.assistant_prefix or (self.miss_every and (request.seed + r) % self.miss_every == 0):
                     text = f"So it is {_wrong(answer)}.\n\nThe answer is: {_wrong(answer)}"
-                elif SLOW_MARKER in request.assistant_prefix and ((request.seed + r) % 2 == 0 or SLOW_MARKER + "!" in request.assistant_prefix):
+                elif SLOW_MARKER in request.assistant_prefix and (
+                    (request.seed + r) % 2 == 0 or f"{SLOW_MARKER}!" in request.assistant_prefix
+                ):
                     text = f"Slow going ({SLOW_MARKER}).\n\nThe answer is: {answer}"
                 else:
                     text = f"Continuing.\n\nThe answer is: {answer}"

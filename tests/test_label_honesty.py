@@ -275,8 +275,9 @@ class RecordingGenerator(ScriptedGenerator):
 def test_requests_from_inside_the_thinking_say_so(checker):
     """The generator lets the answer marker end a rollout only in its response: it must know which prefixes think."""
     generator = RecordingGenerator({PROBLEM: ANSWER}, miss_every=None)
-    run("exhaustive", [trace("First.", "Second."), solution("First.", "Second.", "The answer is: 42", sid="plain")], checker, generator=generator, final_step="rollouts")
-    thinking = {(request.assistant_prefix.count("\n\n"), "<think>" in request.assistant_prefix): request.thinking for request in generator.requests}
+    solutions = [trace("First.", "Second."), solution("First.", "Second.", "The answer is: 42", sid="plain")]
+    run("exhaustive", solutions, checker, generator=generator, final_step="rollouts")
+    thinking = {(r.assistant_prefix.count("\n\n"), "<think>" in r.assistant_prefix): r.thinking for r in generator.requests}
     assert thinking == {(1, True): True, (2, True): True, (3, True): False, (1, False): False, (2, False): False, (3, False): False}
 
 
