@@ -149,7 +149,8 @@ class StepLedger:
         self.truncated = truncated
         self.max_new_tokens = max_new_tokens  # to tell, when a step's rollouts were all cut, whether the context shrank their budget
         self.budgets: dict[tuple[int, int], int] = {}  # (solution, step) -> the smallest budget its rollouts had
-        self.still_thinking: dict[tuple[int, int], int] = {}  # (solution, step) -> rollouts that ended inside the thinking
+        # (solution, step) -> rollouts that ended inside the thinking before their budget did (end of text, a stop string)
+        self.still_thinking: dict[tuple[int, int], int] = {}
         self.counts = [
             [StepCounts(measured_by="unlabelled", truncated_counted=truncated == "incorrect") for _ in solution.steps]
             for solution in solutions
@@ -209,9 +210,9 @@ class StepLedger:
                 pair = pair_of_completion.get((request_index, offset))
                 verdict = None if pair is None else verdicts[pair]
                 self._keep(probe.solution, probe.step, probe.first_rollout + offset, request.seed + offset, completion, verdict)
-                thinking = request.thinking and _still_thinking(completion)
+                thinking = request.thinking and _still_thinking(completion)  # budget-cut or not: it wrote no response
                 step.n_truncated += completion.truncated or thinking
-                self.still_thinking[key] = self.still_thinking.get(key, 0) + thinking
+                self.still_thinking[key] = self.still_thinking.get(key, 0) + (thinking and not completion.truncated)
                 if completion.budget is not None:
                     self.budgets[key] = min(self.budgets.get(key, completion.budget), completion.budget)
                 if verdict is None:
