@@ -309,3 +309,27 @@ def test_a_timed_out_final_check_leaves_the_last_step_unlabelled_never_wrong(str
     assert row["label_method"][-1] == "unlabelled" and row["hard_labels"][-1] is None and row["n_timeouts"][-1] == 1
     assert "timed out" in row["unlabelled_reason"][-1]
     assert (row["trajectory_verdict"], row["trajectory_label"]) == ("timeout", None)  # the same verdict, the same unknown
+
+
+def test_the_manifest_counts_the_timed_out_rollouts_the_labels_count(tmp_path, checker):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from tests.conftest import write_jsonl
+    from workers.local_executor import LocalExecutor
+
+    rows = [{"id": f"r{i}", "problem": PROBLEM, "answer": ANSWER, "steps": [f"One {SLOW_MARKER}.", "The answer is 42."]} for i in range(2)]
+    config = LabelConfig(
+        input=str(write_jsonl(tmp_path / "in.jsonl", rows)), output=str(tmp_path / "out"), model="scripted", rollouts=4, max_timeout_share=1.0
+    )
+    generator = ScriptedGenerator({PROBLEM: ANSWER}, miss_every=None)
+    run_job(config, executor=LocalExecutor(lambda: generator, SlowChecker(checker)), model_info={"name": "s"}, progress_enabled=False)
+    labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
+    rollouts = pq.read_table(tmp_path / "out" / "rollouts").to_pylist()
+    totals = json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]
+    timed_out = sum(sum(row["n_timeouts"]) for row in labels)
+    assert timed_out == 4 and totals["timed_out_rollouts"] == timed_out == sum(r["verdict"] == "timeout" for r in rollouts)
+    assert totals["rollouts"] == len(rollouts)  # every rollout drawn, timed out or not
