@@ -322,9 +322,8 @@ def test_the_manifest_counts_the_timed_out_rollouts_the_labels_count(tmp_path, c
     from workers.local_executor import LocalExecutor
 
     rows = [{"id": f"r{i}", "problem": PROBLEM, "answer": ANSWER, "steps": [f"One {SLOW_MARKER}.", "The answer is 42."]} for i in range(2)]
-    config = LabelConfig(
-        input=str(write_jsonl(tmp_path / "in.jsonl", rows)), output=str(tmp_path / "out"), model="scripted", rollouts=4, max_timeout_share=1.0
-    )
+    data = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=4, max_timeout_share=1.0)
     generator = ScriptedGenerator({PROBLEM: ANSWER}, miss_every=None)
     run_job(config, executor=LocalExecutor(lambda: generator, SlowChecker(checker)), model_info={"name": "s"}, progress_enabled=False)
     labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
