@@ -94,7 +94,7 @@ def test_rollouts_that_end_inside_the_thinking_are_truncated_never_checked(label
         assert all(row["n_rollouts"][i] == 0 for i in range(row["thinking_steps"]))
 
 
-def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_fewer_tokens(labelled):
+def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_no_more_tokens(labelled):
     exhaustive, _ = labelled["exhaustive"]
     search, _ = labelled["first-error"]
     for problem_id, row in search.items():
@@ -103,4 +103,6 @@ def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_fe
         for i, method in enumerate(row["label_method"]):  # a probe draws exhaustive's very rollouts of that prefix
             if method in ("rollouts", "final_answer"):
                 assert (row["n_correct"][i], row["hard_labels"][i]) == (exhaustive[problem_id]["n_correct"][i], exhaustive[problem_id]["hard_labels"][i])
-    assert search["deep"]["generated_tokens"] < exhaustive["deep"]["generated_tokens"]
+    # the tiny model never closes a thinking, so no rollout from inside one gives a verdict: the search steps over
+    # every prefix and draws what exhaustive draws, never more (tests/test_long_traces.py: the saving where rollouts answer)
+    assert search["deep"]["generated_tokens"] <= exhaustive["deep"]["generated_tokens"]
