@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from labeler.inputs.presets import PresetOptions, to_source_row
+from labeler.inputs.traces import THINK_CLOSE
 from labeler.inputs.splitting import split_steps
 from labeler.labeling import prompts
 from labeler.labeling.generation import Completion, GenerationResult
@@ -145,6 +146,8 @@ class SimulatedCompleter:
                 draw, length = _uniform(request.seed + r, "verdict"), _uniform(request.seed + r, "tokens")
                 correct = draw < (self.p_good if before else self.p_bad)
                 text = f"Continuing.\n\nThe answer is: {answer if correct else WRONG_ANSWER}"
+                if request.thinking:  # from inside the thinking, a rollout closes it before it answers
+                    text = f"That settles it.\n{THINK_CLOSE}\n\n{text}"
                 tokens = self.tokens[0] + int(length * (self.tokens[1] - self.tokens[0] + 1))
                 completions.append(Completion(text, tokens, "stop", sampling.max_new_tokens))
             results.append(GenerationResult(tuple(completions)))

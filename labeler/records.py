@@ -45,6 +45,11 @@ class Solution:
     sampling_truncated: bool = False
     thinking_steps: int = 0  # steps[:thinking_steps] are a trace's thinking (see SourceRow.thinking_steps)
 
+    def thinks_at(self, step_index: int) -> bool:
+        """Whether the prefix s1..s(step_index+1) ends inside a trace's thinking: its rollouts think on
+        before they respond."""
+        return step_index < self.thinking_steps
+
 
 @dataclass(frozen=True)
 class RejectedRow:
@@ -72,7 +77,10 @@ class StepCounts:
 
     n_correct: int = 0
     n_rollouts: int = 0  # rollouts the label counts (under --truncated excluded, the finished ones)
-    n_truncated: int = 0  # rollouts cut by the token budget (outside n_rollouts unless --truncated incorrect)
+    # rollouts cut by the token budget, or ended inside a trace's thinking before its response (outside
+    # n_rollouts unless --truncated incorrect)
+    n_truncated: int = 0
+    n_timeouts: int = 0  # rollouts whose answer check timed out, even after a retry: never in n_rollouts
     tokens: int = 0  # tokens generated for this prefix (shared prefixes: charged once)
     # "rollouts": sampled from the prefix; "final_answer": the step states the answer, checked as
     # one rollout; "early_stop": sampled, but stopped before N rollouts (hard label only);
@@ -89,7 +97,7 @@ class StepCounts:
     @property
     def n_sampled(self) -> int:
         """Rollouts drawn from this prefix so far, counted or not."""
-        return self.n_rollouts + (0 if self.truncated_counted else self.n_truncated)
+        return self.n_rollouts + self.n_timeouts + (0 if self.truncated_counted else self.n_truncated)
 
 
 MEASURED_BY = ("rollouts", "final_answer", "early_stop")

@@ -18,7 +18,13 @@ import pyarrow as pa
 #      then its response), trajectory_verdict and trajectory_label (does the final answer it states,
 #      a trace's response, match the reference). Shards of 1.3 and older stay readable
 #      (labeler/store/reader.py): they read as plain solutions with no trajectory label.
-SCHEMA_VERSION = "1.4"
+# 1.5: an answer check that timed out (even after a retry) is left out of the label, like a cut rollout, and
+#      counted per step in n_timeouts (before, it counted as a wrong answer); a timed-out final-step check
+#      leaves that step unlabelled. A rollout from inside a trace's thinking that ends before closing it is
+#      truncated, never checked (before, the answer it wrote while thinking was checked). A trace whose
+#      thinking closes with nothing after it is unfinished. Shards of 1.4 and older have no n_timeouts:
+#      readers that need it take 0 (no rollout was left out for a timeout then).
+SCHEMA_VERSION = "1.5"
 
 
 class SchemaError(ValueError):
@@ -42,10 +48,14 @@ LABELS_SCHEMA = _versioned(
         pa.field("hard_labels", pa.list_(pa.bool_()), nullable=False),
         pa.field("n_correct", pa.list_(pa.int32()), nullable=False),
         # Rollouts the label counts: soft = n_correct / n_rollouts. Under --truncated excluded (the
-        # default) rollouts cut by their token budget are not among them but in n_truncated; under
-        # --truncated incorrect they are among them too (checked as they stand).
+        # default) rollouts cut by their token budget, and those from inside a trace's thinking that
+        # ended before closing it, are not among them but in n_truncated; under --truncated incorrect
+        # they are among them too (a budget-cut one checked as it stands, one still thinking as wrong).
         pa.field("n_rollouts", pa.list_(pa.int32()), nullable=False),
         pa.field("n_truncated", pa.list_(pa.int32()), nullable=False),
+        # Rollouts (or a final-step check) whose answer check timed out, even after a retry: never among
+        # n_rollouts, never in the label. A step whose rollouts all timed out or were cut is unlabelled.
+        pa.field("n_timeouts", pa.list_(pa.int32()), nullable=False),
         # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,

@@ -30,7 +30,7 @@ def _check_schema(table: pa.Table, expected: pa.Schema, name: str) -> None:
 
 def validate_labels(table: pa.Table) -> None:
     _check_schema(table, LABELS_SCHEMA, "labels")
-    per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "label_method", "unlabelled_reason")
+    per_step = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "n_truncated", "n_timeouts", "label_method", "unlabelled_reason")
     sources = set(pc.unique(table.column("label_source")).to_pylist())
     if not sources <= set(LABEL_SOURCES):
         raise SchemaError(f"labels.label_source has unknown values {sorted(sources - set(LABEL_SOURCES))}")
@@ -48,11 +48,11 @@ def validate_labels(table: pa.Table) -> None:
         for column in per_step:
             if len(row[column]) != k:
                 raise SchemaError(f"{where}: {column} has {len(row[column])} entries for {k} steps")
-        for i, (soft, hard, correct, total, cut, method, reason) in enumerate(zip(*(row[column] for column in per_step))):
+        for i, (soft, hard, correct, total, cut, timeouts, method, reason) in enumerate(zip(*(row[column] for column in per_step))):
             if method not in LABEL_METHODS:
                 raise SchemaError(f"{where} step {i}: unknown label_method {method!r}")
-            if cut < 0:
-                raise SchemaError(f"{where} step {i}: n_truncated={cut}")
+            if cut < 0 or timeouts < 0:
+                raise SchemaError(f"{where} step {i}: n_truncated={cut} n_timeouts={timeouts}")
             if (reason is None) == (method == "unlabelled"):
                 raise SchemaError(f"{where} step {i}: {'an unlabelled step needs' if reason is None else 'only an unlabelled step has'} a reason")
             if method in MEASURED_METHODS:

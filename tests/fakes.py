@@ -3,7 +3,8 @@
 Completions depend on the prefix text and the request seed, never on batch order: a prefix whose
 text contains the marker WRONG leads every completion to a wrong answer; otherwise rollout r of a
 request (sampled with seed + r, as vLLM does for n > 1) is correct unless (seed + r) % miss_every == 0
-(never missed when miss_every is None).
+(never missed when miss_every is None). A completion of a prefix that ends inside a trace's thinking
+closes the thinking first (`</think>`), then answers, unless the prefix holds PONDER_MARKER.
 """
 
 from __future__ import annotations
@@ -11,12 +12,19 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from labeler.inputs.traces import THINK_CLOSE, THINK_OPEN
 from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, SamplingSettings
 
 WRONG_MARKER = "WRONG"
 CUT_MARKER = "RAMBLE"  # a prefix with this text leads every completion to run out of its token budget
 LONG_MARKER = "HUGE"  # a prefix with this text does not fit the model's context
 CUT_HERE_MARKER = "RAMBLE-HERE"  # a prefix that ends with this text has every completion cut (longer prefixes do not)
+# a prefix inside a trace's thinking with this text has every completion end (finish "stop") still thinking,
+# after it wrote the answer marker: what a reasoning model does before it corrects itself
+PONDER_MARKER = "PONDER"
+# a prefix with this text has the completions of even seed (all of them after "SLOW!") write it: SlowChecker times out on them
+SLOW_MARKER = "SLOW"
+THINKING_CLOSED = f"That settles it.\n{THINK_CLOSE}\n\n"  # how a completion from inside the thinking ends it
 
 
 class ScriptedGenerator:
@@ -51,9 +59,10 @@ class ScriptedGenerator:
                 results.append(GenerationResult((), error="prompt has 2000 tokens, the model's context is 1024", context_exceeded=True))
                 continue
             answer = self._answer(request)
+            thinking = THINK_OPEN in request.assistant_prefix and THINK_CLOSE not in request.assistant_prefix
             completions = []
             for r in range(request.n):
-                finish = "stop"
+                finish, closes = "stop", thinking
                 if not request.assistant_prefix and self.sampled_solution is not None:
                     text = self.sampled_solution.format(answer=answer)
                     finish = "length" if CUT_MARKER in text else "stop"
@@ -62,13 +71,34 @@ class ScriptedGenerator:
                 elif CUT_MARKER in request.assistant_prefix and ((request.seed + r) % 2 == 0 or CUT_MARKER + "!" in request.assistant_prefix):
                     # rollouts of even seed are cut (all of them after "RAMBLE!"), mid-sentence, before any answer
                     text, finish = "Let me think about this for a long", "length"
+                elif thinking and PONDER_MARKER in request.assistant_prefix:
+                    text, closes = f"20 - 15 = 5. The answer is {_wrong(answer)}? Wait, let me recheck.", False
                 elif WRONG_MARKER in request.assistant_prefix or (self.miss_every and (request.seed + r) % self.miss_every == 0):
                     text = f"So it is {_wrong(answer)}.\n\nThe answer is: {_wrong(answer)}"
+                elif SLOW_MARKER in request.assistant_prefix and (
+                    (request.seed + r) % 2 == 0 or f"{SLOW_MARKER}!" in request.assistant_prefix
+                ):
+                    text = f"Slow going ({SLOW_MARKER}).\n\nThe answer is: {answer}"
                 else:
                     text = f"Continuing.\n\nThe answer is: {answer}"
+                if closes and finish == "stop":
+                    text = THINKING_CLOSED + text
                 completions.append(Completion(text, tokens=len(text.split()), finish_reason=finish, budget=sampling.max_new_tokens))
             results.append(GenerationResult(tuple(completions)))
         return results
+
+
+class SlowChecker:
+    """An answer checker whose check of any text holding SLOW_MARKER times out (after its retry too)."""
+
+    def __init__(self, checker):
+        self.checker = checker
+
+    def check_many(self, pairs, questions=None):
+        from labeler.checking import CheckResult, Verdict
+
+        verdicts = list(self.checker.check_many(pairs, questions))
+        return [CheckResult(Verdict.TIMEOUT, None) if SLOW_MARKER in text else verdict for (text, _), verdict in zip(pairs, verdicts)]
 
 
 def _wrong(answer: str) -> str:

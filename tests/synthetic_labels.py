@@ -40,6 +40,7 @@ def labels_row(
         "n_correct": n_correct,
         "n_rollouts": n_rollouts,
         "n_truncated": [0] * len(steps),
+        "n_timeouts": [0] * len(steps),
         "label_method": methods,
         "unlabelled_reason": ["synthetic" if method == "unlabelled" else None for method in methods],
         "first_error": next((i for i, h in enumerate(hard) if h is False), -1),

@@ -173,7 +173,7 @@ def test_a_rerun_resumes_and_other_settings_are_refused(inputs, tmp_path, capsys
 
 
 def test_labels_of_schema_1_2_read_as_monte_carlo(tmp_path):
-    newer = ("label_source", "thinking_steps", "trajectory_verdict", "trajectory_label")  # columns 1.2 did not have
+    newer = ("label_source", "thinking_steps", "trajectory_verdict", "trajectory_label", "n_timeouts")  # columns 1.2 did not have
     old_schema = pa.schema([field for field in LABELS_SCHEMA if field.name not in newer])
     old_rows = [{key: value for key, value in row.items() if key not in newer} | {"schema_version": "1.2"} for row in LABELS[:3]]
     folder = tmp_path / "mixed" / "labels"

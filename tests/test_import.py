@@ -62,7 +62,7 @@ def test_processbench_labels_the_steps_up_to_the_first_error(tmp_path, capsys):
             assert row["unlabelled_reason"][first_error + 1 :] == [AFTER_FIRST_ERROR] * (k - first_error - 1)
         assert row["first_error"] == first_error and row["steps"] == reference[row["problem_id"]]["steps"]
         assert row["soft_labels"] == [None] * k and row["n_rollouts"] == [0] * k and row["n_correct"] == [0] * k
-        assert (row["label_source"], row["source"], row["strategy"], row["schema_version"]) == ("human", "processbench", "import", "1.4")
+        assert (row["label_source"], row["source"], row["strategy"], row["schema_version"]) == ("human", "processbench", "import", "1.5")
         assert (row["thinking_steps"], row["trajectory_verdict"], row["trajectory_label"]) == (0, "unchecked", None)  # no answer checked
         assert row["reference_answer"] == reference[row["problem_id"]]["answer"] and row["generated_tokens"] == 0
     # the ids `labeler label` gives the same rows, so labels of both line up by solution_id

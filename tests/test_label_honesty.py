@@ -13,7 +13,7 @@ from labeler.labeling.strategies import StrategySettings, label
 from labeler.labeling.tables import Provenance, labels_table, rollouts_table
 from labeler.records import Solution, SourceRow
 from schemas import validate_labels, validate_rollouts
-from tests.fakes import CUT_HERE_MARKER, CUT_MARKER, LONG_MARKER, WRONG_MARKER, ScriptedGenerator
+from tests.fakes import CUT_HERE_MARKER, CUT_MARKER, LONG_MARKER, PONDER_MARKER, SLOW_MARKER, WRONG_MARKER, ScriptedGenerator, SlowChecker
 
 PROBLEM, ANSWER = "What is 20 + 22?", "42"
 
@@ -28,9 +28,14 @@ def checker():
         yield checker
 
 
-def run(strategy, solutions, checker, miss_every=None, **overrides):
+def trace(*thinking: str, response: str = "The answer is: 42", sid: str = "t") -> Solution:
+    return Solution("p", sid, PROBLEM, ANSWER, (*thinking, response), "trace", 0, thinking_steps=len(thinking))
+
+
+def run(strategy, solutions, checker, miss_every=None, generator=None, **overrides):
     settings = StrategySettings(**{"rollouts": 8, "sampling": SamplingSettings(max_new_tokens=16), "seed": 5, **overrides})
-    outcome = label(strategy, solutions, ScriptedGenerator({PROBLEM: ANSWER}, miss_every=miss_every), checker, settings)
+    generator = generator or ScriptedGenerator({PROBLEM: ANSWER}, miss_every=miss_every)
+    outcome = label(strategy, solutions, generator, checker, settings)
     labels = labels_table(outcome.labelled, Provenance("u", "m", strategy, 5, "h"))
     validate_labels(labels)  # the data contract holds in every case below
     problem_ids = {item.solution.solution_id: "p" for item in outcome.labelled}
@@ -223,3 +228,107 @@ def test_labeling_checks_each_answer_with_its_question(tmp_path, checker):
     assert labels["label_method"] == ["rollouts", "rollouts", "final_answer"]
     assert labels["hard_labels"] == [True, True, False]  # without the question, "30 boxes" would pass for 30
     assert recording.questions and all(qs is not None and set(qs) == {problem} for qs in recording.questions)
+
+
+# --- rollouts from inside a trace's thinking (issue 23) ------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive"])
+def test_a_rollout_that_ends_still_thinking_is_truncated_not_judged(strategy, checker):
+    """From inside the thinking, "The answer is 41? Wait, let me recheck." and no </think>: the rollout has not
+    answered yet. It is truncated, never checked: 41 must not become a verdict."""
+    outcome, rows = run(strategy, [trace("First.", f"Then {PONDER_MARKER}.", "Done thinking.")], checker)
+    row = rows[0]
+    assert row["label_method"][1:3] == ["unlabelled", "unlabelled"] and row["n_truncated"][1:3] == [8, 8]
+    assert all("inside the thinking" in reason for reason in row["unlabelled_reason"][1:3])
+    assert False not in row["hard_labels"] and row["first_error"] == -1
+    pondered = [r for r in outcome.rollouts if r.step_index in (1, 2)]
+    assert len(pondered) == 16 and {r.verdict for r in pondered} == {"truncated"} and all(r.extracted_answer is None for r in pondered)
+    assert {r.finish_reason for r in pondered} == {"stop"}  # not cut by the budget: it stopped while still thinking
+    closed = [r for r in outcome.rollouts if r.step_index == 0]
+    assert {r.verdict for r in closed} == {"correct"}  # a rollout that closed its thinking is judged by its response
+
+
+def test_truncated_incorrect_counts_a_rollout_that_ends_still_thinking_as_wrong_without_checking_it(checker):
+    outcome, rows = run("exhaustive", [trace("First.", f"Then {PONDER_MARKER}.")], checker, truncated="incorrect")
+    row = rows[0]
+    assert (row["n_rollouts"][1], row["n_truncated"][1], row["n_correct"][1], row["hard_labels"][1]) == (8, 8, 0, False)
+    assert {r.verdict for r in outcome.rollouts if r.step_index == 1} == {"truncated"}
+
+
+def test_the_same_texts_as_a_plain_solution_keep_todays_labels(checker):
+    """A plain solution is no trace: its rollouts are judged as they stand, as before."""
+    _, rows = run("exhaustive", [solution("First.", f"Then {PONDER_MARKER}.", "The answer is: 42")], checker)
+    assert rows[0]["label_method"] == ["rollouts", "rollouts", "final_answer"] and rows[0]["n_truncated"] == [0, 0, 0]
+
+
+class RecordingGenerator(ScriptedGenerator):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests = []
+
+    def generate(self, requests, sampling):
+        self.requests += list(requests)
+        return super().generate(requests, sampling)
+
+
+def test_requests_from_inside_the_thinking_say_so(checker):
+    """The generator lets the answer marker end a rollout only in its response: it must know which prefixes think."""
+    generator = RecordingGenerator({PROBLEM: ANSWER}, miss_every=None)
+    solutions = [trace("First.", "Second."), solution("First.", "Second.", "The answer is: 42", sid="plain")]
+    run("exhaustive", solutions, checker, generator=generator, final_step="rollouts")
+    thinking = {(r.assistant_prefix.count("\n\n"), "<think>" in r.assistant_prefix): r.thinking for r in generator.requests}
+    assert thinking == {(1, True): True, (2, True): True, (3, True): False, (1, False): False, (2, False): False, (3, False): False}
+
+
+# --- answer checks that time out (issue 23) -----------------------------------------------------
+
+
+def test_a_rollout_whose_check_times_out_is_left_out_of_the_label(checker):
+    outcome, rows = run("exhaustive", [solution(f"First {SLOW_MARKER}.", "The answer is 42.")], SlowChecker(checker))
+    row = rows[0]
+    # 8 rollouts from step 0, the 4 of even seed time out: soft = 4 correct / 4 checked, not 4 / 8
+    assert (row["n_rollouts"][0], row["n_timeouts"][0], row["n_correct"][0], row["soft_labels"][0]) == (4, 4, 4, 1.0)
+    timed_out = [r for r in outcome.rollouts if r.step_index == 0 and r.verdict == "timeout"]
+    assert len(timed_out) == 4 and row["n_timeouts"] == [4, 0]
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive"])
+def test_a_step_whose_checks_all_time_out_is_unlabelled_with_the_reason(strategy, checker):
+    _, rows = run(strategy, [solution("First.", f"Second {SLOW_MARKER}!.", "Third.", "The answer is 42.")], SlowChecker(checker))
+    row = rows[0]
+    assert row["label_method"][1] == "unlabelled" and row["n_timeouts"][1] == 8 and row["n_rollouts"][1] == 0
+    assert "timed out" in row["unlabelled_reason"][1]
+    assert False not in row["hard_labels"]  # no step was called wrong for a check that never finished
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "final-answer"])
+def test_a_timed_out_final_check_leaves_the_last_step_unlabelled_never_wrong(strategy, checker):
+    _, rows = run(strategy, [solution("First.", f"The answer is 42. ({SLOW_MARKER})")], SlowChecker(checker))
+    row = rows[0]
+    assert row["label_method"][-1] == "unlabelled" and row["hard_labels"][-1] is None and row["n_timeouts"][-1] == 1
+    assert "timed out" in row["unlabelled_reason"][-1]
+    assert (row["trajectory_verdict"], row["trajectory_label"]) == ("timeout", None)  # the same verdict, the same unknown
+
+
+def test_the_manifest_counts_the_timed_out_rollouts_the_labels_count(tmp_path, checker):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from tests.conftest import write_jsonl
+    from workers.local_executor import LocalExecutor
+
+    rows = [{"id": f"r{i}", "problem": PROBLEM, "answer": ANSWER, "steps": [f"One {SLOW_MARKER}.", "The answer is 42."]} for i in range(2)]
+    data = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=4, max_timeout_share=1.0)
+    generator = ScriptedGenerator({PROBLEM: ANSWER}, miss_every=None)
+    run_job(config, executor=LocalExecutor(lambda: generator, SlowChecker(checker)), model_info={"name": "s"}, progress_enabled=False)
+    labels = pq.read_table(tmp_path / "out" / "labels").to_pylist()
+    rollouts = pq.read_table(tmp_path / "out" / "rollouts").to_pylist()
+    totals = json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]
+    timed_out = sum(sum(row["n_timeouts"]) for row in labels)
+    assert timed_out == 4 and totals["timed_out_rollouts"] == timed_out == sum(r["verdict"] == "timeout" for r in rollouts)
+    assert totals["rollouts"] == len(rollouts)  # every rollout drawn, timed out or not

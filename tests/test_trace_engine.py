@@ -75,14 +75,26 @@ def test_deep_prefixes_shrink_their_budget_then_go_unlabelled_with_the_reason(la
     beyond = [i for i, method in enumerate(deep["label_method"]) if method == "unlabelled" and "the model's context is 1024" in deep["unlabelled_reason"][i]]
     assert beyond and beyond == list(range(beyond[0], PARAGRAPHS))
     cut = [i for i in range(beyond[0]) if deep["label_method"][i] == "unlabelled"]
-    assert all("rollouts were cut by" in deep["unlabelled_reason"][i] for i in cut)
+    reasons = [deep["unlabelled_reason"][i] for i in cut]
+    assert all("rollouts were cut by" in reason or "inside the thinking" in reason for reason in reasons)
     first_fit = beyond[0] - 1  # the deepest prefix that was sampled left at least --min-rollout-tokens of room
     prompt = tiny_engine.render(GenerationRequest("x", assistant_prefix(deep["steps"][: first_fit + 1], PARAGRAPHS), 1, 0))
     assert "<think>\n" in prompt and prompt.endswith("again.\n\n")
     assert deep["label_method"][-1] == "final_answer"  # the response is still checked
 
 
-def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_fewer_tokens(labelled):
+def test_rollouts_that_end_inside_the_thinking_are_truncated_never_checked(labelled):
+    """The random tiny model never closes a thinking: every rollout from inside one ended before any response."""
+    labels, rollouts = labelled["exhaustive"]
+    for row in labels.values():
+        thinking = [r for r in rollouts if r["solution_id"] == row["solution_id"] and r["step_index"] < row["thinking_steps"]]
+        assert thinking and all("</think>" not in r["text"] for r in thinking)
+        assert all(r["verdict"] == "truncated" and r["extracted_answer"] is None for r in thinking)
+        assert all(row["hard_labels"][i] is None for i in range(row["thinking_steps"]) if row["label_method"][i] != "inferred")
+        assert all(row["n_rollouts"][i] == 0 for i in range(row["thinking_steps"]))
+
+
+def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_no_more_tokens(labelled):
     exhaustive, _ = labelled["exhaustive"]
     search, _ = labelled["first-error"]
     for problem_id, row in search.items():
@@ -91,4 +103,6 @@ def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_fe
         for i, method in enumerate(row["label_method"]):  # a probe draws exhaustive's very rollouts of that prefix
             if method in ("rollouts", "final_answer"):
                 assert (row["n_correct"][i], row["hard_labels"][i]) == (exhaustive[problem_id]["n_correct"][i], exhaustive[problem_id]["hard_labels"][i])
-    assert search["deep"]["generated_tokens"] < exhaustive["deep"]["generated_tokens"]
+    # the tiny model never closes a thinking, so no rollout from inside one gives a verdict: the search steps over
+    # every prefix and draws what exhaustive draws, never more (tests/test_long_traces.py: the saving where rollouts answer)
+    assert search["deep"]["generated_tokens"] <= exhaustive["deep"]["generated_tokens"]

@@ -62,6 +62,15 @@ def test_thinking_cut_off_before_its_response_is_an_unfinished_trace():
     assert no_content.thinking_steps == len(no_content.steps) and not no_content.complete
 
 
+def test_thinking_closed_with_nothing_after_it_is_an_unfinished_trace():
+    """Its last step is thinking, not a final answer: rolled out, and the trajectory `unfinished`, as in the
+    reasoning-column layout."""
+    row = read({"problem": "What is 2 + 2?", "answer": "4", "response": f"<think>\n{THINKING}\n</think>\n\n"})
+    assert row.thinking_steps == len(row.steps) == 4 and not row.complete
+    closed = read({"problem": "What is 2 + 2?", "answer": "4", "response": f"{THINKING}\n</think>"})  # the template opened it
+    assert closed.thinking_steps == len(closed.steps) and not closed.complete
+
+
 def test_empty_thinking_leaves_the_response_alone():
     row = read({"problem": "What is 2 + 2?", "answer": "4", "response": f"<think>\n\n</think>\n\n{RESPONSE}"})
     assert (row.steps, row.thinking_steps, row.complete) == ((RESPONSE,), 0, True)

@@ -128,3 +128,46 @@ def test_completions_end_with_the_line_that_states_the_answer(tiny_engine):
             assert cut.tokens <= len(tiny_engine.tokenizer(long.text[:k], add_special_tokens=False)["input_ids"]) + 5 + 1
     assert continued > 0
 
+
+
+def thinking_batch() -> list[GenerationRequest]:
+    return [
+        GenerationRequest("What is 3 + 4?", f"<think>\nStep 1: {i} plus 4.\n\n", n=3, seed=7 * i, thinking=True) for i in range(4)
+    ]
+
+
+def test_the_answer_marker_does_not_end_a_rollout_that_is_still_thinking(tiny_engine):
+    """From inside a trace's thinking, "The answer is 12? Wait, ..." is no answer yet: the marker ends a rollout
+    only after its </think>. The random tiny model never closes a thinking; a frequent letter plays the marker."""
+    plain = SamplingSettings(temperature=1.0, max_new_tokens=40)
+    marked = SamplingSettings(temperature=1.0, max_new_tokens=40, answer_marker="e", answer_max_tokens=5)
+    batch = thinking_batch()
+    assert texts(tiny_engine.generate(batch, marked)) == texts(tiny_engine.generate(batch, plain))
+    as_plain = [GenerationRequest(r.user_message, r.assistant_prefix, r.n, r.seed) for r in batch]  # the same prompts, no thinking
+    assert texts(tiny_engine.generate(as_plain, marked)) != texts(tiny_engine.generate(as_plain, plain))  # there the marker ends them
+
+
+def test_a_rollout_that_closes_its_thinking_ends_with_the_answer_line_of_its_response(tiny_engine, monkeypatch):
+    """The random tiny model never writes </think> or the marker: frequent letters play them ("a" closes the
+    thinking, "e" is the marker). A rollout is the plain one up to its close, then ends at the end of the line where
+    its response first writes the marker."""
+    import workers.vllm_generator as vllm_generator
+
+    monkeypatch.setattr(vllm_generator, "THINK_CLOSE", "a")
+    plain = SamplingSettings(temperature=1.0, max_new_tokens=40)
+    marked = SamplingSettings(temperature=1.0, max_new_tokens=40, answer_marker="e", answer_max_tokens=5)
+    batch = thinking_batch()
+    closed = 0
+    for long_result, short_result in zip(tiny_engine.generate(batch, plain), tiny_engine.generate(batch, marked)):
+        for long, cut in zip(long_result.completions, short_result.completions):
+            if "a" not in long.text:
+                assert cut.text == long.text  # it never closed its thinking: the marker never ended it
+                continue
+            closed += 1
+            k = long.text.index("a") + 1
+            assert cut.text[:k] == long.text[:k]  # the same rollout up to where it closes its thinking
+            response = cut.text[k:]
+            if "e" in response:
+                assert "\n" not in response[response.index("e") + 1 :].rstrip("\n")  # then only the rest of that line
+            assert cut.tokens <= 40
+    assert closed > 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
 
-from labeler.inputs.traces import THINK_OPEN
+from labeler.inputs.traces import THINK_CLOSE, THINK_OPEN
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Completion, EngineDiedError, GenerationRequest, GenerationResult, SamplingSettings
 from workers.engine_watch import EngineWatch
@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Draft:
-    """A completion as it is being finished: phase one, then maybe the rest of its answer line."""
+    """A completion as it is being finished: phase one, then maybe its response (it closed its thinking) and the
+    rest of its answer line."""
 
     token_ids: list[int]
     text: str
@@ -153,7 +154,7 @@ class VLLMGenerator:
 
         results: list[GenerationResult | None] = [None] * len(requests)
         prompts, params, positions, prompt_ids, budgets = [], [], [], [], []
-        stop = list(sampling.stop) + ([sampling.answer_marker] if sampling.answer_marker else [])
+        marker = sampling.answer_marker
         for position, (request, ids) in enumerate(zip(requests, self._token_ids([self.render(r) for r in requests]))):
             room = self.max_model_len - len(ids)
             if room < max(1, sampling.min_budget):
@@ -164,6 +165,9 @@ class VLLMGenerator:
                 continue
             prompts.append(TokensPrompt(prompt_token_ids=ids))
             budgets.append(min(sampling.max_new_tokens, room))  # shrunk near the context limit: recorded per completion
+            stop = list(sampling.stop)
+            if marker:  # from inside a trace's thinking the marker waits for the response: first stop where the thinking closes
+                stop.append(THINK_CLOSE if request.thinking else marker)
             params.append(self._params(sampling, n=request.n, seed=request.seed, max_tokens=budgets[-1], stop=stop))
             positions.append(position)
             prompt_ids.append(ids)
@@ -174,39 +178,61 @@ class VLLMGenerator:
             [_Draft(list(choice.token_ids), choice.text, str(choice.finish_reason), choice.stop_reason) for choice in output.outputs]
             for output in outputs
         ]
-        if sampling.answer_marker:
-            self._finish_answer_lines(drafts, prompt_ids, [requests[p].seed for p in positions], sampling)
+        if marker:
+            seeds = [requests[p].seed for p in positions]
+            thinking = [requests[p].thinking for p in positions]
+            # a completion that closed its thinking goes on to respond, now until the marker
+            self._continue(drafts, prompt_ids, seeds, budgets, sampling, after=THINK_CLOSE, stop=[*sampling.stop, marker], only=thinking)
+            # the answer line: vLLM has no "stop at the newline after X", so the marker is a stop string, and the
+            # completions that hit it continue to the end of that line only
+            line_end = ["\n", *sampling.stop]
+            self._continue(drafts, prompt_ids, seeds, budgets, sampling, after=marker, stop=line_end, most=sampling.answer_max_tokens)
         for position, budget, choices in zip(positions, budgets, drafts):
             results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices))
         return results  # type: ignore[return-value]
 
-    def _finish_answer_lines(self, drafts: list[list[_Draft]], prompt_ids: list[list[int]], seeds: list[int], sampling: SamplingSettings):
-        """Completions that stopped at the answer marker continue to the end of that line only.
+    def _continue(
+        self,
+        drafts: list[list[_Draft]],
+        prompt_ids: list[list[int]],
+        seeds: list[int],
+        budgets: list[int],
+        sampling: SamplingSettings,
+        *,
+        after: str,
+        stop: list[str],
+        most: int | None = None,
+        only: list[bool] | None = None,
+    ) -> None:
+        """The completions (of the requests `only` marks, or all) that stopped at the stop string `after` continue,
+        up to `stop`, within what is left of their budget (and at most `most` tokens more).
 
-        vLLM has no "stop at the newline after X"; so the marker is a stop string, and the
-        completions that hit it get a second, short request (prompt + what they wrote; its KV is
-        already in the prefix cache) that stops at a newline. Rollout r keeps its seed + r.
+        Each gets a second, short request (prompt + what it wrote; its KV is already in the prefix cache). Rollout r
+        keeps its seed + r. One with no budget left is cut there (finish_reason "length").
         """
         from vllm.inputs import TokensPrompt
 
         todo, prompts, params = [], [], []
-        for request_ids, seed, choices in zip(prompt_ids, seeds, drafts):
+        for k, (request_ids, seed, budget, choices) in enumerate(zip(prompt_ids, seeds, budgets, drafts)):
+            if only is not None and not only[k]:
+                continue
             for r, draft in enumerate(choices):
-                if draft.stop_reason != sampling.answer_marker:
+                if draft.stop_reason != after:
                     continue
-                context = request_ids + draft.token_ids
-                budget = min(sampling.answer_max_tokens, sampling.max_new_tokens - len(draft.token_ids), self.max_model_len - len(context))
-                if budget < 1:
+                left = budget - len(draft.token_ids)  # the budget was already shrunk to what the context leaves
+                if most is not None:
+                    left = min(left, most)
+                if left < 1:
                     draft.finish_reason = "length"
                     continue
                 todo.append(draft)
-                prompts.append(TokensPrompt(prompt_token_ids=context))
-                params.append(self._params(sampling, n=1, seed=seed + r, max_tokens=budget, stop=["\n", *sampling.stop]))
+                prompts.append(TokensPrompt(prompt_token_ids=request_ids + draft.token_ids))
+                params.append(self._params(sampling, n=1, seed=seed + r, max_tokens=left, stop=stop))
         if not prompts:
             return
         for draft, output in zip(todo, self._generate(prompts, params)):
             tail = output.outputs[0]
-            # the draft's text ends at the marker, its last token may reach past it: decode the ids
+            # the draft's text ends at its stop string, its last token may reach past it: decode the ids
             draft.text = self.tokenizer.decode(draft.token_ids, skip_special_tokens=True) + tail.text
             draft.token_ids = draft.token_ids + list(tail.token_ids)
             draft.finish_reason = str(tail.finish_reason)

@@ -177,6 +177,7 @@ def _labels_row(planned: PlannedRow, unit_id: str, labels: list[StepLabel], pres
         "n_correct": [0] * k,
         "n_rollouts": [0] * k,
         "n_truncated": [0] * k,
+        "n_timeouts": [0] * k,
         "label_method": ["unlabelled" if label.correct is None else "human" for label in labels],
         "unlabelled_reason": [label.reason if label.correct is None else None for label in labels],
         "first_error": next((i for i, correct in enumerate(hard) if correct is False), -1),

@@ -379,19 +379,20 @@ def _read_trace(row: dict, columns: _Columns, options: PresetOptions):
     if reasoning is not None:
         if parsed.thinking is not None:
             raise RowError("reasoning", f"thinking twice: column '{reasoning_column}' and a {THINK_CLOSE} block in column '{response_column}'")
-        thinking, response, finished = reasoning, parsed.response, bool(parsed.response)
+        thinking, response = reasoning, parsed.response
     elif parsed.thinking is None:
         looked = ", ".join(f"'{c}'" for c in ((columns.reasoning,) if columns.reasoning else TRACE_COLUMNS["reasoning"]))
         if not text:
             raise RowError("response", _why_absent(row, response_column))
         raise RowError("reasoning", f"no thinking: no {THINK_CLOSE} in column '{response_column}' and no reasoning column ({looked})")
     else:
-        thinking, response, finished = parsed.thinking, parsed.response, parsed.finished
+        thinking, response = parsed.thinking, parsed.response
     rule = "thinking" if options.split_rule == "auto" else options.split_rule
     thinking_steps = _split(thinking, rule, "reasoning", options) if thinking else []
     if not thinking_steps and not response:
         raise RowError("response", f"empty thinking and no response in column '{response_column}'")
-    return problem, answer, thinking_steps + ([response] if response else []), len(thinking_steps), finished
+    # No response (thinking cut off, or closed with nothing after it): the last step is thinking, no final answer
+    return problem, answer, thinking_steps + ([response] if response else []), len(thinking_steps), bool(response)
 
 
 _READERS = {

@@ -140,8 +140,11 @@ def consensus_rows(joined: list[tuple[dict, dict, Comparison]], on_disagreement:
 
 
 def with_trajectory(row: dict) -> dict:
-    """A labels row with the trajectory columns of schema 1.4: a row of an older shard has none, and
-    its trajectory was never checked (trajectory_verdict "unchecked", no trajectory label)."""
+    """A labels row with the columns of the current schema: a row of a shard older than 1.4 has no trajectory
+    columns, and its trajectory was never checked (trajectory_verdict "unchecked", no trajectory label); one older
+    than 1.5 has no n_timeouts, and no rollout was left out of its labels for a timeout (they counted as wrong)."""
+    if row.get("n_timeouts") is None:
+        row = {**row, "n_timeouts": [0] * len(row["steps"])}
     if "trajectory_verdict" in row and row["trajectory_verdict"] is not None:
         return row
     return {**row, "thinking_steps": 0, "trajectory_verdict": UNCHECKED, "trajectory_label": None}
@@ -162,6 +165,7 @@ def judge_row(labels_row: dict, judgment: dict) -> dict:
         "n_correct": [0] * n,
         "n_rollouts": [0] * n,
         "n_truncated": [0] * n,
+        "n_timeouts": [0] * n,
         "label_method": [JUDGE] * n,
         "unlabelled_reason": [None] * n,
         "first_error": first,

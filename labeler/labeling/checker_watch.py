@@ -1,10 +1,11 @@
 """Timeouts of the answer checker, watched per work unit.
 
-A timeout counts as a wrong answer (a completion whose answer takes the symbolic layer past its
-deadline is almost always garbage). Many of them mean something else: an overloaded machine or a
-sick checker, whose verdicts would write negative labels that are not. So a timed-out pair is
-checked once more at once, and a unit whose timeouts still pass `--max-timeout-share` of its
-checks (and number at least MIN_TIMEOUTS) is rejected with the reason rather than labelled.
+A timed-out check is its own verdict, `timeout`: not known, so out of the label like a cut rollout
+(counted per step in n_timeouts; a step left with no counted rollout, or a final step whose check
+timed out, is unlabelled with the reason: labeler/labeling/rollouts.py). A timed-out pair is checked
+once more at once. Many timeouts mean an overloaded machine or a sick checker, whose unit would come
+out mostly unlabelled: a unit whose timeouts still pass `--max-timeout-share` of its checks (and
+number at least MIN_TIMEOUTS) is rejected with the reason rather than labelled.
 """
 
 from __future__ import annotations

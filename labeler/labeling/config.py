@@ -262,8 +262,9 @@ class LabelConfig(JobSettings):
     truncated: str = setting(
         "excluded",
         choices=TRUNCATED_POLICIES,
-        help="a rollout cut by its token budget: excluded (verdict truncated, soft = correct / finished rollouts; "
-        "a step with every rollout cut is unlabelled) or incorrect (checked as it stands, as Math-Shepherd did)",
+        help="a rollout cut by its token budget, or one from inside a trace's thinking that ends before closing it: "
+        "excluded (verdict truncated, soft = correct / finished rollouts; a step with every rollout cut is unlabelled) "
+        "or incorrect (checked as it stands, as Math-Shepherd did; one still thinking is counted wrong unchecked)",
         group=ROLLOUTS,
     )
     max_timeout_share: float = setting(
@@ -271,12 +272,14 @@ class LabelConfig(JobSettings):
         at_least=0,
         at_most=1,
         help="reject a work unit (with the reason) whose answer checks still time out after a retry on more than "
-        "this share of its checks (and at least 8): a sick checker must not write negative labels",
+        "this share of its checks (and at least 8): a sick checker must not write a unit of unknowns. Below it, a "
+        "timed-out check is left out of the label (counted in n_timeouts), never a wrong answer",
         group=ROLLOUTS,
     )
     stop_after_answer: bool = setting(
         True,
-        help='let completions run on after the line that states "The answer is: ..." (by default they end with it)',
+        help='let completions run on after the line that states "The answer is: ..." (by default they end with it; '
+        "a rollout from inside a trace's thinking, with that line of its response)",
         group=ROLLOUTS,
     )
     stop: tuple[str, ...] = setting(

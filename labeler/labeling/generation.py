@@ -18,6 +18,8 @@ class SamplingSettings:
     stop: tuple[str, ...] = ()
     # When set, a completion ends at the end of the line where it first writes this marker
     # (e.g. "The answer is"): the answer is stated, the rest would be tokens spent for nothing.
+    # A completion from inside a trace's thinking (GenerationRequest.thinking) ends there only after it
+    # closed its thinking: reasoning models state answers while they think, then correct them.
     answer_marker: str | None = None
     answer_max_tokens: int = 48  # budget for the rest of the answer line after the marker
 
@@ -34,6 +36,9 @@ class GenerationRequest:
     assistant_prefix: str
     n: int
     seed: int
+    # The prefix ends inside a reasoning trace's thinking: the completion thinks on, then responds after
+    # `</think>`; SamplingSettings.answer_marker ends it only in that response.
+    thinking: bool = False
 
 
 @dataclass(frozen=True)

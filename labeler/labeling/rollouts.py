@@ -19,11 +19,14 @@ from typing import Protocol, Sequence
 from labeler.labeling import prompts
 from labeler.labeling.generation import Completion, GenerationRequest, GenerationResult, Generator, SamplingSettings
 from labeler.ids import derived_seed
-from labeler.inputs.traces import response_part
+from labeler.inputs.traces import THINK_CLOSE, response_part
 from labeler.records import Solution, StepCounts
 
 FINAL_ANSWER_FINISH = "final_answer_check"
-TRUNCATED = "truncated"  # the verdict of a completion cut by its token budget and left out of the label
+# The verdict of a completion left out of the label unchecked: cut by its token budget, or ended (by its budget,
+# end of text or a stop string) inside a trace's thinking, before it closed it: it has not answered yet.
+TRUNCATED = "truncated"
+TIMEOUT = "timeout"  # the verdict of a completion whose answer check timed out, even after a retry: out of the label
 
 
 class Checker(Protocol):
@@ -118,6 +121,7 @@ class PrefixSampler:
                         assistant_prefix=prefix,
                         n=probe.count,
                         seed=prefix_seed(self.seed, solution, probe.step) + probe.first_rollout,
+                        thinking=solution.thinks_at(probe.step),
                     )
                 )
             request_of_probe.append(index_of_key[key])
@@ -132,6 +136,12 @@ class StepLedger:
     records them with verdict `truncated` and leaves them out of the label, whose soft value is then
     correct / finished rollouts; "incorrect" checks them as they stand, as Math-Shepherd did (a cut
     completion rarely states the answer, so it almost always counts as wrong).
+
+    A completion from inside a trace's thinking that ends before it closes it (`</think>`) has not
+    answered: whatever answer it wrote while thinking is never checked. It is truncated too (counted in
+    n_truncated), left out of the label, or under "incorrect" counted as a wrong answer. A completion
+    whose check times out (the checker retried it already: labeling/checker_watch.py) is its own verdict,
+    `timeout`, counted in n_timeouts and never in the label under either policy.
     """
 
     def __init__(self, solutions: Sequence[Solution], truncated: str = "excluded", max_new_tokens: int | None = None):
@@ -139,6 +149,8 @@ class StepLedger:
         self.truncated = truncated
         self.max_new_tokens = max_new_tokens  # to tell, when a step's rollouts were all cut, whether the context shrank their budget
         self.budgets: dict[tuple[int, int], int] = {}  # (solution, step) -> the smallest budget its rollouts had
+        # (solution, step) -> rollouts that ended inside the thinking before their budget did (end of text, a stop string)
+        self.still_thinking: dict[tuple[int, int], int] = {}
         self.counts = [
             [StepCounts(measured_by="unlabelled", truncated_counted=truncated == "incorrect") for _ in solution.steps]
             for solution in solutions
@@ -148,14 +160,18 @@ class StepLedger:
         self.probes = 0
         self.requests = 0
 
-    def _excluded(self, completion: Completion) -> bool:
-        return completion.truncated and self.truncated == "excluded"
+    def _checked(self, completion: Completion, thinking: bool) -> bool:
+        """Whether the answer of a completion is checked: never when it ended inside the thinking (it has not
+        answered), when its budget cut it only under --truncated incorrect."""
+        if thinking and _still_thinking(completion):
+            return False
+        return not completion.truncated or self.truncated == "incorrect"
 
     def record(self, sent: SentRound, checker: Checker, final_checks: Sequence[int] = ()) -> list[int | None]:
         """Check a round (each distinct completion once) plus the final steps of `final_checks`.
 
         Returns, per probe, its number of correct rollouts; None when the probe gave no counted
-        rollout (its request failed, its prefix does not fit the context, or every rollout was cut).
+        rollout (its request failed, its prefix does not fit the context, or every rollout was cut or timed out).
         """
         owner_of_request: dict[int, Probe] = {}
         for probe, request_index in zip(sent.probes, sent.request_of_probe):
@@ -166,7 +182,7 @@ class StepLedger:
         for request_index, result in enumerate(sent.results):
             solution = self.solutions[owner_of_request[request_index].solution]
             for offset, completion in enumerate(result.completions):
-                if not self._excluded(completion):
+                if self._checked(completion, sent.requests[request_index].thinking):
                     pair_of_completion[request_index, offset] = len(pairs)
                     pairs.append((response_part(completion.text), solution.reference_answer))  # a reasoning model answers after its thinking
                     questions.append(solution.problem)
@@ -188,16 +204,22 @@ class StepLedger:
                 correct_per_probe.append(None)
                 continue
             step = self._measured(probe.solution, probe.step, "rollouts")
+            key = (probe.solution, probe.step)
             correct = counted = 0
             for offset, completion in enumerate(result.completions):
                 pair = pair_of_completion.get((request_index, offset))
                 verdict = None if pair is None else verdicts[pair]
                 self._keep(probe.solution, probe.step, probe.first_rollout + offset, request.seed + offset, completion, verdict)
-                step.n_truncated += completion.truncated
+                thinking = request.thinking and _still_thinking(completion)  # budget-cut or not: it wrote no response
+                step.n_truncated += completion.truncated or thinking
+                self.still_thinking[key] = self.still_thinking.get(key, 0) + (thinking and not completion.truncated)
                 if completion.budget is not None:
-                    key = (probe.solution, probe.step)
                     self.budgets[key] = min(self.budgets.get(key, completion.budget), completion.budget)
-                if verdict is not None:
+                if verdict is None:
+                    counted += thinking and self.truncated == "incorrect"  # unchecked, counted as wrong
+                elif verdict.verdict.value == TIMEOUT:
+                    step.n_timeouts += 1
+                else:
                     counted += 1
                     correct += verdict.verdict == "correct"
             step.n_rollouts += counted
@@ -209,10 +231,14 @@ class StepLedger:
         for position, s in enumerate(final_checks):
             verdict = verdicts[final_start + position]
             last = len(self.solutions[s].steps) - 1
+            self._keep(s, last, 0, 0, Completion(self.solutions[s].steps[-1], 0, FINAL_ANSWER_FINISH), verdict)
+            if verdict.verdict.value == TIMEOUT:  # not known: never a wrong answer
+                self.counts[s][last].n_timeouts += 1
+                self._unlabelled(s, last, "the check of the answer it states timed out, even after a retry")
+                continue
             step = self._measured(s, last, "final_answer")
             step.n_rollouts += 1
             step.n_correct += verdict.verdict == "correct"
-            self._keep(s, last, 0, 0, Completion(self.solutions[s].steps[-1], 0, FINAL_ANSWER_FINISH), verdict)
         self.probes += len(sent.probes)
         self.requests += len(sent.requests)
         return correct_per_probe
@@ -233,8 +259,8 @@ class StepLedger:
         outcome = BatchOutcome(probes=self.probes, requests=self.requests)
         for s, solution in enumerate(self.solutions):
             for i, step in enumerate(self.counts[s]):
-                if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut
-                    self._unlabel(step, self._all_cut_reason(step, self.budgets.get((s, i))))
+                if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out
+                    self._unlabel(step, self._uncounted_reason(step, self.budgets.get((s, i)), self.still_thinking.get((s, i), 0)))
                 elif step.measured_by == "unlabelled" and step.unlabelled_reason is None:
                     step.unlabelled_reason = "not sampled"
             if s in self.failed:
@@ -245,6 +271,18 @@ class StepLedger:
         failed_ids = {solution.solution_id for solution, _ in outcome.failed}
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
+
+    def _uncounted_reason(self, step: StepCounts, budget: int | None, still_thinking: int) -> str:
+        """Why a sampled step has no counted rollout."""
+        if not still_thinking and not step.n_timeouts:
+            return self._all_cut_reason(step, budget)
+        cut = 0 if step.truncated_counted else step.n_truncated - still_thinking  # under incorrect, only timeouts are left out
+        parts = [f"{cut} cut by the token budget (--max-new-tokens)"] if cut else []
+        if still_thinking and not step.truncated_counted:
+            parts.append(f"{still_thinking} ended inside the thinking, before any response (no {THINK_CLOSE})")
+        if step.n_timeouts:
+            parts.append(f"{step.n_timeouts} whose answer check timed out, even after a retry")
+        return f"none of its {step.n_sampled} rollouts could be counted: " + ", ".join(parts)
 
     def _all_cut_reason(self, step: StepCounts, budget: int | None) -> str:
         if budget is not None and self.max_new_tokens is not None and budget < self.max_new_tokens:
@@ -271,7 +309,7 @@ class StepLedger:
         return step
 
     def _keep(self, s: int, i: int, rollout: int, seed: int, completion: Completion, verdict) -> None:
-        """Record a completion; `verdict` None: cut by its budget and left out of the label."""
+        """Record a completion; `verdict` None: left unchecked (cut by its budget, or ended inside the thinking)."""
         self.records.append(
             RolloutRecord(
                 solution_id=self.solutions[s].solution_id,
@@ -286,3 +324,8 @@ class StepLedger:
                 token_budget=completion.budget,
             )
         )
+
+
+def _still_thinking(completion: Completion) -> bool:
+    """A completion of a prefix inside a trace's thinking that never closed it: it wrote no response."""
+    return THINK_CLOSE not in completion.text

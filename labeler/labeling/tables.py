@@ -41,6 +41,7 @@ def labels_table(labelled: Sequence[LabelledSolution], provenance: Provenance) -
                 "n_correct": [step.n_correct for step in item.steps],
                 "n_rollouts": [step.n_rollouts for step in item.steps],
                 "n_truncated": [step.n_truncated for step in item.steps],
+                "n_timeouts": [step.n_timeouts for step in item.steps],
                 "label_method": [step.measured_by for step in item.steps],
                 "unlabelled_reason": [step.unlabelled_reason for step in item.steps],
                 "first_error": first_error(hard),

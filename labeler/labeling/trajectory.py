@@ -34,7 +34,7 @@ def label_trajectories(outcome: BatchOutcome, checker: Checker) -> BatchOutcome:
     for item in outcome.labelled:
         solution = item.solution
         checked = final_checks.get((solution.solution_id, len(solution.steps) - 1))
-        if not solution.complete:
+        if not solution.complete or solution.thinks_at(len(solution.steps) - 1):  # stops before its answer, or has no response
             item.trajectory_verdict = UNFINISHED
         elif checked is not None:
             item.trajectory_verdict = checked

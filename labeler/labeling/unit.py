@@ -119,6 +119,9 @@ def finish_unit(
         "steps": sum(len(item.steps) for item in outcome.labelled),
         "rollouts": sum(step.n_sampled for item in outcome.labelled for step in item.steps),  # cut ones too
         "truncated_rollouts": sum(step.n_truncated for item in outcome.labelled for step in item.steps),
+        # rollouts (and final checks) left out of the labels because their check timed out (checker_timeouts
+        # counts every timed-out check, those of the trajectory labels and of rejected solutions too)
+        "timed_out_rollouts": sum(step.n_timeouts for item in outcome.labelled for step in item.steps),
         # every token generated: the labels rows' generated_tokens plus rejected_tokens
         "generated_tokens": sum(item.generated_tokens for item in outcome.labelled) + rejected_tokens,
         "rejected_tokens": rejected_tokens,

@@ -101,6 +101,7 @@ def refresh_totals(document: dict) -> None:
         "steps": int(total("steps")),
         "rollouts": int(total("rollouts")),
         "truncated_rollouts": int(total("truncated_rollouts")),
+        "timed_out_rollouts": int(total("timed_out_rollouts")),
         # every token generated: the labels' generated_tokens plus rejected_tokens (spent on rejected solutions)
         "generated_tokens": int(total("generated_tokens")),
         "rejected_tokens": int(total("rejected_tokens")),
