@@ -666,3 +666,67 @@ def test_what_a_question_says_about_names_options_and_exact_forms():
     assert dict(read_question(SHAPES).options)["C"] == "Plane"
     assert read_question(COMMON_FRACTION).exact and not read_question(SHAPES).exact
     assert asked_quantity(WALK_MPH).rate == ("mile", "hour")
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 23: a closing sentence's answer is what its main clause states, not a number in a leading
+# circumstance ("After 3 days, ...", "If she fills 7 boxes, ..."), which questions often repeat.
+# Questions written here, not taken from the red-team sets.
+# ---------------------------------------------------------------------------------------------
+
+APPLES = "Lily picks 14 apples a day. How many apples does she have after 3 days?"
+APPLE_DAYS = "Lily picks 14 apples a day. After how many days does she have 42 apples?"
+GIVING = "Lily has 42 apples. How many apples does she have after giving 5 to her friend?"
+SAVING = "Mia saves $30 a week. How much money has she saved by the end of week 4?"
+AGE_IN = "Tom is 12 years old. How old will he be in 2 years?"
+BOXES_IF = "Each box holds 6 eggs. If she fills 7 boxes, how many eggs does she have?"
+CAR_HOURS = "A car goes 60 miles per hour. How many hours does it take to go 180 miles?"
+WALKS = "Ben walks 2 miles to school, 2 miles home and 4 miles to the park. How many miles does he walk in total?"
+PARTY = "Apples cost 50 cents each. How many apples did Lily buy for the party?"
+
+LEADING_CIRCUMSTANCES = [
+    ("After 3 days, she has 42 apples.", "42", APPLES, C),
+    ("After 3 days, she has 42 apples.", "3", APPLES, I),
+    ("After 42 days, she has 3 apples.", "42", APPLES, I),
+    ("After 3 days, she has 40 apples.", "42", APPLES, I),
+    ("After 3 days, she has 42 apples.", "42", None, C),
+    ("After 3 days, she has 42 apples.", "3", None, I),
+    ("Therefore, after 3 days, she has 42 apples.", "42", APPLES, C),
+    ("14 * 3 = 42, so after 3 days, Lily has 42 apples.", "42", APPLES, C),
+    ("14 * 3 = 42, so after 3 days, Lily has 42 apples.", "3", APPLES, I),
+    ("After giving 5 to her friend, Lily has 37 apples.", "37", GIVING, C),
+    ("After giving 5 to her friend, Lily has 37 apples.", "5", GIVING, I),
+    ("By the end of week 4, she has saved $120.", "120", SAVING, C),
+    ("By the end of week 4, she has saved $120.", "4", SAVING, I),
+    ("In 2 years, Tom will be 14 years old.", "14", AGE_IN, C),
+    ("In 2 years, Tom will be 14 years old.", "2", AGE_IN, I),
+    ("If she fills 7 boxes, she has 42 eggs.", "42", BOXES_IF, C),
+    ("If she fills 7 boxes, she has 42 eggs.", "7", BOXES_IF, I),
+    # the leading phrase states the answer when it names the quantity asked, or when the rest states no number
+    ("After 3 days, she has 42 apples.", "3", APPLE_DAYS, C),
+    ("After 3 days, she has 42 apples.", "42", APPLE_DAYS, I),
+    ("In 3 hours, it covers 180 miles.", "3", CAR_HOURS, C),
+    ("In 3 hours, it covers 180 miles.", "180", CAR_HOURS, I),
+    ("After 3 days, she has enough apples.", "3", APPLE_DAYS, C),
+    # a phrase that holds a clause ("In total he walked ...") or is followed by none ("..., which") opens nothing
+    ("In total he walked 2 + 2 + 4 = 8 miles, he walked 2 miles to school.", "8", WALKS, C),
+    ("In total he walked 2 + 2 + 4 = 8 miles, he walked 2 miles to school.", "2", WALKS, I),
+    ("For the party she bought 42 apples, which cost $21.", "42", PARTY, C),
+    ("For the party she bought 42 apples, which cost $21.", "21", PARTY, I),
+    # a thousands separator or a decimal inside the leading phrase does not end it
+    ("After 1,000 days, she has 14,000 apples.", "14000", APPLES, C),
+    ("After 1,000 days, she has 14,000 apples.", "1000", APPLES, I),
+    ("After 2.5 hours, the tank holds 75 liters.", "75", "A tank fills at 30 liters an hour. How much water is in it after 2.5 hours?", C),
+]
+
+
+@pytest.mark.parametrize("pred,gold,question,want", LEADING_CIRCUMSTANCES)
+def test_a_number_in_a_leading_circumstance_is_not_the_answer(checker, pred, gold, question, want):
+    assert verdicts(checker, [(pred, gold, question, want)]) == []
+
+
+def test_cli_reads_the_closing_sentence_of_the_issue(capsys):
+    argv = ["check", "--gold", "42", "--pred", "After 3 days, she has 42 apples.", "--question", APPLES, "--explain"]
+    assert _run_cli(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("correct\n") and "prediction's answer: '42 apples'" in out

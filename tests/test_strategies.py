@@ -160,3 +160,63 @@ def test_final_answer_needs_the_final_step_checked():
 
     with pytest.raises(ValueError, match="final-step check"):
         LabelConfig(output="out", model="m", input="in", strategy="final-answer", final_step="rollouts")
+
+
+HALF_PROBLEM = "Solve 4x = 2 for x."
+HALF_STEPS = ("We divide both sides by 4.", "Now we multiply both sides by 2 to get 4 on the right side.")
+WINNER_PROBLEM = "Ann runs 100 m in 14 s and Evelyn in 13 s. Who wins?"
+WINNER_STEPS = ("Evelyn's time is shorter.", "Comparing the times, the winner is Evelyn.")
+
+
+def test_the_final_step_gate_asks_the_checker_whether_the_step_states_an_answer(checker):
+    """A last step with no answer the checker finds for its reference is rolled out, not checked as wrong;
+    one it finds an answer in (a word for a word reference) is checked (issue 23)."""
+    half = Solution("p", "half", HALF_PROBLEM, "\\frac{1}{2}", HALF_STEPS, "test", 0)
+    winner = Solution("q", "winner", WINNER_PROBLEM, "\\text{Evelyn}", WINNER_STEPS, "test", 1)
+    generator = ScriptedGenerator({HALF_PROBLEM: "\\frac{1}{2}", WINNER_PROBLEM: "\\text{Evelyn}"}, miss_every=None)
+    for strategy in ("exhaustive", "first-error", "adaptive"):
+        outcome = label(strategy, [half, winner], generator, checker, settings(final_step="check"))
+        by_id = {item.solution.solution_id: item for item in outcome.labelled}
+        assert by_id["half"].steps[-1].measured_by in ("rollouts", "early_stop"), strategy  # "4 on the right side": no answer to 1/2
+        assert by_id["winner"].steps[-1].measured_by == "final_answer" and by_id["winner"].steps[-1].n_correct == 1, strategy
+    outcome = label("final-answer", [half, winner], generator, checker, settings(final_step="check"))
+    by_id = {item.solution.solution_id: item for item in outcome.labelled}
+    assert hard(by_id["half"])[-1] is None and "no answer" in by_id["half"].steps[-1].unlabelled_reason
+    assert hard(by_id["winner"])[-1] is True
+
+
+LAST_STEPS = [
+    "Now we multiply both sides by 2 to get 4 on the right side.",
+    "Comparing the times, the winner is Evelyn.",
+    "After 3 days, she has 42 apples.",
+    "So the answer is $\\frac{1}{2}$.",
+    "The answer is: 42",
+    "#### 7",
+    "Thus $x = 2$.",
+    "**14**",
+    "Let us check our work.",
+    "Plugging in, the expression equals 1 when x is 2.",
+    "We get (3, 4) as the point.",
+    "\\boxed{}",
+    "",
+]
+REFERENCES = ["42", "\\frac{1}{2}", "\\text{Evelyn}", "(3, 4)", "x^2 + 1", "\\boxed{7}"]
+QUESTIONS = [PROBLEM, WINNER_PROBLEM, "Lily picks 14 apples a day. How many apples does she have after 3 days?"]
+
+
+def test_the_gate_checks_exactly_the_last_steps_whose_check_finds_an_answer(checker):
+    """For every last step, reference and question: the gate sends the step to be checked exactly
+    when its check reads an answer in it, so a checked last step is never unparseable for want of one."""
+    from itertools import product
+
+    from labeler.labeling.strategies import checks_final_step
+
+    nothing_to_compare = {"no answer in the prediction", "empty answer after normalisation", "no reference answer"}
+    cases = list(product(LAST_STEPS, REFERENCES, QUESTIONS))
+    results = checker.check_many([(step, ref) for step, ref, _ in cases], [q for _, _, q in cases])
+    disagree = []
+    for (step, ref, question), result in zip(cases, results):
+        gate = checks_final_step(Solution("p", "s", question, ref, ("First we set up.", step), "test", 0), "check")
+        if gate != (result.rule not in nothing_to_compare):
+            disagree.append((step, ref, question[:20], result.rule))
+    assert disagree == []

@@ -30,19 +30,26 @@ from typing import Hashable, Sequence
 
 from labeler.checking.comparison import Decision, compare
 from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer, extract_answer_traced
-from labeler.checking.normalisation import _is_plain_number_reference, _normalise
+from labeler.checking.normalisation import _is_plain_number_reference, _Norm, _normalise
 from labeler.checking.pool import _Pool
 from labeler.checking.question import Question, read_question
 from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Explanation, Verdict
 
-__all__ = ["AnswerChecker", "CHECKER_VERSION", "CheckResult", "CheckerUnavailable", "Explanation", "Verdict", "extract_answer"]
+__all__ = [
+    "AnswerChecker", "CHECKER_VERSION", "CheckResult", "CheckerUnavailable", "Explanation", "Reading", "Verdict", "extract_answer",
+    "read_answers", "states_answer",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
-CHECKER_VERSION = 3  # 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups against one number (red team 1); 2: shapes of answers (issue 12)
+# 4: a number in a circumstance that opens a closing sentence is not its answer ("After 3 days, she has 42 apples."; issue 23)
+# 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups
+#    against one number (red team 1)
+# 2: shapes of answers (issue 12)
+CHECKER_VERSION = 4
 
 
 def _default_workers() -> int:
@@ -199,28 +206,16 @@ class AnswerChecker:
             return _Outcome(Verdict.UNPARSEABLE, "the in-process layers failed on this input", None, "", None)
 
     def _fast(self, prediction: str, reference: str, question: str | None = None) -> "_Outcome":
-        ref = _extract_reference(reference)
-        if ref is None:
-            return _Outcome(Verdict.UNPARSEABLE, "no reference answer", None, "", None)
-        rn = _normalise(ref)
-        if self.last_number == "auto":
-            use_last = _is_plain_number_reference(rn)
-        else:
-            use_last = bool(self.last_number)
-        q: Question | None = read_question(question) if question else None
-        extracted, how = extract_answer_traced(
-            prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1, asked=q.quantity if q else None
-        )
-        if extracted is None:
-            return _Outcome(Verdict.UNPARSEABLE, "no answer in the prediction", None, how, ref)
-        if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
+        r = read_answers(prediction, reference, question, last_number=self.last_number)
+        extracted, how, ref = r.answer, r.how, r.reference
+        if r.missing is not None:
+            return _Outcome(Verdict.UNPARSEABLE, r.missing, extracted, how, ref)
+        if r.over_long:
             # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
             verdict = Verdict.CORRECT if extracted.strip() == ref.strip() else Verdict.UNPARSEABLE
             return _Outcome(verdict, "over-long answer: exact match only", extracted, how, ref)
-        pn = _normalise(extracted)
-        if not pn.text:
-            return _Outcome(Verdict.UNPARSEABLE, "empty answer after normalisation", extracted, how, ref)
-        d = compare(pn, rn, q)
+        pn, rn = r.answer_form, r.reference_form
+        d = compare(pn, rn, r.question)
         if d.verdict is not None:
             return _Outcome(d.verdict, d.rule, extracted, how, ref, d)
         if len(pn.spaced) > MAX_ANSWER_CHARS:
@@ -228,6 +223,55 @@ class AnswerChecker:
         if len(rn.spaced) > MAX_ANSWER_CHARS:
             return _Outcome(Verdict.INCORRECT, "reference too long for the symbolic layer", extracted, how, ref, d)
         return _Outcome(None, d.rule, extracted, how, ref, d, d.task)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What the checker reads off a prediction and its reference before comparing them."""
+
+    reference: str | None  # the reference's answer
+    answer: str | None  # the prediction's answer, as extracted
+    how: str  # the extraction rule that found it (or why none)
+    missing: str | None = None  # why there is nothing to compare ("no answer in the prediction"); None: there is
+    over_long: bool = False  # the answer is too long to be one: only an exact match counts
+    question: Question | None = None
+    answer_form: _Norm | None = None  # normal forms, when both are there and of a normal length
+    reference_form: _Norm | None = None
+
+
+def read_answers(prediction: str, reference: str, question: str | None = None, *, last_number: bool | str = "auto") -> Reading:
+    """The answers the checker compares: the reference's, and the prediction's as read for that
+    reference (the last-number fallback for a plain-number reference under "auto", a word for a
+    word reference, the clause that names the quantity the question asks)."""
+    ref = _extract_reference(reference)
+    if ref is None:
+        return Reading(None, None, "", "no reference answer")
+    rn = _normalise(ref)
+    use_last = _is_plain_number_reference(rn) if last_number == "auto" else bool(last_number)
+    q: Question | None = read_question(question) if question else None
+    extracted, how = extract_answer_traced(
+        prediction, last_number=use_last, expect_word=rn.text.isalpha() and len(rn.text) > 1, asked=q.quantity if q else None
+    )
+    if extracted is None:
+        return Reading(ref, None, how, "no answer in the prediction", question=q)
+    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
+        return Reading(ref, extracted, how, over_long=True, question=q)
+    pn = _normalise(extracted)
+    if not pn.text:
+        return Reading(ref, extracted, how, "empty answer after normalisation", question=q)
+    return Reading(ref, extracted, how, question=q, answer_form=pn, reference_form=rn)
+
+
+def states_answer(text: str, reference: str, question: str | None = None, *, last_number: bool | str = "auto") -> bool:
+    """Whether `text` states an answer the checker compares with `reference`: exactly when its
+    check (AnswerChecker with the same `last_number`) is not unparseable for want of an answer.
+    The final-step gate of the strategies asks this, so a last step it sends to be checked is never
+    labelled 0 for stating nothing, and one it rolls out could not have been checked."""
+    try:
+        return read_answers(text, reference, question, last_number=last_number).missing is None
+    except Exception:  # the checker's in-process layers failed on it: its check would be unparseable too
+        logger.debug("answer checker: reading the answers failed", exc_info=True)
+        return False
 
 
 @dataclass(frozen=True, slots=True)

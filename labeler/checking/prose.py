@@ -10,13 +10,18 @@ Rules, in order (``read_sentence``):
 2. A rejected number is not the answer: "not 12", "(not 12)", "rather than 12", "instead of 12".
 3. After a conclusion marker ("so", "therefore", "thus", "hence", "which means") only what follows
    it counts: "100 / 8 = 12.5, so she must buy 13 packs" states 13.
-4. Clauses joined by "and" / "," / ";" that each state one number: the clause that names what the
+4. A circumstance that opens the sentence ("After 3 days, she has 42 apples.", "If she fills 7
+   boxes, ...") is not what it states; its main clause is. Questions repeat their circumstances
+   ("... after 3 days?"), so rule 5 alone would pick the phrase. The phrase's number stays the
+   answer when the main clause's names another quantity than the one asked ("In 3 hours, it covers
+   180 miles." asked how many hours) or the main clause states none.
+5. Clauses joined by "and" / "," / ";" that each state one number: the clause that names what the
    question asks ("gold coins", "sell", "Harald") states the answer, when exactly one names it best.
-5. A number in a trailing circumstance ("after the $30 discount", "from the $50 bill", "of the 12
+6. A number in a trailing circumstance ("after the $30 discount", "from the $50 bill", "of the 12
    cookies") is not the one the clause states; the one before it is.
-6. Two numbers offered as alternatives ("12 or 13 days") are both the answer (a set, so a single
+7. Two numbers offered as alternatives ("12 or 13 days") are both the answer (a set, so a single
    reference never equals it).
-7. A duration in mixed units ("2 hours and 40 minutes") is one quantity, in the unit the question
+8. A duration in mixed units ("2 hours and 40 minutes") is one quantity, in the unit the question
    asks for, else in the smaller unit ("160 minutes").
 The answer keeps the words after its number ("8 millimeters shorter"), so that a unit or count
 noun other than the one asked makes it wrong (quantities.py), whichever way it was found.
@@ -134,6 +139,23 @@ _CONCLUSION = re.compile(r"(?:^|,\s*|\s)(?:so|therefore|thus|hence|which\s+means
 _CIRCUMSTANCE = re.compile(
     r"^[^,;]*?\b(?:(?:after|from|of|before|than|with|without|off|out\s+of|instead\s+of|beyond|besides|in|during|within)\s+"
     r"(?:[A-Za-z']+\s+){0,3}|over\s+(?:[A-Za-z']+\s+){1,3})(?:\\?\$\s?)?$",
+    re.IGNORECASE,
+)
+# A circumstance that opens a sentence, up to its comma: "After 3 days,", "By the end of week 4,",
+# "If she fills 7 boxes,", "In 2 years,". A comma or point inside a number ("1,000", "2.5") does not end it.
+_LEADING = re.compile(
+    r"\W*(?P<opener>after|before|until|till|since|because|if|when|whenever|once|unless|given|assuming|"
+    r"by|in|within|during|over|for|at|on|from|with|without|of|out\s+of|among|including|excluding)\b(?:[^,;:!?.]|[,.](?=\d)){1,80}?,(?!\d)",
+    re.IGNORECASE,
+)
+# Openers of a subordinate clause (it may have a subject and a verb: "If she fills 7 boxes,"); the
+# others open a phrase, which has none ("In total he walked 8 miles, ..." is the main clause).
+_SUBORDINATORS = frozenset("after before until till since because if when whenever once unless given assuming".split())
+_CLAUSE_WORDS = re.compile(r"\b(?:he|she|they|it|we|i|you|[a-z]{3,}ed)\b|=|<<", re.IGNORECASE)
+# What follows such a phrase is the main clause ("she has", "Tom will be", "12 passed"), not a
+# relative or joined clause ("..., which cost $21", "..., and ...") or a participle ("..., making 42").
+_MAIN_START = re.compile(
+    r"\s*(?!(?:which|who|whom|whose|that|where|while|and|but|or|nor|so|plus|minus|not|each|per)\b|[A-Za-z]+ing\b)[A-Za-z$\d\\]",
     re.IGNORECASE,
 )
 _JOINED = re.compile(r"\b(?:and|but|so|then|while)\b", re.IGNORECASE)
@@ -281,6 +303,7 @@ def read_sentence(sentence: str, asked: Asked | None = None, computed: frozenset
     if len(region) > 1 and _alternative(s, region, chosen) is None:
         chosen = _asked_beside(s, region, asked)
         if chosen is None:
+            region = _main_clause(s, region_start, region)
             chosen = _named_clause(s, region, asked)
         if chosen is None:
             chosen = len(region) - 1
@@ -295,6 +318,23 @@ def read_sentence(sentence: str, asked: Asked | None = None, computed: frozenset
         a, b = sorted((chosen, alt))
         return f"{_state(s, region[a], asked)} or {_state(s, region[b], asked)}"
     return _state(s, region[chosen], asked)
+
+
+def _main_clause(s: str, start: int, region: list[_Num]) -> list[_Num]:
+    """The numbers of `region` after the circumstances that open the sentence (from `start`, where
+    its statement begins): "After 3 days, she has 42 apples." states 42. A question repeats its
+    circumstance ("... after 3 days?"), so the words it shares with the question never make that
+    phrase the answer. All of them when no number follows the phrases."""
+    end = start
+    while (m := _LEADING.match(s, end)) is not None and _MAIN_START.match(s, m.end()):
+        phrase, words = m.group(0), re.findall(r"[A-Za-z]+", m.group(0))
+        if m.group("opener").lower() in _SUBORDINATORS:
+            if len(words) > 12:
+                break
+        elif len(words) > 8 or _CLAUSE_WORDS.search(phrase) or any(w.lower() in _VERBS for w in words):
+            break
+        end = m.end()
+    return [n for n in region if n.start >= end] or region
 
 
 def _in_circumstance(between: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from labeler.labeling.config import AFTER_FIRST_ERROR, STRATEGIES, LabelConfig, settings_view
-from labeler.checking import extract_answer
+from labeler.checking import states_answer
 from labeler.labeling.generation import Generator, SamplingSettings
 from labeler.records import Solution
 from labeler.labeling.rollouts import BatchOutcome, Checker
@@ -48,9 +48,14 @@ class PendingLabels:
 def checks_final_step(solution: Solution, final_step: str) -> bool:
     """With --final-step check, a last step that states an answer is labelled by checking it. One
     that cannot succeed is rolled out instead: a solution known to stop before its answer (a PRM800K
-    trajectory that ends at an error, a sampled solution cut by its budget) or a last step with no
-    answer the checker can find."""
-    return final_step == "check" and solution.complete and extract_answer(solution.steps[-1]) is not None
+    trajectory that ends at an error, a sampled solution cut by its budget) or a last step that states
+    no answer for its reference, as the checker reads it (states_answer: the same reading as its check)."""
+    return final_step == "check" and solution.complete and states_last_answer(solution)
+
+
+def states_last_answer(solution: Solution) -> bool:
+    """The last step states an answer the checker compares with the reference (what the final check reads)."""
+    return states_answer(solution.steps[-1], solution.reference_answer, solution.problem)
 
 
 def checked_final_steps(solutions: Sequence[Solution], final_step: str) -> list[int]:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labeler.checking import extract_answer
 from labeler.labeling.rollouts import SentRound, StepLedger
-from labeler.labeling.strategies import PendingLabels, StrategySettings
+from labeler.labeling.strategies import PendingLabels, StrategySettings, states_last_answer
 from labeler.records import Solution
 
 NOT_SAMPLED = "not sampled: the final-answer strategy labels only the last step"
@@ -42,6 +41,6 @@ def unchecked_reason(solution: Solution, truncated: str) -> str | None:
         return "the sampled solution was cut by its token budget (--solution-max-new-tokens)"
     if not solution.complete and not solution.sampling_truncated:
         return "the input says the solution stops before its final answer"
-    if extract_answer(solution.steps[-1]) is None:
+    if not states_last_answer(solution):
         return "the last step states no answer the checker can find"
     return None
