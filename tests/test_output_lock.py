@@ -201,6 +201,7 @@ def test_a_lock_taken_before_this_host_restarted_is_stale(tmp_path):
     [
         ({"lease_seconds": 600}, "fields this version does not know: lease_seconds"),
         ({"format": lock_module.LOCK_FORMAT + 1}, f"format {lock_module.LOCK_FORMAT + 1}"),
+        ({"format": "3-beta"}, "format 3-beta"),
     ],
 )
 @pytest.mark.parametrize("heartbeat_age", [1, lock_module.STALE_AFTER_SECONDS + 600])

@@ -95,7 +95,7 @@ class LockHolder:
             return None
         unknown = sorted(set(content) - {f.name for f in fields(cls)})
         lock_format = content.get("format", 1)
-        if unknown or (isinstance(lock_format, int) and lock_format > LOCK_FORMAT):
+        if unknown or not isinstance(lock_format, int) or lock_format > LOCK_FORMAT:
             return ForeignLock(content, tuple(unknown))
         try:
             holder = cls(**content)
