@@ -9,7 +9,8 @@
 `label` keeps everything in memory (no output directory, no manifest) and returns the labels table
 with the same schema as the shards a job writes; `run_job` is `labeler label` from Python. Settings
 are the fields of LabelConfig (the flags of `labeler label`, with underscores). Like the CLI, this
-is an entry point: it is where the domain (labeler/) meets the engine (workers/).
+is an entry point: it is where the domain (labeler/) meets the engine (workers/). Its libraries log
+to stderr (vLLM's log, which goes to stdout by default, included): the caller's stdout is its own.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ class Labeler:
         progress: bool = False,
         **settings,
     ):
+        from workers.engine_logging import vllm_logs_off_stdout
         from workers.model_source import EMBEDDED_MODEL
 
+        vllm_logs_off_stdout()
         allowed = {f.name for f in dataclasses.fields(LabelConfig)} - {"input", "output", "model"}
         unknown = sorted(set(settings) - allowed)
         if unknown:

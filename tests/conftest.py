@@ -1,9 +1,14 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The shared data (ProcessBench, GSM8K, MATH-500): ../shared/data beside the checkout, or where this says
+SHARED_DATA_DIR = "PRM_LABELER_SHARED_DATA"
+SHARED_DATA = Path(os.environ.get(SHARED_DATA_DIR) or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+# Set to 1 to run without it: its tests are skipped, each with the reason (pytest -ra lists them); else they fail
+NO_SHARED_DATA = "PRM_LABELER_NO_SHARED_DATA"
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +35,12 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def shared_data(relative: str) -> Path:
+    """The shared data file or folder `relative`; a failure naming it when it is missing (a skip, with the
+    reason, where the run says it goes without the shared data): a figure never goes untested unnoticed."""
     path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the shared data folder ../shared/data is not beside this checkout")
-    return path
+    if path.exists():
+        return path
+    why = f"{path} is absent: the shared data folder (../shared/data beside this checkout, or ${SHARED_DATA_DIR}) is missing"
+    if os.environ.get(NO_SHARED_DATA) == "1":
+        pytest.skip(f"{why}; {NO_SHARED_DATA}=1 runs without it")
+    pytest.fail(f"{why}; set {SHARED_DATA_DIR}=DIR to where it is, or {NO_SHARED_DATA}=1 to skip the tests that need it", pytrace=False)

@@ -96,3 +96,63 @@ def test_readme_example_runs_on_the_tiny_model(tiny_model_dir, tiny_engine, caps
         assert len(row["soft_labels"]) == len(row["steps"]) and sampled[:-1] == [4] * (len(row["steps"]) - 1)
         assert row["model"] == str(tiny_model_dir) and row["config_hash"]
     assert "first_error" in capsys.readouterr().out
+
+
+API_CALL = """
+import sys
+from labeler import Labeler
+
+with Labeler(model=sys.argv[1], rollouts=2, max_new_tokens=8, max_model_len=512, dtype="float32") as labeler:
+    labels = labeler.label([{"problem": "What is 2 + 2?", "answer": "4", "steps": ["2 + 2 = 4.", "The answer is: 4"]}])
+print("labelled", labels.num_rows)
+"""
+
+
+@pytest.mark.engine
+def test_the_api_prints_nothing_on_stdout_but_what_its_caller_prints(tiny_model_dir, tmp_path):
+    """vLLM logs to stdout by default (its INFO lines, from this process and the engine's): a caller's
+    stdout must hold only its own output; the libraries' logs go to stderr."""
+    import os
+    import subprocess
+    import sys
+
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("VLLM_LOGGING")}
+    result = subprocess.run(
+        [sys.executable, "-c", API_CALL, str(tiny_model_dir)], capture_output=True, text=True, timeout=600, env=environment, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "labelled 1\n", result.stdout[-3000:]
+    assert "INFO" in result.stderr  # vLLM's log, at its own level, where a library's log belongs
+
+
+LOG_CALL = """
+import sys
+from vllm.config.logging import LoggingConfig
+from vllm.logger import configure_logging, init_logger
+
+if sys.argv[1] == "before":
+    configure_logging(LoggingConfig())  # a caller that started an engine of its own first: vLLM's handler is set, on stdout
+from labeler import Labeler
+from tests.fakes import ScriptedGenerator
+
+with Labeler(model="scripted", generator=ScriptedGenerator({})) as labeler:
+    configure_logging(LoggingConfig())  # what vLLM does as an engine starts, in this process and in the engine's
+    init_logger("vllm.engine").info("an engine log line")
+print("the caller's result")
+"""
+
+
+@pytest.mark.parametrize("engine_started", ["before", "after"])
+def test_vllm_logs_on_stderr_whether_its_logging_was_set_up_before_the_api_or_after(engine_started, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("VLLM_LOGGING")}
+    environment["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), environment.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", LOG_CALL, engine_started], capture_output=True, text=True, timeout=300, env=environment, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "the caller's result\n"
+    assert "an engine log line" in result.stderr

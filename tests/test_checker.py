@@ -15,9 +15,9 @@ import pytest
 
 from labeler.cli import check as check_command
 from labeler.checking.checker import AnswerChecker, CheckResult, Verdict, extract_answer
+from tests.conftest import shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "processbench"
 
 C, I, U, T = Verdict.CORRECT, Verdict.INCORRECT, Verdict.UNPARSEABLE, Verdict.TIMEOUT
 
@@ -497,21 +497,19 @@ def test_cli_bad_usage_exits_2(argv, capsys):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not (DATA.parent / "math500").exists(), reason="../shared/data/math500 is absent")
 def test_reference_solutions_reach_their_own_answers(checker):
     """Each MATH-500 reference solution against its answer, each GSM8K solution against its number."""
-    math500 = [json.loads(x) for x in (DATA.parent / "math500" / "test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
-    gsm8k = [json.loads(x) for x in (DATA.parent / "gsm8k" / "test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    math500 = [json.loads(x) for x in shared_data("math500/test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    gsm8k = [json.loads(x) for x in shared_data("gsm8k/test.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     pairs = [(r["solution"], r["answer"]) for r in math500] + [(r["answer"], r["final_answer"]) for r in gsm8k]
     pairs += [(r["final_answer"], r["answer"]) for r in gsm8k]  # a whole reference solution as the reference
     failures = [p for p, res in zip(pairs, checker.check_many(pairs)) if res.verdict is not C]
     assert failures == []
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="../shared/data/processbench is absent")
 @pytest.mark.parametrize("split", ["gsm8k", "math"])
 def test_processbench_agreement(checker, split):
-    rows = [json.loads(x) for x in (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    rows = [json.loads(x) for x in shared_data(f"processbench/{split}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     results = checker.check_many([("\n\n".join(r["steps"]), r["answer"]) for r in rows])
     agree = sum((res.verdict is C) == bool(r["final_answer_correct"]) for r, res in zip(rows, results))
     assert agree / len(rows) >= 0.99

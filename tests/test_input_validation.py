@@ -76,7 +76,11 @@ def test_bounds_read_as_intervals_and_hold_their_open_ends():
     [
         ("temperature", math.nan, "--temperature must be a finite number, got nan"),
         ("temperature", math.inf, "--temperature must be a finite number, got inf"),
-        ("temperature", -0.1, "--temperature must be >= 0, got -0.1"),
+        ("temperature", -0.1, r"--temperature must be in \[0, 2\], got -0.1"),
+        ("temperature", 2.5, r"--temperature must be in \[0, 2\], got 2.5"),  # vLLM refuses it, once the model is loaded
+        ("seed", -3, r"--seed must be in \[0, 4294967295\], got -3"),  # the engine seeds numpy's generator with it
+        ("seed", 2**32, r"--seed must be in \[0, 4294967295\], got 4294967296"),
+        ("stop", ("",), "--stop must not be empty"),
         ("top_p", 0.0, r"--top-p must be in \(0, 1\], got 0.0"),
         ("top_p", math.nan, "--top-p must be a finite number"),
         ("ci_width", 1.5, r"--ci-width must be in \(0, 1\], got 1.5"),
@@ -145,6 +149,54 @@ def test_label_with_a_nan_temperature_exits_2_fast_in_a_process_of_its_own(tmp_p
     assert result.returncode == 2
     assert result.stderr.strip() == "labeler label: error: --temperature must be a finite number, got nan"
     assert not (tmp_path / "out").exists()
+
+
+# label, judge and bon: what each needs besides the flag under test (nothing is read: the flag is refused first)
+COMMANDS = {"label": [], "judge": ["--input", "no-such-labels"], "bon": ["--input", "no-such-problems.jsonl"]}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_negative_seed_exits_2_before_a_model_loads_and_leaves_no_output(command, tmp_path):
+    """vLLM refuses it once the model is loaded (a long traceback), after the manifest holding it is written."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "labeler.cli", command, *COMMANDS[command], "--output", str(tmp_path / "out"), "--seed", "-3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip() == f"labeler {command}: error: --seed must be in [0, 4294967295], got -3"
+    assert result.stdout == "" and not (tmp_path / "out").exists()
+    assert time.monotonic() - started < 20, "a model was loaded, or something as slow"
+
+
+REFUSED_LATER = [
+    (["--seed", "4294967296"], "--seed must be in [0, 4294967295], got 4294967296"),
+    (["--temperature", "2.5"], "--temperature must be in [0, 2], got 2.5"),
+    (["--stop", ""], "--stop must not be empty"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "message"),
+    [(command, flags, message) for command in COMMANDS for flags, message in REFUSED_LATER if (command, flags[0]) != ("judge", "--stop")],
+)  # a judge has no --stop
+def test_settings_the_engine_would_refuse_are_refused_before_it_starts(command, flags, message, tmp_path, capsys, no_engine):
+    assert main([command, *COMMANDS[command], "--output", str(tmp_path / "out"), "--quiet", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"labeler {command}: error: {message}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_judge_and_train_seeds_have_the_same_range():
+    from labeler.judging.config import JudgeConfig
+
+    with pytest.raises(ValueError, match=r"^--seed must be in \[0, 4294967295\], got -1$"):
+        JudgeConfig(input="i", output="o", model="m", seed=-1)
+    with pytest.raises(ValueError, match=r"^--seed must be in \[0, 4294967295\], got -1$"):
+        TrainConfig(labels="l", output="o", model="m", seed=-1)
 
 
 @pytest.mark.parametrize(

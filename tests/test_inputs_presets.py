@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,8 +16,8 @@ from labeler.inputs.presets import (
     to_source_row,
 )
 from labeler.records import RowError
+from tests.conftest import shared_data
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 GSM8K_ROW = {
     "question": "Tom has 1,000 apples and buys 2,500 more. How many now?",
@@ -482,12 +481,7 @@ def read_all(spec):
 
 
 def shared_file(relative):
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(
-            f"shared data {path} is absent (expected beside the project, at ../shared/data)"
-        )
-    return str(path)
+    return str(shared_data(relative))
 
 
 def test_all_of_processbench_reads_without_rejections():

@@ -144,6 +144,87 @@ def test_of_two_drivers_taking_over_one_stale_lock_only_one_gets_it(tmp_path):
     assert [path.name for path in tmp_path.iterdir()] == [LOCK_NAME]
 
 
+# -- whose process holds it: a pid is judged with its start time, a lock of another version never taken over ----
+def write_lock_fields(output: Path, **fields) -> None:
+    """A lock file with these fields over those of a fresh lock of a live process on this host."""
+    output.mkdir(parents=True, exist_ok=True)
+    me = OutputLock(OutputLocation(output)).holder  # this process, this host, as a driver records them
+    content = {**json.loads(me.to_bytes()), "token": "someone-else", "started": iso(3600), "heartbeat": iso(1), **fields}
+    (output / LOCK_NAME).write_text(json.dumps(content))
+
+
+def test_a_lock_records_the_boot_and_the_start_of_its_process(tmp_path):
+    with OutputLock(OutputLocation(tmp_path)):
+        content = json.loads((tmp_path / LOCK_NAME).read_bytes())
+    assert content["format"] == lock_module.LOCK_FORMAT
+    assert content["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert content["process_start"] == Path(f"/proc/{os.getpid()}/stat").read_text().rpartition(")")[2].split()[19]
+
+
+def test_a_lock_of_this_pid_taken_by_an_earlier_process_is_stale(tmp_path):
+    # a restarted container: its driver is PID 1 again, and the lock names PID 1 of before the restart
+    write_lock_fields(tmp_path, pid=os.getpid(), process_start="1")
+    with OutputLock(OutputLocation(tmp_path)) as lock:
+        assert lock_token(tmp_path) == lock.holder.token
+        assert len(lock.warnings) == 1 and f"pid {os.getpid()} is another process now" in lock.warnings[0]
+
+
+def test_a_lock_of_this_pid_written_by_a_version_that_recorded_no_start_is_stale(tmp_path):
+    write_lock(tmp_path, host=socket.gethostname(), pid=os.getpid(), heartbeat_age=1)  # the lock format of before
+    with OutputLock(OutputLocation(tmp_path)) as lock:
+        assert lock_token(tmp_path) == lock.holder.token and f"pid {os.getpid()} is another process now" in lock.warnings[0]
+
+
+def test_a_live_process_is_judged_by_its_start_time(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = Path(f"/proc/{sleeper.pid}/stat").read_text().rpartition(")")[2].split()[19]
+        write_lock_fields(tmp_path, pid=sleeper.pid, process_start=started)
+        with pytest.raises(OutputLockedError, match=f"another driver is labelling this output .*pid {sleeper.pid}"):
+            OutputLock(OutputLocation(tmp_path)).acquire()
+        write_lock_fields(tmp_path, pid=sleeper.pid, process_start=str(int(started) - 1))  # the pid was reused
+        with OutputLock(OutputLocation(tmp_path)) as lock:
+            assert f"pid {sleeper.pid} is another process now" in lock.warnings[0]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_lock_taken_before_this_host_restarted_is_stale(tmp_path):
+    write_lock_fields(tmp_path, boot_id="00000000-0000-0000-0000-000000000000")
+    with OutputLock(OutputLocation(tmp_path)) as lock:
+        assert "this host has restarted since" in lock.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"lease_seconds": 600}, "fields this version does not know: lease_seconds"),
+        ({"format": lock_module.LOCK_FORMAT + 1}, f"format {lock_module.LOCK_FORMAT + 1}"),
+        ({"format": "3-beta"}, "format 3-beta"),
+    ],
+)
+@pytest.mark.parametrize("heartbeat_age", [1, lock_module.STALE_AFTER_SECONDS + 600])
+def test_a_lock_of_a_newer_version_is_never_taken_over(fields, named, heartbeat_age, tmp_path):
+    write_lock_fields(tmp_path, pid=dead_pid(), heartbeat=iso(heartbeat_age), version="9.0", **fields)
+    before = (tmp_path / LOCK_NAME).read_bytes()
+    with pytest.raises(OutputLockedError) as refused:
+        OutputLock(OutputLocation(tmp_path)).acquire()
+    message = str(refused.value)
+    assert "written by labeler 9.0" in message and named in message and "its driver may still be running" in message
+    assert f"delete {tmp_path / LOCK_NAME}" in message
+    assert (tmp_path / LOCK_NAME).read_bytes() == before
+
+
+def test_status_says_a_lock_of_a_newer_version_is_not_taken_over(tmp_path):
+    from labeler.store.status import _describe_driver
+
+    write_lock_fields(tmp_path, lease_seconds=600, version="9.0")
+    driver = lock_module.read_lock_holder(OutputLocation(tmp_path))
+    assert driver["foreign"] and not driver["stale"]
+    assert "the next run refuses it" in _describe_driver(driver)
+
+
 # -- holding ----------------------------------------------------------------------------------------
 def test_the_heartbeat_is_rewritten_and_a_lost_lock_stops_it(tmp_path):
     lock = OutputLock(OutputLocation(tmp_path), heartbeat_every=0.05)

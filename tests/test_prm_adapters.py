@@ -52,8 +52,10 @@ def test_math_shepherd_reads_plus_against_minus_at_each_step_tag(models):
     scorer = load_scorer(f"math-shepherd:{models['math-shepherd']}", placement=CPU, batch_size=2)
     scores = scorer.step_scores(SOLUTIONS)
     lm, tokenizer = causal_lm(models["math-shepherd"])
+    # the ids as the model card takes them (peiyi9979/math-shepherd-mistral-7b-prm):
+    #   candidate_tokens = tokenizer.encode(f"{good_token} {bad_token}")[1:]  and  step_tag_id = tokenizer.encode(f"{step_tag}")[-1]
+    plus, minus = tokenizer.encode("+ -")[1:]
     tag = tokenizer.encode("ки")[-1]
-    plus, minus = tokenizer.encode("+")[-1], tokenizer.encode("-")[-1]
     for solution, got in zip(SOLUTIONS, scores):
         # Math-Shepherd's example: "{question} {output}" with "Step i: ... ки" lines, encoded whole (BOS first)
         text = render_text(solution.problem, solution.steps)

@@ -3,6 +3,8 @@
 - `route_vllm_logs`: vLLM's logs go to stderr at a chosen level (vLLM logs to stdout by default;
   stdout is for results). Must run before vLLM is imported; the engine's own processes inherit
   the setting via the environment.
+- `vllm_logs_off_stdout`: for the Python API, vLLM's log on stderr at vLLM's own level (a caller's
+  stdout holds only what it prints), unless the caller set up vLLM's logging.
 - `quiet_libraries`: no hub retry warnings, no Python warnings (FutureWarning and the like) and no
   torch C++ warnings, here and in the processes started from here. `labeler` runs its commands
   inside it unless --verbose.
@@ -52,6 +54,23 @@ def route_vllm_logs(level: str = "ERROR") -> None:
     # vLLM applies that file only when an engine starts; what it logs while being imported (e.g.
     # "Triton is installed, but doesn't include CPU backend") goes through the same rules already.
     log_to_stderr("vllm", level, logging.Formatter(VLLM_FORMAT))
+
+
+# What a caller sets to decide where and whether vLLM logs: then vllm_logs_off_stdout leaves vLLM's logging alone.
+VLLM_LOGGING_SWITCHES = ("VLLM_LOGGING_STREAM", "VLLM_LOGGING_CONFIG_PATH", "VLLM_CONFIGURE_LOGGING")
+
+
+def vllm_logs_off_stdout() -> None:
+    """vLLM's log on stderr instead of stdout, at vLLM's own level (VLLM_LOGGING_LEVEL, INFO by default).
+    vLLM sets up its logging as an engine starts, in this process and in the engine's, from the
+    environment: set here, it holds for every engine started after. A handler of an engine that
+    started before is moved to stderr."""
+    if any(name in os.environ for name in VLLM_LOGGING_SWITCHES):
+        return
+    os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"
+    for handler in logging.getLogger("vllm").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
 
 
 @contextmanager

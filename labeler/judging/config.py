@@ -9,7 +9,18 @@ from dataclasses import dataclass
 
 from labeler.ids import stable_id
 from labeler.judging.prompts import DEFAULT_TEMPLATE, PLACEHOLDERS, check_template
-from labeler.labeling.config import INPUT_OUTPUT, JobSettings, LabelConfig, check_choices, check_numbers, names_with, setting, settings_view
+from labeler.labeling.config import (
+    INPUT_OUTPUT,
+    SEED_RANGE,
+    TEMPERATURE_RANGE,
+    JobSettings,
+    LabelConfig,
+    check_choices,
+    check_numbers,
+    names_with,
+    setting,
+    settings_view,
+)
 from labeler.labeling.generation import SamplingSettings
 
 JUDGE = "judge"
@@ -68,10 +79,14 @@ class JudgeConfig(_FormatAndEngine, JobSettings):
         + " ({problem} and {paragraphs} are required; nothing else is special)",
         group=JUDGE,
     )
-    temperature: float = setting(0.7, at_least=0, help="sampling temperature of the critiques (0: greedy, and resamples draw the same text)", group=JUDGE)
+    temperature: float = setting(
+        0.7, **TEMPERATURE_RANGE, help="sampling temperature of the critiques (0: greedy, and resamples draw the same text)", group=JUDGE
+    )
     top_p: float = setting(1.0, above=0, at_most=1, help="nucleus sampling of the critiques", group=JUDGE)
     max_new_tokens: int = setting(1024, at_least=1, help="token budget of each critique", group=JUDGE)
-    seed: int = setting(0, help="base seed; each critique's seed derives from it, the prompt's text, the vote and the resample", group=JUDGE)
+    seed: int = setting(
+        0, **SEED_RANGE, help="base seed; each critique's seed derives from it, the prompt's text, the vote and the resample", group=JUDGE
+    )
     shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=JUDGE)
 
     def __post_init__(self) -> None:

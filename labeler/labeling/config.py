@@ -139,6 +139,12 @@ def _same_field(f: dataclasses.Field):
     return field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
 
 
+# Ranges that the libraries would enforce only later, once a model is loaded (and after the output's manifest is written):
+# the engine seeds numpy's global generator with --seed (np.random.seed takes [0, 2**32)), and vLLM refuses a
+# temperature above 2. `setting(..., **SEED_RANGE)` for every seed of the project.
+SEED_RANGE = {"at_least": 0, "at_most": 2**32 - 1}
+TEMPERATURE_RANGE = {"at_least": 0, "at_most": 2}
+
 INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"
 CLUSTER = "Ray cluster (without --workers the job runs in this process)"
 
@@ -232,7 +238,9 @@ class LabelConfig(JobSettings):
         default_text="none",
     )
     rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
-    temperature: float = setting(0.7, at_least=0, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS)
+    temperature: float = setting(
+        0.7, **TEMPERATURE_RANGE, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS
+    )
     top_p: float = setting(
         1.0,
         above=0,
@@ -249,7 +257,12 @@ class LabelConfig(JobSettings):
         "shrinks to what the context leaves, recorded in each rollout's token_budget)",
         group=ROLLOUTS,
     )
-    seed: int = setting(0, help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)", group=ROLLOUTS)
+    seed: int = setting(
+        0,
+        **SEED_RANGE,
+        help="base seed; each request's seed derives from it and the prompt's text (problem, reference, steps so far)",
+        group=ROLLOUTS,
+    )
     shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
     solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
     solution_max_new_tokens: int = setting(512, at_least=1, help="token budget of each sampled solution", group=ROLLOUTS)
@@ -333,6 +346,8 @@ class LabelConfig(JobSettings):
     def __post_init__(self) -> None:
         check_choices(self)
         check_numbers(self)
+        if "" in self.stop:  # vLLM refuses it, once the model is loaded
+            raise ValueError("--stop must not be empty")
         if self.strategy == "final-answer" and self.final_step != "check":
             raise ValueError("--strategy final-answer labels the last step by checking its answer: it needs --final-step check")
 

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 
-from labeler.labeling.config import check_choices, check_numbers, names_with, setting
+from labeler.labeling.config import SEED_RANGE, check_choices, check_numbers, names_with, setting
 
 TARGETS = ("soft", "hard")
 SELECT_BEST = ("val_loss", "val_auc")
@@ -97,7 +97,7 @@ class TrainConfig:
     )
     validation_fraction: float = setting(0.1, at_least=0, below=1, help="share of problems held out for validation", group=DATA)
     select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
-    seed: int = setting(0, help="split, shuffling and head initialisation", group=OPTIMISATION)
+    seed: int = setting(0, **SEED_RANGE, help="split, shuffling and head initialisation", group=OPTIMISATION)
     device: str = setting("auto", choices=DEVICES, help=DEVICE_HELP, group=RUN, may_change_on_resume=True)
     precision: str = setting("auto", choices=PRECISIONS, help=PRECISION_HELP, group=RUN)
     pack_length: int | None = setting(

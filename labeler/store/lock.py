@@ -4,12 +4,18 @@ Two drivers on one output would both run every unit, and the manifest rewrites o
 the units the other committed. So a job takes the lock before it reads or writes anything in its
 output (--overwrite too), and a second driver stops with OutputLockedError naming the holder.
 
-The lock file is JSON: the holder's token (a uuid), host, pid, command, version, when it started
-and its last heartbeat. The holder rewrites the heartbeat every HEARTBEAT_SECONDS from a daemon
+The lock file is JSON: its format, the holder's token (a uuid), host, pid, command, version, when it
+started and its last heartbeat, and, on Linux, the host's boot id and the clock tick at which the
+holder's process started. The holder rewrites the heartbeat every HEARTBEAT_SECONDS from a daemon
 thread. A lock is stale, and is taken over with a warning, when its heartbeat is older than
 STALE_AFTER_SECONDS (a killed machine; the hosts' clocks must agree to well within that), or when
-its host is this one and its pid is not alive (a killed driver). The takeover is a compare-and-swap
-(labeler/store/lock_file.py), so of two drivers taking over one stale lock only one gets it.
+its host is this one and its process is certainly gone: the host booted since (another boot id), its
+pid is not alive, or is another process now (it started at another tick: a restarted container whose
+driver is PID 1 again, a reused pid). Processes of one host name in separate PID namespaces (two
+containers given one hostname) are not told apart. A lock in a format this version does not know
+(a newer format, fields it does not know) is never taken over: its holder may live by rules this
+version cannot judge. The takeover is a compare-and-swap (labeler/store/lock_file.py), so of two
+drivers taking over one stale lock only one gets it.
 
 Fencing: before every commit and in every heartbeat the holder reads the lock back; if it no longer
 carries its token (it stalled past the threshold and was taken over) the job stops with
@@ -27,7 +33,8 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 from datetime import datetime, timezone
 
@@ -44,6 +51,7 @@ HEARTBEAT_SECONDS = 10.0
 STALE_AFTER_SECONDS = 60.0  # six missed heartbeats
 UNREADABLE_WAIT_SECONDS = 0.5  # a local lock is empty for an instant between its create and its write
 TAKE_ATTEMPTS = 3
+LOCK_FORMAT = 2  # 2: boot_id and process_start; 1 (no format field): the locks written before them
 
 logger = logging.getLogger("labeler.lock")
 
@@ -65,6 +73,9 @@ class LockHolder:
     heartbeat: str
     command: str = ""
     version: str = ""
+    format: int = 1
+    boot_id: str = ""  # "" where the host does not say (not Linux), and in format 1
+    process_start: str = ""  # clock ticks from boot to the holder process's start; "" as boot_id
 
     def describe(self, now: float) -> str:
         return f"host {self.host}, pid {self.pid}, since {self.started}, last heartbeat {now - _epoch(self.heartbeat):.0f}s ago"
@@ -73,15 +84,41 @@ class LockHolder:
         return json.dumps(asdict(self), indent=1).encode()
 
     @classmethod
-    def parse(cls, data: bytes) -> LockHolder | None:
-        """None for content that is not a lock written by this module (empty, cut short, edited)."""
+    def parse(cls, data: bytes) -> LockHolder | ForeignLock | None:
+        """The holder; a ForeignLock for a lock of a format this version does not know; None for content
+        that is not a lock (empty, cut short, edited)."""
         try:
-            fields = json.loads(data)
-            holder = cls(**fields)
+            content = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(content, dict):
+            return None
+        unknown = sorted(set(content) - {f.name for f in fields(cls)})
+        lock_format = content.get("format", 1)
+        if unknown or not isinstance(lock_format, int) or lock_format > LOCK_FORMAT:
+            return ForeignLock(content, tuple(unknown))
+        try:
+            holder = cls(**content)
             _epoch(holder.heartbeat)
             return holder
         except (ValueError, TypeError):
             return None
+
+
+@dataclass(frozen=True)
+class ForeignLock:
+    """A lock written in a format this version does not know (a newer labeler's): never taken over."""
+
+    content: dict
+    unknown_fields: tuple[str, ...]
+
+    def describe(self) -> str:
+        written = f"written by labeler {self.content.get('version') or 'of another version'}"
+        what = [f"format {self.content.get('format', 1)}"]
+        if self.unknown_fields:
+            what.append(f"fields this version does not know: {', '.join(self.unknown_fields)}")
+        who = ", ".join(f"{key} {self.content[key]}" for key in ("host", "pid", "started") if key in self.content)
+        return f"{written} ({'; '.join(what)}){', ' + who if who else ''}"
 
 
 class OutputLock:
@@ -106,6 +143,9 @@ class OutputLock:
             heartbeat=_iso(time.time()),
             command=" ".join(sys.argv)[:500],
             version=__version__,
+            format=LOCK_FORMAT,
+            boot_id=_boot_id(),
+            process_start=_process_start(os.getpid()),
         )
         self.warnings: list[str] = []  # a stale lock taken over, for the job's log
         self._version = None
@@ -138,6 +178,12 @@ class OutputLock:
                 seen_unreadable = content
                 time.sleep(UNREADABLE_WAIT_SECONDS)
                 continue
+            if isinstance(holder, ForeignLock):
+                raise OutputLockedError(
+                    f"{self.file.where}: held by a lock that labeler {__version__} cannot judge ({holder.describe()}): "
+                    f"its driver may still be running; wait for it to finish, or run the labeler that wrote it, or, if "
+                    f"you are sure no driver writes there, delete {self.file.where} and rerun"
+                )
             reason = self._stale_reason(holder)
             if reason is None:
                 raise OutputLockedError(
@@ -157,8 +203,24 @@ class OutputLock:
         now = time.time()
         if now - _epoch(holder.heartbeat) > self.stale_after:
             return f"{holder.describe(now)}, over {self.stale_after:.0f}s"
-        if holder.host == self.holder.host and holder.pid != os.getpid() and not _pid_alive(holder.pid):
-            return f"{holder.describe(now)}; that process is gone"
+        if holder.host == self.holder.host:
+            gone = self._process_gone(holder)
+            if gone is not None:
+                return f"{holder.describe(now)}; {gone}"
+        return None
+
+    def _process_gone(self, holder: LockHolder) -> str | None:
+        """Why the process of `holder`, a lock of this host, is certainly not running; None when it may be."""
+        me = self.holder
+        if holder.boot_id and me.boot_id and holder.boot_id != me.boot_id:
+            return "this host has restarted since it was taken"
+        if not _pid_alive(holder.pid):
+            return "that process is gone"
+        if holder.format < 2 and holder.pid == me.pid:  # every lock this process writes has a later format
+            return f"pid {holder.pid} is another process now (this one, which did not take it)"
+        now_start = _process_start(holder.pid)
+        if holder.process_start and now_start and holder.process_start != now_start:
+            return f"pid {holder.pid} is another process now (started at tick {now_start}, the holder at {holder.process_start})"
         return None
 
     def _hold(self, version) -> None:
@@ -172,9 +234,11 @@ class OutputLock:
         if self._lost is None:
             found = self.file.read()
             holder = LockHolder.parse(found[0]) if found is not None else None
-            if holder is None or holder.token != self.holder.token:
-                if holder is not None:
+            if not isinstance(holder, LockHolder) or holder.token != self.holder.token:
+                if isinstance(holder, LockHolder):
                     self._lost = f"now held by host {holder.host}, pid {holder.pid}"
+                elif isinstance(holder, ForeignLock):
+                    self._lost = f"now held by a lock {holder.describe()}"
                 else:
                     self._lost = "it is gone" if found is None else "its content is unreadable"
         if self._lost is not None:
@@ -236,6 +300,9 @@ def read_lock_holder(location: OutputLocation) -> dict | None:
     holder = LockHolder.parse(data)
     if holder is None:
         return {"unreadable": True, "stale": True}
+    if isinstance(holder, ForeignLock):
+        who = {key: holder.content.get(key, "?") for key in ("host", "pid")}  # what readers name a holder by
+        return {"foreign": holder.describe(), **who, "stale": False}
     age = time.time() - _epoch(holder.heartbeat)
     return {"host": holder.host, "pid": holder.pid, "started": holder.started, "heartbeat_age_seconds": round(age, 1), "stale": age > STALE_AFTER_SECONDS}
 
@@ -256,3 +323,22 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         return True
     return True
+
+
+def _boot_id() -> str:
+    """This boot of the host (Linux: a new random id at each boot); "" where the host does not say."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> str:
+    """The clock tick since boot at which process `pid` started (Linux: field 22 of /proc/PID/stat),
+    which tells a pid's processes apart; "" where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    after_name = stat.rpartition(")")[2].split()  # the name, in parentheses, may hold spaces; field 3 on
+    return after_name[19] if len(after_name) > 19 else ""

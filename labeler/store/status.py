@@ -82,5 +82,7 @@ def _describe_driver(driver: dict | None) -> str:
         return "none (the output is not locked: no job is running on it)"
     if driver.get("unreadable"):
         return "a lock that cannot be read: the next run takes it over"
+    if driver.get("foreign"):
+        return f"a lock {driver['foreign']}: its driver may be running; the next run refuses it until it is deleted"
     who = f"host {driver['host']}, pid {driver['pid']}, since {driver['started']}, last heartbeat {driver['heartbeat_age_seconds']:.0f}s ago"
     return f"stale lock of {who}: its driver is gone, the next run takes it over" if driver["stale"] else f"running on {who}"

@@ -5,9 +5,9 @@ solution is shown as it was in training, encoded in one piece (a BOS first when 
 
     {problem} Step 1: {step 1} ки\\nStep 2: {step 2} ки\\n...Step k: {step k} ки
 
-and step i's score is P("+") against "-" from the next-token logits at its "ки" tag. A step that
-already opens with "Step N:" keeps only our numbering; a "ки" inside a step's text is dropped, so
-the tags are exactly the ones we put.
+and step i's score is P("+") against "-" from the next-token logits at its "ки" tag, with the token
+ids taken as the model card takes them (`card_token_ids`). A step that already opens with "Step N:"
+keeps only our numbering; a "ки" inside a step's text is dropped, so the tags are exactly the ones we put.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.adapters.loading import context_length, load_causal_lm, single_token
+from labeler.prm.adapters.loading import context_length, load_causal_lm
 from labeler.prm.adapters.positions import RenderError, TokenPairScorer
 from labeler.prm.devices import Placement
 from labeler.prm.model import PRMLoadError
@@ -31,6 +31,30 @@ def render_text(problem: str, steps) -> str:
     return f"{problem.strip()} " + "\n".join(lines)
 
 
+def card_token_ids(name: str, tokenizer) -> tuple[int, int, int]:
+    """(good, bad, step tag) ids as the model card reads them, which is what the PRM was trained on:
+
+        candidate_tokens = tokenizer.encode(f"{good_token} {bad_token}")[1:]  # [648, 387]
+        step_tag_id = tokenizer.encode(f"{step_tag}")[-1]  # 12902
+
+    The "-" of "+ -" is the token of " -" where the tokenizer has one (not the "-" that opens a text),
+    and the tag's last token, after the BOS and any lone prefix space. PRMLoadError unless each writes
+    its text alone: a tokenizer of another format."""
+    tag_ids = tokenizer.encode(STEP_TAG)
+    if tokenizer.decode(tag_ids[-1:]).strip() != STEP_TAG:
+        pieces = len(tokenizer(STEP_TAG, add_special_tokens=False)["input_ids"])
+        raise PRMLoadError(f"{name}: the tokenizer writes the step tag {STEP_TAG!r} as {pieces} tokens, not one: not a PRM of this format")
+    pair = tokenizer.encode(f"{GOOD_TOKEN} {BAD_TOKEN}")
+    if pair[:1] == [tokenizer.bos_token_id]:  # the card's [1:]: its tokenizer puts a BOS first
+        pair = pair[1:]
+    if len(pair) != 2 or [tokenizer.decode([token]).strip() for token in pair] != [GOOD_TOKEN, BAD_TOKEN]:
+        raise PRMLoadError(
+            f"{name}: the tokenizer writes {GOOD_TOKEN + ' ' + BAD_TOKEN!r} as {tokenizer.convert_ids_to_tokens(pair)}, "
+            "not one token each: not a PRM of this format"
+        )
+    return pair[0], pair[1], tag_ids[-1]
+
+
 class MathShepherdScorer(TokenPairScorer):
     def __init__(self, lm, *, tag_id: int, **settings):
         super().__init__(lm, **settings)
@@ -39,11 +63,12 @@ class MathShepherdScorer(TokenPairScorer):
     @classmethod
     def load(cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str):
         lm, tokenizer = load_causal_lm(name, "math-shepherd", model, placement, trust_remote_code)
+        good, bad, tag = card_token_ids(name, tokenizer)
         scorer = cls(
             lm,
-            tag_id=single_token(name, tokenizer, STEP_TAG, "step tag"),
-            good_token_id=single_token(name, tokenizer, GOOD_TOKEN, "good-step token"),
-            bad_token_id=single_token(name, tokenizer, BAD_TOKEN, "bad-step token"),
+            tag_id=tag,
+            good_token_id=good,
+            bad_token_id=bad,
             name=name,
             tokenizer=tokenizer,
             placement=placement,
