@@ -108,7 +108,8 @@ def the_process(job: subprocess.Popen, name_prefix: str, limit: float = 120.0) -
         if job.poll() is not None:
             raise AssertionError(f"the job ended before its {name_prefix} process could be killed: {job.communicate()[1][-3000:]}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(found)} processes titled {name_prefix} under the job after {limit:g} s, not one; its processes:\n" + _tree(job.pid))
+            found_now = f"{len(found)} processes titled {name_prefix} under the job after {limit:g} s, not one"
+            raise AssertionError(f"{found_now}; its processes:\n" + _tree(job.pid))
         time.sleep(0.1)
 
 

@@ -234,7 +234,8 @@ def test_a_row_that_cannot_be_imported_is_found_by_bisection_and_only_it_is_reje
     monkeypatch.setattr(import_job, "_labels_row", poisoned)
     summary = import_cli(capsys, *args, "--output", str(tmp_path / "out"))
     key = lambda row: row["row_index"]  # noqa: E731
-    assert sorted(labels_of(tmp_path / "out"), key=key) == [row for row in sorted(labels_of(tmp_path / "clean"), key=key) if row["row_index"] != 2]
+    clean = [row for row in sorted(labels_of(tmp_path / "clean"), key=key) if row["row_index"] != 2]
+    assert sorted(labels_of(tmp_path / "out"), key=key) == clean
     assert summary["solutions"] == 4 and summary["rejected_rows"] == 3  # the two rows the input rejects, and this one
     [poison] = [row for row in pq.read_table(tmp_path / "out" / "rejected").to_pylist() if row["row_index"] == 2]
     assert poison["stage"] == "import" and "KeyError" in poison["reason"] and "a bug this one row trips" in poison["reason"]

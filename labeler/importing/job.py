@@ -159,14 +159,17 @@ def run_import(
             if failed:
                 progress.warn(f"unit {unit.index}: {len(failed)} of its {len(unit.rows)} rows could not be imported and go to rejected/")
                 shards[REJECTED_DIR] = rejected_table(failed, stage="import")
-                stats |= {"rejected": len(failed), FAILURE_KEY: f"{len(failed)} of its {len(unit.rows)} rows could not be imported: {failed[0].reason}"}
+                why = f"{len(failed)} of its {len(unit.rows)} rows could not be imported: {failed[0].reason}"
+                stats |= {"rejected": len(failed), FAILURE_KEY: why}
             if store.commit_unit(unit.unit_id, unit.shard_name, shards, stats):
                 progress.unit_committed(len(unit.rows), 0, 0)
         store.compact()
         return _summarise(store, plan, len(pending), time.monotonic() - started)
 
 
-def _import_rows(unit: WorkUnit, rows: tuple[PlannedRow, ...], plan: ImportPlan, config_hash: str) -> tuple[list[pa.Table], list[RejectedRow]]:
+def _import_rows(
+    unit: WorkUnit, rows: tuple[PlannedRow, ...], plan: ImportPlan, config_hash: str
+) -> tuple[list[pa.Table], list[RejectedRow]]:
     """The labels tables of `rows` (of `unit`), and the rows rejected: when building the table fails
     (a row that trips a bug), each half is built on its own, down to the rows that fail alone."""
     try:

@@ -126,9 +126,11 @@ class UnitFailures:
                 where = f" {self.where}" if self.where else ""
                 bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
             if len(unit.rows) > 1:
-                halves = (replace(unit, rows=unit.rows[: len(unit.rows) // 2]), replace(unit, rows=unit.rows[len(unit.rows) // 2 :]))
-                self.progress.warn(f"{name} failed ({reason}); its {len(unit.rows)} rows are labelled in two halves to find the rows that fail")
-                queue.extend(halves)  # at the back: other units go first, so a broken setup is told by them
+                middle = len(unit.rows) // 2
+                pieces = (replace(unit, rows=unit.rows[:middle]), replace(unit, rows=unit.rows[middle:]))
+                halves = f"its {len(unit.rows)} rows are labelled in two halves to find those that fail"
+                self.progress.warn(f"{name} failed ({reason}); {halves}")
+                queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
                 bisection.out += 1  # one piece out replaced by two
                 return None
             row = unit.rows[0].source

@@ -76,9 +76,12 @@ def format_status(status: dict) -> str:
 def _describe_failed(failed: int, by_machine: int) -> str:
     if not failed:
         return ""
-    parts = [f"{failed - by_machine} failed: rows of them are in rejected/, --retry-rejected labels them again"] if failed > by_machine else []
+    parts = []
+    if failed > by_machine:
+        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, --retry-rejected labels them again")
     if by_machine:
-        parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, a rerun labels them again")
+        parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, "
+                     "a rerun labels them again")
     return f" ({'; '.join(parts)})"
 
 
