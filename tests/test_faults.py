@@ -96,17 +96,45 @@ def descendants(pid: int, name_prefix: str, containing: str = "") -> list[psutil
     return found
 
 
+def the_process(job: subprocess.Popen, name_prefix: str, limit: float = 120.0) -> psutil.Process:
+    """The one process under the job whose title starts with `name_prefix`, waited for up to `limit` seconds:
+    a process just started has its title set a moment later (vLLM and Ray set it), and one can be
+    unreadable for a moment. Past the limit, an AssertionError that lists the job's processes."""
+    deadline = time.monotonic() + limit
+    while True:
+        found = descendants(job.pid, name_prefix)
+        if len(found) == 1:
+            return found[0]
+        if job.poll() is not None:
+            raise AssertionError(f"the job ended before its {name_prefix} process could be killed: {job.communicate()[1][-3000:]}")
+        if time.monotonic() > deadline:
+            found_now = f"{len(found)} processes titled {name_prefix} under the job after {limit:g} s, not one"
+            raise AssertionError(f"{found_now}; its processes:\n" + _tree(job.pid))
+        time.sleep(0.1)
+
+
+def _tree(pid: int) -> str:
+    lines = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            lines.append(f"  {child.pid} (parent {child.ppid()}): {' '.join(child.cmdline())[:120]}")
+        except psutil.Error as error:
+            lines.append(f"  {child.pid}: unreadable ({type(error).__name__})")
+    return "\n".join(lines) or "  none"
+
+
 def with_engine_processes() -> dict:
-    """vLLM's engine core in a process of its own (on CPU it runs in-process by default): the process a kill targets."""
-    return {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    """vLLM's engine core in a process of its own (on CPU it runs in-process by default): the process a kill
+    targets. RAY_ADDRESS=local: a Ray instance of the job's own, under it, even where a cluster that
+    `ray start` recorded on this machine would be joined by default (its workers would not be the job's)."""
+    return {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "RAY_ADDRESS": "local"}
 
 
 def test_engine_core_sigkilled_mid_job_is_replaced_in_process(dataset, tiny_model_dir, clean_run, tmp_path):
     out = tmp_path / "out"
     job = subprocess.Popen(label_args(dataset, out, tiny_model_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=with_engine_processes())
     wait_for(lambda: committed(out) >= 1, job, "first commit")
-    [engine] = descendants(job.pid, "VLLM::EngineCore")
-    engine.kill()
+    the_process(job, "VLLM::EngineCore").kill()
     stdout, stderr = job.communicate(timeout=ENGINE_START_LIMIT)
     assert job.returncode == 0, stderr[-3000:]
     assert "the engine died during unit" in stderr and "starting a new one" in stderr
@@ -119,8 +147,7 @@ def test_engine_core_and_worker_sigkilled_on_ray(dataset, tiny_model_dir, clean_
     job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=with_engine_processes(), start_new_session=True)
     try:
         wait_for(lambda: committed(out) >= 1, job, "first commit")
-        [engine] = descendants(job.pid, "VLLM::EngineCore")
-        engine.kill()
+        the_process(job, "VLLM::EngineCore").kill()
         at_kill = committed(out)
         wait_for(lambda: committed(out) >= at_kill + 2, job, "two commits after the engine kill")  # by the replacement worker
         workers = descendants(job.pid, "ray::", containing="LabelingWorker")  # titled ray::<actor name>:LabelingWorker.<method>

@@ -216,3 +216,27 @@ def test_imported_processbench_labels_train_eval_export_and_report(tiny_model_di
     assert "<th>label sources</th><td class=number>human: 12</td>" in page
     rows = read_labelled_rows(output)
     assert {row.label_source for row in rows} == {"human"} and sum(row.first_error >= 0 for row in rows) == 6
+
+
+def test_a_row_that_cannot_be_imported_is_found_by_bisection_and_only_it_is_rejected(tmp_path, capsys, monkeypatch):
+    from labeler.importing import job as import_job
+    from labeler.store.status import job_status
+
+    args = ("--preset", "prm800k", "--input", str(PRM800K), "--neutral", "positive")
+    import_cli(capsys, *args, "--output", str(tmp_path / "clean"))
+    build_row = import_job._labels_row
+
+    def poisoned(planned, *rest):
+        if planned.source.row_index == 2:
+            raise KeyError("a bug this one row trips")
+        return build_row(planned, *rest)
+
+    monkeypatch.setattr(import_job, "_labels_row", poisoned)
+    summary = import_cli(capsys, *args, "--output", str(tmp_path / "out"))
+    key = lambda row: row["row_index"]  # noqa: E731
+    clean = [row for row in sorted(labels_of(tmp_path / "clean"), key=key) if row["row_index"] != 2]
+    assert sorted(labels_of(tmp_path / "out"), key=key) == clean
+    assert summary["solutions"] == 4 and summary["rejected_rows"] == 3  # the two rows the input rejects, and this one
+    [poison] = [row for row in pq.read_table(tmp_path / "out" / "rejected").to_pylist() if row["row_index"] == 2]
+    assert poison["stage"] == "import" and "KeyError" in poison["reason"] and "a bug this one row trips" in poison["reason"]
+    assert job_status(str(tmp_path / "out"))["units_failed"] == 1

@@ -20,6 +20,8 @@ from workers.local_executor import LocalExecutor
 from tests.conftest import write_jsonl
 from labeler.store.manifest import EngineChangeError
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
+from labeler.labeling import unit_failures
+from labeler.labeling.unit_failures import WorkersKeepDyingError
 from workers import ray_executor
 from workers.ray_executor import ClusterSettings, NoWorkerError, RayExecutor
 
@@ -123,25 +125,29 @@ def sorted_labels(out: Path) -> list[dict]:
     return pq.read_table(out / "labels").sort_by("solution_id").to_pylist()
 
 
-def test_a_worker_that_dies_has_its_unit_retried_and_labels_match_one_process(dataset, tmp_path, capfd):
+def test_a_worker_that_dies_has_its_unit_requeued_without_spending_its_retries_and_labels_match_one_process(dataset, tmp_path, capfd):
     label(dataset, tmp_path / "single")
     marker = str(tmp_path / "died-once")
-    summary = label(dataset, tmp_path / "ray", on_ray(partial(DiesOnceGenerator, PROBLEMS, "What is 7 times 3?", marker)))
+    dies_once = partial(DiesOnceGenerator, PROBLEMS, "What is 7 times 3?", marker)
+    summary = label(dataset, tmp_path / "ray", on_ray(dies_once, max_unit_retries=0))
     assert os.path.exists(marker), "the worker was meant to die"
-    assert "retrying (1/2)" in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "goes back to the queue" in err and "not counted against --max-unit-retries" in err and "retrying" not in err
     assert summary.solutions == len(PROBLEMS) and summary.units_run_now == 6
     assert sorted_labels(tmp_path / "ray") == sorted_labels(tmp_path / "single")  # ids, counts, labels, provenance
 
 
-def test_a_unit_that_keeps_failing_is_rejected_and_the_job_finishes(dataset, tmp_path):
+def test_a_unit_that_keeps_failing_is_bisected_its_failing_row_rejected_and_the_job_finishes(dataset, tmp_path):
     out = tmp_path / "out"
     summary = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS), max_unit_retries=1))
     labels = pq.read_table(out / "labels").to_pylist()
-    assert len(labels) == len(PROBLEMS) - 2  # the doomed unit held two rows
+    assert len(labels) == len(PROBLEMS) - 1  # the doomed unit held two rows: its other row is labelled
+    one_process = sorted_labels_of_one_process(dataset, tmp_path / "one")
+    assert sorted_labels(out) == [row for row in one_process if row["problem_id"] != "q4"]  # same seeds, same labels
     rejected = pq.read_table(out / "rejected").to_pylist()
-    assert sorted(r["problem_id"] for r in rejected) == ["q4", "q5"]
+    assert [r["problem_id"] for r in rejected] == ["q4"]
     assert all(r["stage"] == "generation" and "engine exploded" in r["reason"] and "2 times" in r["reason"] for r in rejected)
-    assert summary.rejected_rows == 2 and summary.units_total == 6
+    assert summary.rejected_rows == 1 and summary.units_total == 6
     rerun = label(dataset, out, on_ray(partial(AlwaysFailsGenerator, PROBLEMS)))
     assert rerun.units_run_now == 0  # a rejected unit is committed: a plain rerun does not try it again
     retried = label(dataset, out, on_ray(partial(ScriptedGenerator, PROBLEMS)), retry_rejected=True)
@@ -189,9 +195,25 @@ def test_the_units_of_workers_on_a_node_declared_dead_go_back_to_the_queue(datas
     summary = label(dataset, out, on_ray(partial(SlowGenerator, PROBLEMS)))
     err = capfd.readouterr().err
     assert re.search(r"node \w{8} \(\S+\) lost \(health check failed \(a stand-in\)\); its workers prm-labeler-worker-\d, prm-labeler-worker-\d with it, units [\d, ]+ go back to the queue", err), err
-    assert "retrying (1/2)" in err
+    assert "goes back to the queue: node" in err and "retrying" not in err  # a lost node spends no unit's retries
     assert summary.solutions == len(PROBLEMS) and summary.units_run_now == 6
     assert sorted_labels(out) == sorted_labels_of_one_process(dataset, tmp_path / "single")
+
+
+class KillsItsWorker(ScriptedGenerator):
+    def generate(self, requests, sampling):
+        if any(r.user_message.startswith(DOOMED) for r in requests):
+            os._exit(1)
+        return super().generate(requests, sampling)
+
+
+def test_a_unit_whose_workers_keep_dying_stops_the_job_past_its_bound_and_rejects_nothing(dataset, tmp_path, monkeypatch):
+    """Losses spend no retries, so they have a bound of their own: a job cannot loop forever."""
+    monkeypatch.setattr(unit_failures, "LOSSES_PER_UNIT", 2)
+    out = tmp_path / "out"
+    with pytest.raises(WorkersKeepDyingError, match="worker under unit 2 was lost 3 times"):
+        label(dataset, out, on_ray(partial(KillsItsWorker, PROBLEMS), workers=1))
+    assert not (out / "rejected").exists() or not [p for p in (out / "rejected").glob("part-*")]
 
 
 def _committed_a_unit(out: Path) -> bool:

@@ -16,6 +16,7 @@ from labeler.labeling.generation import EngineDiedError
 from labeler.labeling.job import run_job
 from labeler.labeling.unit_failures import EngineKeepsDyingError, UnitsKeepFailingError
 from labeler.store.progress import ProgressReporter
+from labeler.store.status import format_status, job_status
 from tests.conftest import write_jsonl
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 from workers.engine_watch import EngineWatch
@@ -40,8 +41,8 @@ def dataset(tmp_path) -> Path:
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
-def label(dataset: Path, out: Path, checker, factory, retries: int = 2, **kwargs):
-    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=2, seed=5)
+def label(dataset: Path, out: Path, checker, factory, retries: int = 2, shard_size: int = 2, **kwargs):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=shard_size, seed=5)
     executor = LocalExecutor(factory, checker, max_unit_retries=retries)
     return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True, **kwargs)
 
@@ -59,27 +60,75 @@ class PoisonedGenerator(ScriptedGenerator):
         return super().generate(requests, sampling)
 
 
-def test_a_poison_unit_is_retried_then_rejected_and_retry_rejected_labels_it_later(dataset, tmp_path, checker, capfd):
+def test_a_poison_row_is_found_by_bisection_only_it_is_rejected_and_retry_rejected_labels_it_later(dataset, tmp_path, checker, capfd):
+    """Unit 0 holds rows 0-7, row 4 breaks the engine: past its retries the unit is bisected, its
+    seven good rows get the labels of a run without the poison, and only row 4 goes to rejected/."""
     clean = tmp_path / "clean"
-    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS))
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=8)
     out = tmp_path / "out"
-    summary = label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=1)
+    summary = label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=1, shard_size=8)
     err = capfd.readouterr().err
-    assert "retrying (1/1)" in err and "failed 2 times" in err
-    assert summary.solutions == len(PROBLEMS) - 2 and summary.rejected_rows == 2 and summary.units_run_now == 6
+    assert "retrying (1/1)" in err and "labelled in two halves" in err and "row 4 (q4) of unit 0 failed alone" in err
+    assert summary.solutions == len(PROBLEMS) - 1 and summary.rejected_rows == 1 and summary.units_run_now == 2
     rejected = pq.read_table(out / "rejected").to_pylist()
-    assert sorted(r["problem_id"] for r in rejected) == ["q4", "q5"]
+    assert [r["problem_id"] for r in rejected] == ["q4"]
     assert all(r["stage"] == "generation" and "choked" in r["reason"] and "2 times" in r["reason"] for r in rejected)
+    assert labels_of(out) == [row for row in labels_of(clean) if row["problem_id"] != "q4"]  # same seeds, same labels
     manifest = json.loads((out / "manifest.json").read_text())
-    failed = [unit for unit in manifest["units"] if unit["stats"].get("failure")]
-    assert len(failed) == 1 and failed[0]["stats"]["attempts"] == 2
+    [failed] = [unit for unit in manifest["units"] if unit["stats"].get("failure")]
+    assert failed["index"] == 0 and failed["stats"]["attempts"] == 2 and failed["stats"]["rejected"] == 1
+    assert failed["stats"]["solutions"] == 7 and "1 of its 8 rows failed alone" in failed["stats"]["failure"]
+    assert manifest["totals"]["solutions"] == len(PROBLEMS) - 1
+    assert job_status(str(out))["units_failed"] == 1
 
-    assert label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS)).units_run_now == 0  # a plain rerun keeps it
-    retried = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), retry_rejected=True)
+    assert label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=8).units_run_now == 0  # a plain rerun keeps it
+    retried = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), retry_rejected=True, shard_size=8)
     assert retried.units_run_now == 1 and retried.rejected_rows == 0
     assert "1 units that failed in an earlier run are labelled again" in capfd.readouterr().err
     assert labels_of(out) == labels_of(clean)  # every solution once, as an uninterrupted clean run labels it
     assert pq.read_table(out / "rejected").num_rows == 0
+
+
+def test_a_unit_of_poison_rows_has_every_row_rejected_once(dataset, tmp_path, checker):
+    class AllPoisoned(ScriptedGenerator):
+        def generate(self, requests, sampling):
+            if any(r.user_message.startswith(problem) for r in requests for problem in list(PROBLEMS)[4:8]):
+                raise ValueError("the tokenizer choked on this row")
+            return super().generate(requests, sampling)
+
+    out = tmp_path / "out"
+    summary = label(dataset, out, checker, lambda: AllPoisoned(PROBLEMS), retries=0, shard_size=4)
+    assert summary.solutions == len(PROBLEMS) - 4 and summary.rejected_rows == 4
+    assert sorted(r["problem_id"] for r in pq.read_table(out / "rejected").to_pylist()) == ["q4", "q5", "q6", "q7"]
+
+
+class TimingOutChecker:
+    """A checker double that times out on every pair, as a checker gone sick does."""
+
+    def check_many(self, pairs, questions=None):
+        from labeler.checking import CheckResult, Verdict
+
+        return [CheckResult(Verdict.TIMEOUT, None) for _ in pairs]
+
+
+def test_a_unit_the_checker_could_not_check_is_recorded_failed_and_a_plain_rerun_labels_it(dataset, tmp_path, checker, capfd):
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    out = tmp_path / "out"
+    summary = label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    assert summary.solutions == 0 and summary.rejected_rows == len(PROBLEMS)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
+    assert "checker timed out" in unit["stats"]["failure"] and unit["stats"]["transient"] is True
+    status = job_status(str(out))
+    assert status["units_failed"] == status["units_failed_by_the_machine"] == 1
+    assert "failed by the machine" in format_status(status) and "a rerun labels them again" in format_status(status)
+    capfd.readouterr()
+
+    rerun = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)  # no --retry-rejected
+    assert rerun.units_run_now == 1 and rerun.rejected_rows == 0
+    assert "1 units that an earlier run could not label (an unhealthy answer checker)" in capfd.readouterr().err
+    assert labels_of(out) == labels_of(clean)
+    assert pq.read_table(out / "rejected").num_rows == 0 and job_status(str(out))["units_failed"] == 0
 
 
 class RaisingChecker:
@@ -117,7 +166,7 @@ def test_a_run_whose_every_unit_fails_stops_instead_of_rejecting_the_input(datas
     with pytest.raises(UnitsKeepFailingError, match="illegal memory access"):
         label(dataset, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["totals"]["units_committed"] == 2  # the first two given up; the third stopped the job
+    assert manifest["totals"]["units_committed"] == 0  # the first three given up (their halves wait): none written off
 
 
 def test_a_kill_is_not_retried(dataset, tmp_path, checker):

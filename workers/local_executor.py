@@ -6,9 +6,10 @@ ready. Generation runs on this thread; finishing (for labeling the answer checks
 symbolic work in the checker's process pool) and the commit run on a second one, so the engine does
 not wait on the checker and a finished unit is committed while the next one generates.
 
-A unit that fails (an error while labelling it) is retried and, past --max-unit-retries, committed
-with its rows in rejected/ (labeler/labeling/unit_failures.py). An engine that dies is replaced by a
-new one before the retry. Errors of the commit itself (storage, a refused engine) stop the job.
+A unit that fails (an error while labelling it) is retried and, past --max-unit-retries, bisected
+down to the rows that fail, which go to rejected/ (labeler/labeling/unit_failures.py). An engine that
+dies is replaced by a new one before the retry. Errors of the commit itself (storage, a refused
+engine) stop the job.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class LocalExecutor:
         commit: Callable[[UnitResult], object],
         check_engine: Callable[[dict], object] | None = None,
     ) -> None:
-        """Run `task` on `units`, calling `commit` with each result in unit order (a failed unit's result is its rejected rows)."""
+        """Run `task` on `units`, calling `commit` with each result as it is ready (a bisected unit's once its last piece is in)."""
         check_engine = check_engine or (lambda record: None)
         generator, engine = self._start_engine(task, check_engine, progress)
         progress.start_clock()
@@ -71,7 +72,7 @@ class LocalExecutor:
                     self._unit_failed(unit, describe_error(error), failures, queue, commit, isinstance(error, EngineDiedError))
                     continue
                 self._settle(in_flight, failures, queue, commit)
-                in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, commit)
+                in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
 
     def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
         progress.log(f"loading model {self.model_name or task.config.model}")
@@ -81,32 +82,31 @@ class LocalExecutor:
         progress.log("model ready")
         return generator, engine
 
-    def _finish_and_commit(self, unit: WorkUnit, generated: object, task: UnitTask, engine: dict, commit):
-        """On the finisher thread: check and build the unit, then commit it. A failure to finish is
-        returned (the main thread retries the unit); a failure to commit is raised (it stops the job)."""
+    def _finish_and_commit(self, unit: WorkUnit, generated: object, task: UnitTask, engine: dict, failures: UnitFailures, commit):
+        """On the finisher thread: check and build the unit, then commit it (a piece of a bisected unit:
+        the whole unit, once its last piece is in). A failure to finish is returned (the main thread
+        retries the unit); a failure to commit is raised (it stops the job)."""
         try:
             result = task.finish(generated, self.checker, engine)
         except Exception as error:
             return unit, describe_error(error)
-        commit(result)
+        whole = failures.succeeded(unit, result)
+        if whole is not None:
+            commit(whole)
         return None
 
     def _settle(self, in_flight: Future | None, failures: UnitFailures, queue: deque, commit) -> None:
-        """Wait for the unit on the finisher thread: counted as labelled, or as failed (maybe queued again)."""
+        """Wait for the unit on the finisher thread: committed already, or failed (maybe queued again)."""
         if in_flight is None:
             return
         failed = in_flight.result()  # raises what the commit raised
-        if failed is None:
-            failures.succeeded()
-        else:
+        if failed is not None:
             self._unit_failed(*failed, failures, queue, commit)
 
     @staticmethod
     def _unit_failed(unit: WorkUnit, reason: str, failures: UnitFailures, queue: deque, commit, engine_died: bool = False) -> None:
-        result = failures.failed(unit, reason, engine_died)
-        if result is None:
-            queue.appendleft(unit)
-        else:
+        result = failures.failed(unit, reason, queue, engine_died)  # queues it again, or its halves
+        if result is not None:
             commit(result)
 
 

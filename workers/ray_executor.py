@@ -5,9 +5,12 @@ judging) plans and resumes as always and hands the pending units and its task to
 which feeds them to the workers and hands each returned UnitResult to the job's commit as it
 arrives. Failures:
 - a worker that fails (process killed, node lost, engine dead, any error in a unit) is killed and
-  replaced, and its units go back to the front of the queue for the next free worker;
-- a unit that failed more than `max_unit_retries` times is committed with its rows in rejected/
-  (stage "generation", the error as the reason; labeler/labeling/unit_failures.py), so the job finishes;
+  replaced, and its units go back to the front of the queue for the next free worker; a worker or
+  node lost spends none of its units' retries (each unit may be stranded so a bounded number of
+  times: labeler/labeling/unit_failures.py, LOSSES_PER_UNIT);
+- a unit whose own error came back more than `max_unit_retries` times is bisected down to the rows
+  that fail, which go to rejected/ (stage "generation", the error as the reason; unit_failures.py),
+  so the job finishes;
 - an engine that dies under a worker makes its generate call raise (workers/engine_watch.py): the
   worker is replaced like any failed one, with a new engine;
 - a node that is lost takes its workers with it. Ray fails their calls, within seconds when their
@@ -139,16 +142,13 @@ class RayExecutor:
             unit, worker = running.pop(ref)
             pool.release(worker)
             try:
-                result: UnitResult = ray.get(ref)
+                result: UnitResult | None = failures.succeeded(unit, ray.get(ref))
             except RayError as error:
-                blame_unit = isinstance(error, RayTaskError)
-                result = self._unit_failed(unit, worker, _short(error), failures, pool, running, blame_unit, _cause(error, EngineDiedError))
-                if result is None:
-                    queue.appendleft(unit)
-                    continue
-            else:
-                failures.succeeded()
-            commit(result)
+                blame_unit = isinstance(error, RayTaskError)  # raised in the unit; else its worker died
+                engine_died = _cause(error, EngineDiedError)
+                result = self._unit_failed(unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died)
+            if result is not None:
+                commit(result)
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
             for node in nodes.lost(now=True):
                 progress.warn(self._loss(node, pool, []))
@@ -162,11 +162,7 @@ class RayExecutor:
         for ref, unit, worker in stranded:
             del running[ref]
             pool.release(worker)
-            result = self._unit_failed(unit, worker, reason, failures, pool, running)
-            if result is None:
-                queue.appendleft(unit)
-            else:
-                commit(result)
+            self._unit_failed(unit, worker, reason, failures, pool, running, queue)  # a loss: queued again
         for worker in workers:  # those that had no unit in flight
             pool.replace(worker, reason, [], killed_by_driver=False)
 
@@ -184,16 +180,21 @@ class RayExecutor:
 
     @staticmethod
     def _unit_failed(
-        unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, blame_unit=False, engine_died=False
-    ) -> UnitResult | None:
-        """Replace the worker; None to retry the unit, or, past the retry limit, the unit as rejected rows."""
+        unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, queue: deque,
+        blame_unit=False, engine_died=False,
+    ) -> UnitResult | None:  # fmt: skip
+        """Replace the worker and queue the unit again (or its halves); or, when it was a bisected unit's
+        last piece, return the unit's result to commit."""
         if worker in pool.killed:
-            return None  # the driver killed this worker because another of its units failed: not this unit's fault
-        # An error raised in a unit names its culprit (`blame_unit`); a worker that died takes all its units
-        # down and each of them counts one failure, since any of them might have killed it.
+            queue.appendleft(unit)  # the driver killed this worker because another of its units failed: not this unit's fault
+            return None
         in_flight = sorted([unit.index, *(other.index for other, owner in running.values() if owner is worker)])
         pool.replace(worker, reason, in_flight, killed_by_driver=blame_unit)
-        return failures.failed(unit, reason, engine_died=engine_died)
+        if blame_unit:  # an error raised in a unit names its culprit: it counts against the unit's retries
+            return failures.failed(unit, reason, queue, engine_died=engine_died)
+        # A worker that died (killed, preempted, its node lost) takes all its units down: not their fault
+        failures.lost(unit, reason, queue)
+        return None
 
 
 class WorkerPool:

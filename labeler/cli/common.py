@@ -31,8 +31,9 @@ class RunOptions:
     max_unit_retries: int = setting(
         2,
         at_least=0,
-        help="retries of a work unit that failed (an error while labelling it, its engine or Ray worker died), "
-        "then its rows go to rejected/ with the error and the job goes on",
+        help="retries of a work unit that failed (an error while labelling it, or its engine died), then it is "
+        "bisected: only the rows that fail alone go to rejected/ with the error, and the job goes on "
+        "(a lost Ray worker or node spends no retry)",
         group=INPUT_OUTPUT,
     )
     retry_rejected: bool = setting(

@@ -7,13 +7,16 @@ solution has the problem_id and solution_id that labelling the same file would g
 dataset's labels are read by labeler/inputs/human_labels.py. Each step is labelled `human`: its
 hard label is the dataset's, its soft label null, its counts 0; a step the dataset does not label
 is `unlabelled` with the reason. Nothing is generated, so a unit is cheap; resume works as for
-labeling (committed units are skipped) and a rerun with other settings or input is refused.
+labeling (committed units are skipped) and a rerun with other settings or input is refused. A unit
+whose labels cannot be built (a row that trips a bug) is bisected: only the rows that fail alone go
+to rejected/ (stage "import", with the error), and its stats name the failure (`labeler status`).
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -30,8 +33,8 @@ from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.lock import hold_output
 from labeler.store.manifest import CorruptManifestError, check_same_job, new_manifest, read_commit_records, rebuild_manifest
 from labeler.store.progress import ProgressReporter
-from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ShardStore
-from schemas import LABELS_SCHEMA, SCHEMA_VERSION
+from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ShardStore
+from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
 from schemas.tables import UNCHECKED
 
 IMPORT_STRATEGY = "import"  # the labels' `strategy` column
@@ -149,12 +152,38 @@ def run_import(
         hash_of_config = config.config_hash()
         for unit in pending:
             unit_started = time.monotonic()
-            table = imported_labels_table(unit, plan.labels, plan.preset, hash_of_config)
+            tables, failed = _import_rows(unit, unit.rows, plan, hash_of_config)
+            table = pa.concat_tables(tables) if tables else LABELS_SCHEMA.empty_table()
             stats = _unit_stats(table, time.monotonic() - unit_started)
-            if store.commit_unit(unit.unit_id, unit.shard_name, {LABELS_DIR: table}, stats):
+            shards = {LABELS_DIR: table}
+            if failed:
+                progress.warn(f"unit {unit.index}: {len(failed)} of its {len(unit.rows)} rows could not be imported and go to rejected/")
+                shards[REJECTED_DIR] = rejected_table(failed, stage="import")
+                why = f"{len(failed)} of its {len(unit.rows)} rows could not be imported: {failed[0].reason}"
+                stats |= {"rejected": len(failed), FAILURE_KEY: why}
+            if store.commit_unit(unit.unit_id, unit.shard_name, shards, stats):
                 progress.unit_committed(len(unit.rows), 0, 0)
         store.compact()
         return _summarise(store, plan, len(pending), time.monotonic() - started)
+
+
+def _import_rows(
+    unit: WorkUnit, rows: tuple[PlannedRow, ...], plan: ImportPlan, config_hash: str
+) -> tuple[list[pa.Table], list[RejectedRow]]:
+    """The labels tables of `rows` (of `unit`), and the rows rejected: when building the table fails
+    (a row that trips a bug), each half is built on its own, down to the rows that fail alone."""
+    try:
+        table = imported_labels_table(replace(unit, rows=rows), plan.labels, plan.preset, config_hash)
+        validate_labels(table)
+        return [table], []
+    except Exception as error:  # not a KeyboardInterrupt: that stops the import, a rerun resumes
+        if len(rows) > 1:
+            first, second = (_import_rows(unit, half, plan, config_hash) for half in (rows[: len(rows) // 2], rows[len(rows) // 2 :]))
+            return first[0] + second[0], first[1] + second[1]
+        source = rows[0].source
+        reason = f"cannot be imported: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:300]
+        raw = json.dumps({"problem": source.problem, "steps": list(source.steps) if source.steps is not None else None})[:2000]
+        return [], [RejectedRow(source.row_index, "row", reason, source.problem_id, raw)]
 
 
 def imported_labels_table(unit: WorkUnit, labels: dict[int, list[StepLabel]], preset: str, config_hash: str) -> pa.Table:
@@ -261,7 +290,7 @@ def _summarise(store: ShardStore, plan: ImportPlan, units_run_now: int, seconds:
         steps=steps,
         steps_labelled=labelled,
         steps_positive=positive,
-        rejected_rows=len(plan.rejected),
+        rejected_rows=len(plan.rejected) + sum(unit.get("stats", {}).get("rejected", 0) for unit in store.committed_units()),
         seconds=seconds,
         files={name: store.location.display(name) for name in (LABELS_DIR, REJECTED_DIR)} | {"manifest": store.location.display("manifest.json")},
     )

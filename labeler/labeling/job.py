@@ -99,8 +99,9 @@ class UnitExecutor(Protocol):
         check_engine: Callable[[dict], object] | None = None,
     ) -> None:
         """Run `task` on every unit and call `commit` with each result as soon as it is ready, in any order
-        (maybe from another thread, one call at a time). A unit that keeps failing is committed as its
-        rows in rejected/ (labeler/labeling/unit_failures.py); whatever `commit` raises stops the run.
+        (maybe from another thread, one call at a time). A unit that keeps failing is bisected and committed
+        with the rows that fail alone in rejected/ (labeler/labeling/unit_failures.py); whatever `commit`
+        raises stops the run.
 
         Each result carries the engine record of what produced it; `check_engine` is called with
         the record of every engine as it starts, before it runs anything, and may raise to stop.
@@ -236,7 +237,9 @@ def run_job(
     `allow_engine_change`: then each unit records which engine labelled it. The output that cannot
     be written or read is a StorageError; a manifest.json that cannot be parsed is a
     CorruptManifestError (a StorageError) unless `rebuild_manifest` (or `overwrite`). `retry_rejected`:
-    label again the units an earlier run committed as failed (labeler/labeling/unit_failures.py).
+    label again the units an earlier run committed as failed (labeler/labeling/unit_failures.py); units
+    that their machine failed (an unhealthy answer checker: labeler/labeling/unit.py) are labelled
+    again by every run.
 
     The job holds the output's lock while it runs (labeler/store/lock.py): an output that another
     live driver holds is an OutputLockedError (a StorageError), --overwrite included; with
@@ -288,6 +291,8 @@ def run_units(
         warnings = list(lock_warnings) + open_output(
             store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest, task.planned_solutions
         )
+        if reopened := store.reopen_failed_units(transient_only=True):  # the machine's failure, not the rows': redone
+            warnings.append(f"{reopened} units that an earlier run could not label (an unhealthy answer checker) are labelled again")
         if retry_rejected and (reopened := store.reopen_failed_units()):
             warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
         store.remove_uncommitted()

@@ -21,7 +21,7 @@ from labeler.labeling import strategies
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.planning import WorkUnit
 from labeler.records import RejectedRow
-from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
+from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, TRANSIENT_KEY
 from labeler.labeling.solution_sampling import sample_solutions
 from labeler.labeling.tables import Provenance, labels_table, rejected_table, rollouts_table
 
@@ -132,4 +132,6 @@ def finish_unit(
         "checker_retries": generated.watch.retried,
         "seconds": round(time.monotonic() - generated.started, 3),
     }
+    if unhealthy is not None:  # the machine's failure, not the rows': the unit is failed, and every rerun redoes it
+        stats |= {FAILURE_KEY: unhealthy, TRANSIENT_KEY: True}
     return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)

@@ -1,27 +1,45 @@
-"""What becomes of a work unit that failed: retried, or committed with its rows in rejected/ so the job goes on.
+"""What becomes of a work unit that failed: retried, bisected down to the rows that fail, or put back
+in the queue when the machine under it failed, so the job goes on and only the failing rows are lost.
 
 Both executors use it. A unit fails when labelling it raises (a row that breaks the engine or the
-checker, a bug that one input triggers) or when the engine or worker under it dies. Each failure
-counts against --max-unit-retries; past it the unit is committed with every row in rejected/ (stage
-"generation", the last error as the reason) and its stats name the failure, so that a later run
-with --retry-rejected labels it again. Two cases stop the job instead (exit 1, the cause in one line):
-a run whose every unit fails is not meeting a poison unit but a broken setup; and an engine that
-keeps dying (killed for memory, most often) is the machine's trouble, not the rows' fault, so its
-unit is not written off as rejected.
+checker, a bug that one input triggers) or when the engine or worker under it dies.
+
+- An error in the unit counts against --max-unit-retries. Past it the unit is bisected: its two
+  halves go to the back of the queue and are labelled on their own; a half that fails (once) is split
+  again, down to single rows, and a row that fails alone goes to rejected/ (stage "generation", the
+  error as the reason). When its last piece is in, the unit is committed whole: the labels of the
+  pieces that succeeded and the rejected rows, with its stats naming the failure, so that a later run
+  with --retry-rejected labels it again. Sampling seeds come from each prompt's text, so the rows
+  of a piece get the labels the whole unit would have given them.
+- A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
+  `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
+  of the queue. So that a cluster that keeps losing workers cannot loop forever, a unit may be
+  stranded LOSSES_PER_UNIT times; the next stops the job (WorkersKeepDyingError).
+
+Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
+written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled is not meeting a
+poison unit but a broken setup; an engine that keeps dying (killed for memory, most often), and a
+unit whose workers keep being lost, are the machine's trouble, not the rows' fault.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
 
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.tables import rejected_table
 from labeler.labeling.unit import UnitResult
 from labeler.records import RejectedRow
 from labeler.store.progress import ProgressReporter
-from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR
+from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR, TRANSIENT_KEY
+
 BROKEN_SETUP_AFTER = 3  # units given up in a row, with none labelled this run, that stop the job
+LOSSES_PER_UNIT = 5  # times a unit may go back to the queue because its worker or node was lost
 
 
 class UnitsKeepFailingError(RuntimeError):
@@ -32,61 +50,164 @@ class EngineKeepsDyingError(UnitsKeepFailingError):
     """The engine died under the same unit more than --max-unit-retries times."""
 
 
+class WorkersKeepDyingError(UnitsKeepFailingError):
+    """The workers (or nodes) under the same unit were lost more than LOSSES_PER_UNIT times."""
+
+
+@dataclass
+class _Bisection:
+    """A unit given up as a whole: its pieces still out, and what those that came back gave."""
+
+    unit: WorkUnit
+    reason: str  # why the whole unit was given up
+    attempts: int
+    out: int = 0  # pieces queued and not yet back
+    results: list[tuple[int, UnitResult]] = field(default_factory=list)  # by the position of the piece's first row
+    failed_rows: list[RejectedRow] = field(default_factory=list)
+
+
 class UnitFailures:
+    """The retries, bisections and losses of one run's units. Executors call `succeeded` with each
+    result (maybe from another thread) and commit what it returns; `failed` and `lost` take the
+    executor's queue, to put units back in it."""
+
     def __init__(self, max_retries: int, progress: ProgressReporter, where: str = ""):
         self.max_retries = max_retries
         self.progress = progress
         self.where = where  # "on Ray workers", or "" in this process
-        self.attempts: Counter[str] = Counter()
+        self.attempts: Counter[tuple] = Counter()
+        self.losses: Counter[tuple] = Counter()
+        self.bisections: dict[str, _Bisection] = {}  # by unit_id
         self.labelled = 0
         self.given_up = 0
+        self.lock = threading.Lock()
 
-    def succeeded(self) -> None:
-        self.labelled += 1
+    def succeeded(self, unit: WorkUnit, result: UnitResult) -> UnitResult | None:
+        """The result to commit for `unit`: its own; for a piece of a bisected unit, the whole unit's once
+        its last piece is in, else None."""
+        with self.lock:
+            self.labelled += 1
+            bisection = self.bisections.get(unit.unit_id)
+            if bisection is None:
+                return result
+            first = next(i for i, row in enumerate(bisection.unit.rows) if row.row_key == unit.rows[0].row_key)
+            bisection.results.append((first, result))
+            return self._piece_back(bisection)
 
-    def failed(self, unit: WorkUnit, reason: str, engine_died: bool = False) -> UnitResult | None:
-        """Count a failure of `unit`: None to retry it, or, past the retry limit, the result to commit
-        (its rows as rejected). UnitsKeepFailingError when no unit of this run has been labelled yet
-        and BROKEN_SETUP_AFTER have been given up; EngineKeepsDyingError past the limit when the
-        engine died."""
-        self.attempts[unit.unit_id] += 1
-        attempts = self.attempts[unit.unit_id]
-        if attempts <= self.max_retries:
-            self.progress.warn(f"unit {unit.index} failed ({reason}); retrying ({attempts}/{self.max_retries})")
+    def failed(self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False) -> UnitResult | None:
+        """Count a failure of `unit` (a planned unit or a piece of one): queue it again, or its halves,
+        or, for a single row given up, return the unit's result to commit once its last piece is in.
+        UnitsKeepFailingError when no unit of this run has been labelled yet and BROKEN_SETUP_AFTER
+        have been given up; EngineKeepsDyingError past the retry limit when the engine died."""
+        with self.lock:
+            key = _key(unit)
+            self.attempts[key] += 1
+            attempts = self.attempts[key]
+            bisection = self.bisections.get(unit.unit_id)
+            # a planned unit is retried (the failure may be passing); a piece of one is split at its first failure
+            retries = self.max_retries if bisection is None or engine_died else 0
+            name = _name(unit, bisection)
+            if attempts <= retries:
+                self.progress.warn(f"{name} failed ({reason}); retrying ({attempts}/{self.max_retries})")
+                queue.appendleft(unit)
+                return None
+            if engine_died:
+                raise EngineKeepsDyingError(
+                    f"the engine died {attempts} times on unit {unit.index}, the last time with: {reason}; out of memory? "
+                    "committed units are kept: rerun to resume (maybe with a smaller --shard-size or --max-model-len)"
+                )
+            if bisection is None:
+                self.given_up += 1
+                if self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
+                    raise UnitsKeepFailingError(
+                        f"the first {self.given_up} units of this run all failed {attempts} times, the last with: {reason}; "
+                        "no unit was labelled, so this is not one bad unit: fix the cause and rerun (committed units are kept)"
+                    )
+                where = f" {self.where}" if self.where else ""
+                bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
+            if len(unit.rows) > 1:
+                middle = len(unit.rows) // 2
+                pieces = (replace(unit, rows=unit.rows[:middle]), replace(unit, rows=unit.rows[middle:]))
+                halves = f"its {len(unit.rows)} rows are labelled in two halves to find those that fail"
+                self.progress.warn(f"{name} failed ({reason}); {halves}")
+                queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
+                bisection.out += 1  # one piece out replaced by two
+                return None
+            row = unit.rows[0].source
+            self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
+            raw = json.dumps({"problem": row.problem, "steps": list(row.steps) if row.steps is not None else None})[:2000]
+            bisection.failed_rows.append(
+                RejectedRow(row.row_index, "unit", f"failed alone after its unit {bisection.reason}; alone: {reason}", row.problem_id, raw)
+            )
+            return self._piece_back(bisection)
+
+    def lost(self, unit: WorkUnit, reason: str, queue: deque) -> None:
+        """The worker or node under `unit` was lost: the unit goes back to the front of the queue, its
+        retries untouched. WorkersKeepDyingError past LOSSES_PER_UNIT losses of the same unit."""
+        with self.lock:
+            key = _key(unit)
+            self.losses[key] += 1
+            losses = self.losses[key]
+            if losses > LOSSES_PER_UNIT:
+                raise WorkersKeepDyingError(
+                    f"the worker under unit {unit.index} was lost {losses} times, the last with: {reason}; if it is this unit "
+                    "that kills its workers (out of memory?), try a smaller --shard-size or --max-model-len; committed units "
+                    "are kept: rerun to resume"
+                )
+            self.progress.warn(
+                f"{_name(unit, self.bisections.get(unit.unit_id))} goes back to the queue: {reason} (loss {losses} of "
+                f"{LOSSES_PER_UNIT} allowed; a lost worker is not counted against --max-unit-retries)"
+            )
+            queue.appendleft(unit)
+
+    def _piece_back(self, bisection: _Bisection) -> UnitResult | None:
+        bisection.out -= 1
+        if bisection.out:
             return None
-        if engine_died:
-            raise EngineKeepsDyingError(
-                f"the engine died {attempts} times on unit {unit.index}, the last time with: {reason}; out of memory? "
-                "committed units are kept: rerun to resume (maybe with a smaller --shard-size or --max-model-len)"
-            )
-        self.given_up += 1
-        if self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
-            raise UnitsKeepFailingError(
-                f"the first {self.given_up} units of this run all failed {attempts} times, the last with: {reason}; "
-                "no unit was labelled, so this is not one bad unit: fix the cause and rerun (committed units are kept)"
-            )
-        self.progress.warn(f"unit {unit.index} failed {attempts} times; its {len(unit.rows)} rows go to rejected/ (--retry-rejected retries them)")
-        return failed_unit_result(unit, f"failed {attempts} times{' ' + self.where if self.where else ''}: {reason}", attempts)
+        del self.bisections[bisection.unit.unit_id]
+        return bisected_unit_result(bisection)
 
 
-def failed_unit_result(unit: WorkUnit, reason: str, attempts: int) -> UnitResult:
-    """A unit that kept failing, committed as its rows in rejected/ so the job can finish."""
-    rejected = []
-    for row in unit.rows:
-        source = row.source
-        raw = json.dumps({"problem": source.problem, "steps": list(source.steps) if source.steps is not None else None})[:2000]
-        rejected.append(RejectedRow(source.row_index, "unit", reason, source.problem_id, raw))
-    stats = {
-        "solutions": 0,
-        "steps": 0,
-        "rollouts": 0,
-        "generated_tokens": 0,
-        "rejected": len(rejected),
-        "seconds": 0.0,
-        "attempts": attempts,
-        FAILURE_KEY: reason,
-    }
-    return UnitResult(unit.unit_id, unit.shard_name, {REJECTED_DIR: rejected_table(rejected, stage="generation")}, stats)
+def bisected_unit_result(bisection: _Bisection) -> UnitResult:
+    """The unit whose pieces are all back: their tables joined (in the unit's row order), its failed rows
+    in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it."""
+    unit = bisection.unit
+    results = [result for _, result in sorted(bisection.results, key=lambda pair: pair[0])]
+    parts: dict[str, list[pa.Table]] = {}
+    for result in results:
+        for directory, table in result.tables.items():
+            parts.setdefault(directory, []).append(table)
+    if bisection.failed_rows:
+        parts.setdefault(REJECTED_DIR, []).append(rejected_table(bisection.failed_rows, stage="generation"))
+    stats: dict = {"solutions": 0, "steps": 0, "rollouts": 0, "generated_tokens": 0, "rejected": 0, "seconds": 0.0}
+    for result in results:
+        for key, value in result.stats.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                stats[key] = stats.get(key, 0) + value
+    stats["seconds"] = round(stats["seconds"], 3)
+    stats["rejected"] += len(bisection.failed_rows)
+    stats["attempts"] = bisection.attempts
+    failed = len(bisection.failed_rows)
+    stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
+    transient = [result.stats[FAILURE_KEY] for result in results if result.stats.get(TRANSIENT_KEY)]
+    if transient:  # a piece the machine failed: the whole unit is redone by the next run
+        stats[FAILURE_KEY] += f"; and {transient[0]}"
+        stats[TRANSIENT_KEY] = True
+    engine = next((result.engine for result in results if result.engine is not None), None)
+    tables = {directory: pa.concat_tables(tables) for directory, tables in parts.items()}
+    return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)
+
+
+def _key(unit: WorkUnit) -> tuple:
+    """A piece is a run of its unit's rows: its unit, first row and length name it."""
+    return unit.unit_id, unit.rows[0].row_key, len(unit.rows)
+
+
+def _name(unit: WorkUnit, bisection: _Bisection | None) -> str:
+    if bisection is None:
+        return f"unit {unit.index}"
+    first, last = unit.rows[0].source.row_index, unit.rows[-1].source.row_index
+    return f"a piece of unit {unit.index} (input rows {first}-{last}, {len(unit.rows)} rows)"
 
 
 def describe_error(error: BaseException) -> str:

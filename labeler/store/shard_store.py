@@ -49,7 +49,9 @@ SHARD_DIRS = (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)  # a labeling job's folder
 JUDGE_SHARD_DIRS = (JUDGMENTS_DIR, REJECTED_DIR)
 MANIFEST_TEMP = f".{MANIFEST_NAME}.tmp"  # left by a kill during a manifest rewrite (labeler/store/location.py)
 COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a commit adds to a unit
-FAILURE_KEY = "failure"  # in the stats of a unit committed as failed (its rows in rejected/): why; --retry-rejected redoes it
+FAILURE_KEY = "failure"  # in the stats of a unit committed as failed (rows of it in rejected/): why; --retry-rejected redoes it
+# also true in the stats of a unit its machine failed (an unhealthy answer checker), not its rows: every rerun redoes it
+TRANSIENT_KEY = "transient"
 FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected, JUDGMENTS_DIR: validate_judgments}
@@ -141,11 +143,16 @@ class ShardStore:
         self._reopen(set(problems))
         return [f"{problem}; unit {unit_id} was committed with it and is redone" for unit_id, problem in sorted(problems.items())]
 
-    def reopen_failed_units(self) -> int:
-        """--retry-rejected: mark pending again the units committed as failed (their rows in rejected/
-        after too many failures: labeler/labeling/unit_failures.py); how many. The run redoes them."""
+    def reopen_failed_units(self, transient_only: bool = False) -> int:
+        """Mark pending again the units committed as failed (rows of them in rejected/ after too many
+        failures: labeler/labeling/unit_failures.py), or with `transient_only` those that their machine
+        failed (TRANSIENT_KEY); how many. The run redoes them."""
         assert self.manifest is not None
-        failed = {unit["unit_id"] for unit in self.committed_units() if unit.get("stats", {}).get(FAILURE_KEY)}
+        failed = {
+            unit["unit_id"]
+            for unit in self.committed_units()
+            if (stats := unit.get("stats", {})).get(FAILURE_KEY) and (stats.get(TRANSIENT_KEY) or not transient_only)
+        }
         self._reopen(failed)
         return len(failed)
 

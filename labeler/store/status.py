@@ -9,7 +9,7 @@ from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import JOB_KIND_KEY, load_manifest
 from labeler.store.progress import format_duration
-from labeler.store.shard_store import FAILURE_KEY
+from labeler.store.shard_store import FAILURE_KEY, TRANSIENT_KEY
 
 
 def job_status(directory: str) -> dict:
@@ -23,7 +23,7 @@ def job_status(directory: str) -> dict:
     committed_rows = sum(unit["n_rows"] for unit in manifest["units"] if unit["state"] == "committed")
     all_rows = sum(unit["n_rows"] for unit in manifest["units"])
     rows_per_second = committed_rows / seconds if seconds else None
-    failed_units = sum(1 for unit in manifest["units"] if unit.get("stats", {}).get(FAILURE_KEY))
+    failed = [unit.get("stats", {}) for unit in manifest["units"] if unit.get("stats", {}).get(FAILURE_KEY)]
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
     return {
         "directory": directory,
@@ -31,7 +31,8 @@ def job_status(directory: str) -> dict:
         "state": "finished" if done == total else "incomplete",
         "units_committed": done,
         "units_total": total,
-        "units_failed": failed_units,
+        "units_failed": len(failed),  # committed with rows of them in rejected/ (labeler/labeling/unit_failures.py)
+        "units_failed_by_the_machine": sum(1 for stats in failed if stats.get(TRANSIENT_KEY)),  # every rerun redoes them
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
         "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
@@ -55,7 +56,7 @@ def format_status(status: dict) -> str:
     def rate(value: float | None, unit: str) -> str:
         return "n/a" if value is None else f"{value:.1f} {unit}"
 
-    failed = f" ({status['units_failed']} failed: their rows are in rejected/, --retry-rejected labels them again)" if status["units_failed"] else ""
+    failed = _describe_failed(status["units_failed"], status["units_failed_by_the_machine"])
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
@@ -70,6 +71,18 @@ def format_status(status: dict) -> str:
             f"driver    : {_describe_driver(status['driver'])}",
         ]
     )
+
+
+def _describe_failed(failed: int, by_machine: int) -> str:
+    if not failed:
+        return ""
+    parts = []
+    if failed > by_machine:
+        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, --retry-rejected labels them again")
+    if by_machine:
+        parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, "
+                     "a rerun labels them again")
+    return f" ({'; '.join(parts)})"
 
 
 def _samples(status: dict) -> str:
