@@ -81,7 +81,8 @@ Final answer: $\\boxed{2}$"""
         # review 2: a correction read, though it has a "not" in it
         ("The earliest error is in paragraph 2. However, paragraph 1 already contains an error: 5 + 3 is not 9, so the earliest "
          "error is in paragraph 1.", 1),
-        ("Wait, the earliest error is in paragraph 1. Actually, no: the earliest error is in paragraph 2 because paragraph 1 isn't used.", 2),
+        ("Wait, the earliest error is in paragraph 1. Actually, no: the earliest error is in paragraph 2 because paragraph 1 "
+         "isn't used.", 2),
         ("I initially thought the earliest error is in paragraph 1. On rechecking, the earliest error is actually in paragraph 2, since "
          "paragraph 1 doesn't matter.", 2),
         ("The earliest error is in paragraph 2, since 6 x 4 is not 20.", 2),
@@ -99,6 +100,7 @@ Final answer: $\\boxed{2}$"""
         ("After checking each paragraph, I did not find any error.", -1),
         ("Paragraph 1 is the first one that is incorrect.", 1),
         ("First error at paragraph 1.", 1),
+        ("The first error is at index 2.", 2),
         ("The error first appears in paragraph 2.", 2),
     ],
 )
@@ -298,3 +300,14 @@ def test_majority_and_its_ties():
     assert majority([-1, -1, 2, 2, 0]) == (2, 0.4)
     with pytest.raises(ValueError):
         majority([])
+
+
+def test_step_n_is_refused_where_the_solutions_own_steps_are_headed_step_k():
+    """"Step 2" names index 2 in the prompt's numbering, but a solution whose steps start "Step 1:", "Step 2:" has its own
+    numbers (from 1): there "step N" may mean either, so it is refused; "paragraph N" is still read."""
+    headed = ["Step 1: Tom has 5 apples.", "Step 2: 5 + 3 = 9.", "**Step 3:** So 9."]
+    for critique in ("The earliest error is in step 2.", "The first mistake is in step 1.\n\\boxed{1}", "\\boxed{\\text{step 1}}"):
+        parsed = parse_critique(critique, n_steps=3, steps=headed)
+        assert parsed.index is None and "headed 'Step k:'" in parsed.problem, critique
+        assert parse_critique(critique, n_steps=3, steps=["Tom has 5 apples.", "5 + 3 = 9.", "So 9."]).index in (1, 2)
+    assert parse_critique("The earliest error is in paragraph 1.\n\\boxed{1}", n_steps=3, steps=headed).index == 1

@@ -7,29 +7,42 @@ and with up to 64 paragraphs most stray numbers are valid indices; so a critique
 states its verdict, in one of two places:
 
 - its answer line, the format asked for: the critique ends with its last \\boxed{} (nothing after it
-  but punctuation, or "I hope it is correct"), with nothing before it on its line but words that lead
-  to a verdict ("Final answer:", "so the earliest error is in paragraph", "$", "**"); or, without any
-  box, a last line that is an answer alone ("3", "Paragraph 3", "Answer: -1", "No error.");
+  but punctuation, tags such as </answer>, "I hope it is correct", or a reason that states the same
+  verdict: "(paragraph 2)", "since no paragraph contains an error"), with nothing before it on its line
+  but words that lead to a verdict ("Final answer:", "so the earliest error is in paragraph", "$", "**")
+  or a reason that states the same verdict ("Since all paragraphs are correct,"); words of the
+  problem's answer ("the correct answer is", "the result is", "should be") do not lead to one. Or,
+  without any box, a last line that is an answer alone ("3", "Paragraph 3", "Answer: -1", "No error.");
 - its closing verdict: the last statement of the earliest error in its closing (its last line, and
   the line before when the last is the answer line or a "Final Answer" heading): "the earliest error
   is in paragraph 2", "paragraph 2 is the first incorrect one", "the error is in paragraph 2", or of
   none: "all paragraphs are correct", "there are no errors". A hedged statement ("seems", "if",
-  "would"), a negated one ("not all paragraphs are correct") or a question is no verdict; a "no
-  errors" within a sentence ("no mistakes in the arithmetic") is none either; a verdict that names
-  several paragraphs makes the critique unread.
+  "would", "I thought") or a question is no verdict; a "no errors" within a sentence ("no mistakes in
+  the arithmetic") is none either. A negation makes a statement unread only where it negates the
+  verdict ("I don't think the earliest error is ..."; not "..., since 6 x 4 is not 20"). A later
+  statement of a verdict that is hedged, negated or a question makes the critique unread: the earlier
+  statement is never read in its place. A verdict whose own clause names several paragraphs ("in
+  paragraph 1 and paragraph 3"), or that the same sentence contradicts ("paragraphs 0 through 2 are
+  correct, and the earliest error is in paragraph 2", "paragraph 1 is wrong" before a verdict of 3),
+  makes the critique unread; another paragraph named elsewhere in the sentence ("where it uses the
+  result of paragraph 1") does not.
 
 The critique is refused (None, with the reason) when its last \\boxed{} holds no index (an integer,
 optionally wrapped as "paragraph 3", "\\text{3}", "$3$"; "none" or "no error" read as -1), when its
 last box, answer line and closing verdict name different indices (it contradicts itself), when it has
-a box that neither its answer line nor its closing verdict states, or when it states no verdict.
+a box that neither its answer line nor its closing verdict states, when the index its box or answer
+line gives is a value its closing computes ("= 8", "+ 7", "should be 8") and no verdict names it, or
+when it states no verdict.
 Numbers are read in the prompt's numbering, from 0: "step 4" is index 4. An index that is not a
-paragraph of the solution (nor -1) is refused. The judge samples a refused critique again with another
+paragraph of the solution (nor -1) is refused, and so is "step N" where the solution's own steps
+are headed "Step k:" (its numbers may be meant). The judge samples a refused critique again with another
 seed, then rejects the solution with the reason (labeler/judging/unit.py).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from schemas.judgments import NO_ERROR
@@ -56,10 +69,10 @@ _ERROR_VERDICTS = tuple(
     re.compile(pattern)
     for pattern in (
         # the earliest error is in paragraph 2; the first paragraph with a mistake is paragraph 2
-        rf"\b{_FIRST}(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}(?:\s+{_WORD}){{0,4}}?\s*(?:\s{_VERB}(?:\s+{_ADVERB})?(?:\s+(?:in|at|on|within))?|[:=])"
-        rf"\s*(?:the\s+)?{_NAMED_NUMBER}",
+        rf"\b{_FIRST}(?:\s+{_WORD}){{0,4}}?\s+{_FAULT}(?:\s+{_WORD}){{0,4}}?\s*"
+        rf"(?:\s{_VERB}(?:\s+{_ADVERB})?(?:\s+(?:in|at|on|within))?|[:=])\s*(?:the\s+)?{_NAMED_NUMBER}",
         # a sentence that is a verdict alone: "first error at paragraph 1."
-        rf"^(?:the\s+)?{_FIRST}\s+{_FAULT}\s+(?:at|in)\s+(?:the\s+)?{_NAMED_NUMBER}\s*[.!]?$",
+        rf"^(?:the\s+)?{_FIRST}\s+{_FAULT}\s+(?:is\s+)?(?:at|in)\s+(?:the\s+)?(?:{_NAMED_NUMBER}|index\s+{_NUMBER})\s*[.!]?$",
         # a bare number, where the subject is the earliest error or its paragraph and the number ends the clause:
         # the earliest error is 2; the index of the first paragraph containing an error is 2 (not "the first wrong value is 8")
         rf"\b{_FIRST}\s+(?:(?:incorrect|wrong|erroneous)\s+(?:paragraph|step)|(?:paragraph|step)\s+"
@@ -75,7 +88,9 @@ _ERROR_VERDICTS = tuple(
         rf"(?:the\s+)?{_NAMED_NUMBER}",
     )
 )
-_VERDICT_WORDS = re.compile(rf"\b{_FIRST}\b.*\b{_FAULT}|\b{_FAULT}.*\b{_FIRST}\b|\bthe\s+(?:only\s+)?(?:error|mistake)\s+(?:is|lies|occurs)")
+_VERDICT_WORDS = re.compile(
+    rf"\b{_FIRST}\b.*\b{_FAULT}|\b{_FAULT}.*\b{_FIRST}\b|\bthe\s+(?:only\s+)?(?:error|mistake)\s+(?:is|lies|occurs)"
+)
 # "none" as a whole sentence, after a connective ("so", "overall"): a "no errors" inside a sentence may be about one part
 _CONNECTIVE = (
     r"^(?:(?:so|thus|hence|therefore|overall|in\s+conclusion|in\s+summary|finally),?\s+)?"
@@ -122,6 +137,8 @@ _MORE_NAMED = re.compile(
 _NAMED_BEFORE = re.compile(r"(?:paragraph|step)s?\s*\d+\s*(?:,|and|or|&)\s*(?:the\s+)?$")
 # the problem's answer, not an index: a box led in by these words is not on the answer line
 _VALUE_WORDS = re.compile(r"\b(?:correct|actual|right|true|expected|should|total|sum|value|result)\b")
+_STEP_HEADER = re.compile(r"^\s*[*#_]*\s*step\s*\d+\s*[*_]*\s*[:.)]", re.IGNORECASE)
+_STEP_NAMED = re.compile(r"\bsteps?[\s_]*(?:#|no\.?|number)?\s*[-+]?\d", re.IGNORECASE)
 _TAGS = re.compile(r"</?\s*(?!paragraph|step)[a-z_]+\s*>")
 _MENTIONS = re.compile(rf"\b(?:paragraph|step)s?\s*(?:#|no\.?|number)?\s*{_NUMBER}")
 # an answer alone on the last line: "3", "Paragraph 3", "Answer: -1", "**Final answer: 2**", "No error."
@@ -151,8 +168,9 @@ class ParsedCritique:
         return self.index is not None
 
 
-def parse_critique(text: str, n_steps: int) -> ParsedCritique:
-    """The index a critique of a solution of `n_steps` steps states as its verdict (rules in the module's docstring)."""
+def parse_critique(text: str, n_steps: int, steps: Sequence[str] | None = None) -> ParsedCritique:
+    """The index a critique of a solution of `n_steps` steps states as its verdict (rules in the module's docstring).
+    `steps`, where known, are the solution's steps: if they are headed "Step k:", a critique naming "step N" is refused."""
     if not text.strip():
         return ParsedCritique(None, "the critique is empty")
     boxes = _boxes(text)
@@ -195,6 +213,10 @@ def parse_critique(text: str, n_steps: int) -> ParsedCritique:
         return ParsedCritique(None, f"its closing computes {index} as a value, and no verdict of it names paragraph {index}")
     if not NO_ERROR <= index < n_steps:
         return ParsedCritique(None, f"it names paragraph {index}, and the solution's paragraphs are 0 to {n_steps - 1}")
+    if steps and any(_STEP_HEADER.match(step) for step in steps) and _STEP_NAMED.search(_with_boxes_opened(" \n ".join(closing))):
+        return ParsedCritique(
+            None, "it names a 'step N', and the solution's own steps are headed 'Step k:': which paragraph it means is unclear"
+        )
     return ParsedCritique(index)
 
 
@@ -319,7 +341,8 @@ def _listed(numbers: str) -> set[int]:
 def _computes(text: str, value: int) -> bool:
     """Whether `text` computes `value` ("= 8", "+ 7", "is 8", "should be 8"): a value, not an index."""
     return re.search(
-        rf"(?:[=+*/×÷]|(?<!\bthe answer )(?<!final answer )(?<!index )(?<!verdict )\b(?:is|was|be|are|equals?|gives?|gets?|got|makes?|totals?|yields?)\b)"
+        r"(?:[=+*/×÷]|(?<!\bthe answer )(?<!final answer )(?<!index )(?<!verdict )"
+        r"\b(?:is|was|be|are|equals?|gives?|gets?|got|makes?|totals?|yields?)\b)"
         rf"\s*{re.escape(str(value))}(?![\d.]*\d)",
         _plain(text),
     ) is not None
