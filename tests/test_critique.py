@@ -2,6 +2,8 @@
 read as an index states that index as its verdict), the prompt template and its placeholders, and the
 majority of votes."""
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +72,36 @@ Final answer: $\\boxed{2}$"""
         ("The index of the earliest paragraph containing an error is 2.", 2),
         ("There are no errors in the solution.", -1),
         ("So the earliest error is in paragraph \\boxed{0}.", 0),
+        # review 2: another paragraph named outside the verdict clause is no second verdict
+        ("The earliest error occurs in paragraph 2, where it incorrectly uses the result of paragraph 1. \\boxed{2}", 2),
+        ("The first error is in paragraph 1, which affects paragraphs 2 and 3. \\boxed{1}", 1),
+        ("The earliest error is in paragraph 2 (step 3 of the solution). \\boxed{2}", 2),
+        ("Paragraph 0 and paragraph 1 are correct, so the earliest error is in paragraph 2.\n\n\\boxed{2}", 2),
+        ("Paragraphs 0 through 2 are correct, and the earliest error is in paragraph 3.\n\n\\boxed{3}", 3),
+        # review 2: a correction read, though it has a "not" in it
+        ("The earliest error is in paragraph 2. However, paragraph 1 already contains an error: 5 + 3 is not 9, so the earliest "
+         "error is in paragraph 1.", 1),
+        ("Wait, the earliest error is in paragraph 1. Actually, no: the earliest error is in paragraph 2 because paragraph 1 "
+         "isn't used.", 2),
+        ("I initially thought the earliest error is in paragraph 1. On rechecking, the earliest error is actually in paragraph 2, since "
+         "paragraph 1 doesn't matter.", 2),
+        ("The earliest error is in paragraph 2, since 6 x 4 is not 20.", 2),
+        ("The earliest error is in paragraph 2, not paragraph 1.", 2),
+        # review 2: well-formed critiques
+        ("The earliest error is in paragraph 1.\n\n\\boxed{1}\n\n</answer>", 1),
+        ("<answer>\\boxed{2}</answer>", 2),
+        ("Therefore, the answer is $\\boxed{-1}$ since no paragraph contains an error.", -1),
+        ("Since all paragraphs are correct, \\boxed{-1}", -1),
+        ("\\boxed{2} (paragraph 2)", 2),
+        ("There are no errors in any of the paragraphs.", -1),
+        ("The solution contains no errors.", -1),
+        ("None of the paragraphs contain errors.", -1),
+        ("I did not find any error.", -1),
+        ("After checking each paragraph, I did not find any error.", -1),
+        ("Paragraph 1 is the first one that is incorrect.", 1),
+        ("First error at paragraph 1.", 1),
+        ("The first error is at index 2.", 2),
+        ("The error first appears in paragraph 2.", 2),
     ],
 )
 def test_critique_styles_are_read(critique, index):
@@ -110,6 +142,26 @@ def test_critique_styles_are_read(critique, index):
         ("Paragraph 0 computes the total: the correct total is \\boxed{4}.", "not on the answer line"),
         ("\\boxed{1}\n\nParagraph 2 also uses 11, and paragraph 3 is correct.", "not on the answer line"),
         ("The earliest error is in paragraph 2.\n\nThe value is \\boxed{\\frac{3}{4}}.", "holds '\\\\frac{3}{4}', not a paragraph index"),
+        # review 2: the problem's answer on the last line is no index
+        ("Paragraph 1 is wrong: 194 = 11*17 + 7, not 9.\n\nThe correct answer is \\boxed{7}.", "not on the answer line"),
+        ("Paragraph 3 miscounts the marbles. So the correct result is \\boxed{8}.", "not on the answer line"),
+        ("Paragraph 3 miscounts the marbles; the correct total should be 8.\n\nFinal answer: \\boxed{8}", "computes 8 as a value"),
+        ("The total is 6.\nAnswer: 6", "computes 6 as a value"),
+        ("The correct answer is 8, so paragraph 3 is wrong.\n\\boxed{8}", "computes 8 as a value"),
+        ("Paragraph 2 computes 2 + 2 = 4. \\boxed{4}", "computes 4 as a value"),
+        ("The earliest error is in paragraph 2 or paragraph 3.", "several paragraphs (2, 3)"),
+        # review 2: a paragraph said correct and wrong, a later hedged or negated verdict
+        ("Paragraphs 0 through 2 are correct, and the earliest error is in paragraph 2.", "several paragraphs"),
+        ("Paragraph 0 and paragraph 1 are correct, so the earliest error is in paragraph 1.", "several paragraphs"),
+        ("The earliest error is in paragraph 3, and paragraph 1 is wrong too.", "several paragraphs (1, 3)"),
+        ("The earliest error is in paragraph 2. Wait, maybe the earliest error is in paragraph 1.", "hedges, negates or questions"),
+        ("The earliest error is in paragraph 2. Actually, the earliest error isn't in paragraph 2.", "hedges, negates or questions"),
+        ("I don't think the earliest error is in paragraph 2.\n\\boxed{2}", "hedges, negates or questions"),
+        ("All paragraphs are not correct.", "states no verdict"),
+        ("I did not find any error in paragraph 2.", "states no verdict"),
+        # review 2: text after the box that names another verdict
+        ("\\boxed{2} (paragraph 3)", "not on the answer line"),
+        ("Therefore, the answer is \\boxed{-1} since paragraph 2 contains an error.", "not on the answer line"),
     ],
 )
 def test_unreadable_critiques_say_why(critique, problem):
@@ -135,12 +187,27 @@ DISTRACTORS = (
     lambda j, m: f"There are no mistakes in the arithmetic of paragraph {j}.",
     lambda j, m: "No mistakes in the calculation; the setup is wrong.",
 )
-STATEMENTS = (
-    lambda k: f"The earliest error is in paragraph {k}.",
-    lambda k: f"Therefore, the earliest error occurs in paragraph_{k}.",
-    lambda k: f"Paragraph {k} is the first incorrect one.",
-    lambda k: f"The first mistake appears in <paragraph_{k}>.",
-    lambda k: f"The index of the earliest paragraph containing an error is {k}.",
+STATEMENTS = (  # k: the verdict, j: another paragraph the sentence mentions outside its verdict
+    lambda k, j: f"The earliest error is in paragraph {k}.",
+    lambda k, j: f"Therefore, the earliest error occurs in paragraph_{k}.",
+    lambda k, j: f"Paragraph {k} is the first incorrect one.",
+    lambda k, j: f"The first mistake appears in <paragraph_{k}>.",
+    lambda k, j: f"The index of the earliest paragraph containing an error is {k}.",
+    lambda k, j: f"The earliest error occurs in paragraph {k}, where it incorrectly uses the result of paragraph {j}.",
+    lambda k, j: f"The first error is in paragraph {k}, which affects paragraphs {j} and {j + 1}.",
+    lambda k, j: f"The earliest error is in paragraph {k} (step {j} of the solution).",
+    lambda k, j: f"The earliest error is in paragraph {k}, since 6 x {j} is not 20.",
+    lambda k, j: f"The earliest error is in paragraph {j}. However, paragraph {k} already contains an error: 5 + 3 is not 9, so the "
+    f"earliest error is in paragraph {k}.",
+)
+COMPUTED_ANSWERS = (  # the problem's answer where the index is asked for: never an index
+    lambda m: f"The correct answer is \\boxed{{{m}}}.",
+    lambda m: f"So the correct result is \\boxed{{{m}}}.",
+    lambda m: f"The correct total should be {m}.\n\nFinal answer: \\boxed{{{m}}}",
+)
+RETRACTED = (  # a verdict, then a later hedged or negated one: neither may be read
+    lambda k, j: f"The earliest error is in paragraph {k}. Wait, maybe the earliest error is in paragraph {j}.",
+    lambda k, j: f"The earliest error is in paragraph {k}. Actually, the earliest error isn't in paragraph {k}.",
 )
 NO_ERROR_STATEMENTS = ("All paragraphs are correct.", "There are no errors in the solution.", "No paragraph contains an error.")
 ANSWER_LINES = (
@@ -160,13 +227,22 @@ def critiques(draw):
     distractor = st.builds(lambda make, j, m: make(j, m), st.sampled_from(DISTRACTORS), index, st.integers(0, 99))
     parts = draw(st.lists(distractor, max_size=5))
     verdict = draw(st.integers(-1, n_steps - 1))
-    statement = draw(st.sampled_from(NO_ERROR_STATEMENTS)) if verdict < 0 else draw(st.sampled_from(STATEMENTS))(verdict)
-    shape = draw(st.sampled_from(["answer line", "stated", "contradicted", "stray"]))
+    other = draw(index)
+    statement = draw(st.sampled_from(NO_ERROR_STATEMENTS)) if verdict < 0 else draw(st.sampled_from(STATEMENTS))(verdict, other)
+    shape = draw(st.sampled_from(["answer line", "stated", "contradicted", "stray", "computed", "retracted"]))
     stated, must_read = verdict, True
     if shape == "answer line":
         if draw(st.booleans()):
             parts.append(statement)
+        elif any(re.search(rf"(?:[-=+*/]|\bis)\s*(?:\\boxed\{{)?{verdict}(?!\d)", part) for part in parts):
+            must_read = False  # its box holds a value the critique computes: refusing it is right
         parts.append(draw(st.sampled_from(ANSWER_LINES))(verdict))
+    elif shape == "computed":
+        parts += [f"Paragraph {other} miscounts the marbles.", draw(st.sampled_from(COMPUTED_ANSWERS))(draw(st.integers(0, 99)))]
+        stated = None
+    elif shape == "retracted" and n_steps > 1:
+        parts.append(draw(st.sampled_from(RETRACTED))(max(verdict, 0), draw(index.filter(lambda j: j != max(verdict, 0)))))
+        stated = None
     elif shape == "stated":
         must_read = not any("boxed" in part for part in parts)  # a box elsewhere is what ProcessBench reads
         parts.append(statement)
@@ -224,3 +300,14 @@ def test_majority_and_its_ties():
     assert majority([-1, -1, 2, 2, 0]) == (2, 0.4)
     with pytest.raises(ValueError):
         majority([])
+
+
+def test_step_n_is_refused_where_the_solutions_own_steps_are_headed_step_k():
+    """"Step 2" names index 2 in the prompt's numbering, but a solution whose steps start "Step 1:", "Step 2:" has its own
+    numbers (from 1): there "step N" may mean either, so it is refused; "paragraph N" is still read."""
+    headed = ["Step 1: Tom has 5 apples.", "Step 2: 5 + 3 = 9.", "**Step 3:** So 9."]
+    for critique in ("The earliest error is in step 2.", "The first mistake is in step 1.\n\\boxed{1}", "\\boxed{\\text{step 1}}"):
+        parsed = parse_critique(critique, n_steps=3, steps=headed)
+        assert parsed.index is None and "headed 'Step k:'" in parsed.problem, critique
+        assert parse_critique(critique, n_steps=3, steps=["Tom has 5 apples.", "5 + 3 = 9.", "So 9."]).index in (1, 2)
+    assert parse_critique("The earliest error is in paragraph 1.\n\\boxed{1}", n_steps=3, steps=headed).index == 1

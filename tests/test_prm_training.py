@@ -265,6 +265,7 @@ def test_a_rerun_with_the_same_max_steps_trains_nothing_and_the_summary_names_wh
     assert main(["score", "--prm", str(run), "--input", str(data), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "no best/ checkpoint yet" in err and f"pass {run}/last" in err and err.count("\n") == 1
+    assert "stopped before its first epoch ended (--max-steps, or interrupted)" in err  # not blamed on --max-steps alone
     assert main(["score", "--prm", str(run / "last"), "--input", str(data), "--quiet"]) == 0
     capsys.readouterr()
 
@@ -276,3 +277,22 @@ def test_a_rerun_with_the_same_max_steps_trains_nothing_and_the_summary_names_wh
     assert stopped.checkpoints == [str(run / "best"), str(run / "last")]
     done = train(small_config(labels, run, tiny_model_dir))
     assert (done.global_step, done.steps_trained, done.epochs_done, done.stopped_early) == (10, 5, 2, False)
+
+
+def test_the_summary_says_when_no_epoch_was_measurable_by_the_selection_metric_and_shows_missing_metrics():
+    """--select-best val_auc with one class in validation: roc_auc is None every epoch; best/ still holds an epoch
+    (the first one, written when none is measurable), so the summary says which, and shows val_auc as n/a."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from labeler.cli.train import _summary
+    from labeler.prm.trainer import TrainResult
+
+    config = SimpleNamespace(max_steps=None, epochs=2, select_best="val_auc", validation_fraction=0.1)
+    result = TrainResult(output="run", epochs_done=2, global_step=10, best_epoch=None, best_metric=None, stopped_early=False,
+                         resumed=False, history=[{"train_loss": 0.5, "val_loss": 0.6, "val_auc": None}],
+                         steps_trained=10, checkpoints=["run/best", "run/last"])  # fmt: skip
+    summary = dict(_summary(config, result))
+    assert summary["best epoch"] == "none measurable by val_auc (it was n/a every epoch); best/ holds epoch 1"
+    assert summary["last epoch"] == "train_loss 0.5000, val_loss 0.6000, val_auc n/a"
+    assert dict(_summary(config, replace(result, checkpoints=["run/last"])))["best epoch"].startswith("none yet")

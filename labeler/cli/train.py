@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, resolve_backbone, usage_error
@@ -94,13 +95,18 @@ def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
     else:
         steps = f"{result.global_step} (nothing trained in this call: its {result.epochs_done} epochs are done; raise --epochs to go on)"
     last = result.history[-1] if result.history else {}
-    metrics = ", ".join(
-        f"{key} {value:.4f}" for key, value in last.items() if key.startswith(("train_", "val_")) and isinstance(value, float)
+    metrics = ", ".join(  # a metric an epoch could not measure (roc_auc of one class) shows as n/a, not left out
+        f"{key} {'n/a' if value is None else f'{value:.4f}'}"
+        for key, value in last.items()
+        if key.startswith(("train_", "val_")) and (value is None or isinstance(value, float))
     )
     best_by = config.select_best if config.validation_fraction else "train_loss"
     best = "none yet (best/ is written when an epoch ends)"
     if result.best_epoch is not None:
         best = f"{result.best_epoch} ({best_by} {result.best_metric:.4f})"
+    elif any(Path(folder).name == "best" for folder in result.checkpoints):
+        # no epoch measured the metric: best/ is the first epoch's, written so that a finished run always has one
+        best = f"none measurable by {best_by} (it was n/a every epoch); best/ holds epoch 1"
     return [
         ("run", result.output),
         ("epochs done", f"{result.epochs_done} of {config.epochs}{' (stopped by --max-steps)' if result.stopped_early else ''}"),

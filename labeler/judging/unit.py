@@ -100,7 +100,7 @@ class JudgingTask:
                 if completion.truncated:
                     vote.problem = f"cut by its token budget after {completion.tokens} tokens, before its verdict"
                     continue
-                parsed = parse_critique(completion.text, len(item.solution.steps))
+                parsed = parse_critique(completion.text, len(item.solution.steps), item.solution.steps)
                 if parsed.index is None:
                     vote.problem = parsed.problem
                     continue

@@ -116,8 +116,9 @@ def load_scorer(
         folder = checkpoint_folder(model)
         if not os.path.isfile(os.path.join(folder, PRM_CONFIG_NAME)) and os.path.isfile(os.path.join(folder, "last", PRM_CONFIG_NAME)):
             raise PRMLoadError(
-                f"{model}: a training run with no best/ checkpoint yet (best/ is written when an epoch ends; "
-                f"--max-steps stopped it before); pass {os.path.join(model, 'last')} to score its last checkpoint"
+                f"{model}: a training run with no best/ checkpoint yet (best/ is written when an epoch ends; the run "
+                f"stopped before its first epoch ended (--max-steps, or interrupted)); pass {os.path.join(model, 'last')} "
+                "to score its last checkpoint"
             )
         if not os.path.isfile(os.path.join(folder, PRM_CONFIG_NAME)) and os.path.isfile(os.path.join(folder, "config.json")):
             raise PRMLoadError(
