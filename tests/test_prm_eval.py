@@ -349,3 +349,27 @@ def test_a_row_is_scored_only_when_its_first_predicted_error_is_known(steps, hum
     # the metrics count only known rows: a row without a prediction never adds to either accuracy's denominator
     metrics = first_error_metrics([(human, first)] if first is not None else [])
     assert metrics.erroneous + metrics.correct == (first is not None)
+
+
+def test_average_f1_is_none_when_a_subset_has_no_f1(tmp_path, capsys):
+    """A subset without an F1 (every row unpredicted) does not vanish from the average: the average is unknown."""
+    a = write_jsonl(tmp_path / "gsm8k.jsonl", processbench_rows()[:2])
+    b = write_jsonl(tmp_path / "math.jsonl", [dict(row, id=f"pm-{i}") for i, row in enumerate(processbench_rows()[:2])])
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0] * 3, [True] * 3),
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, 0.0, 0.0], [True, False, False]),
+            labels_row("pm-0", "t0", "P0", ["a", "b", "c"], [None] * 3, [None] * 3),
+            labels_row("pm-1", "t1", "P1", ["a", "b", "c"], [None] * 3, [None] * 3),
+        ],
+    )
+    args = ["--labels", str(labels), "--reference", str(a), "--reference", str(b)]
+    report = eval_json(capsys, *args)
+    assert [s["f1"] for s in report["subsets"]] == [1.0, None]
+    assert (report["average_f1"], report["average_f1_subsets"], report["subsets_without_f1"]) == (None, 0, ["math"])
+    assert main(["eval", *args]) == 0
+    assert "average F1: n/a (no F1 for math; 0 of 2 subsets averaged)" in capsys.readouterr().out
+    # with every subset known, the count says what was averaged
+    report = eval_json(capsys, "--labels", str(labels), "--reference", str(a))
+    assert (report["average_f1"], report["average_f1_subsets"], report["subsets_without_f1"]) == (1.0, 1, [])
