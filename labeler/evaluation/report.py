@@ -39,6 +39,7 @@ from labeler.store.reader import LabelledRow, LabelsError, open_job, read_labell
 from labeler.store.shard_store import REJECTED_DIR
 
 PAGE_NAME = "index.html"
+NOT_SAMPLED_PREFIX = "not sampled"  # a step's unlabelled_reason when no rollout was sampled for it
 MEASURED = "rollouts"  # the label_method of a step whose soft label is a Monte-Carlo estimate
 LABEL_CHARS = 60  # a reason's length on the plot's axis; the table has it in full
 
@@ -111,6 +112,16 @@ class ReportInputs:
     cut_counted: bool | list[bool | None] = False  # per row (or for all): --truncated incorrect, cut ones inside n_rollouts
     rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
     manifest_rollouts: int | None = None  # the rollouts the manifest counts, where this output's job sampled them
+    unlabelled_reasons: list[list[str | None]] | None = None  # per row and step; None: not read
+
+    def outcome_only(self) -> bool:
+        """Every solution labels only its last step, the others not sampled (final-answer, best-of-N candidates)."""
+        reasons = self.unlabelled_reasons or [[NOT_SAMPLED_PREFIX] * len(row.steps) for row in self.rows]
+        return any(len(row.steps) > 1 for row in self.rows) and all(
+            method == "unlabelled" and (reason or "").startswith(NOT_SAMPLED_PREFIX)
+            for row, why in zip(self.rows, reasons)
+            for method, reason in zip(row.label_method[:-1], why[:-1])
+        )
 
     def generated_tokens(self) -> int:
         """Every token generated, as the manifest and `labeler status` count them: the labels' and the rejected solutions'."""
@@ -156,9 +167,11 @@ def read_inputs(job_dir: str) -> ReportInputs:
     sampled = job is not None and job.manifest.get(JOB_KIND_KEY) is None  # `labeler label`: its manifest counts what it sampled
     rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
     manifest_rollouts = job.manifest["totals"].get("rollouts") if sampled else None
+    reasons = table.column("unlabelled_reason").to_pylist() if "unlabelled_reason" in table.column_names else None
     return ReportInputs(
-        job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(table), cut_counted, rejected_tokens, manifest_rollouts
-    )
+        job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(table), cut_counted, rejected_tokens, manifest_rollouts,
+        [list(r or [None] * len(row.steps)) for r, row in zip(reasons, rows)] if reasons is not None else None,
+    )  # fmt: skip
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
@@ -330,6 +343,14 @@ def known_first_error(row: LabelledRow) -> int | None:
 
 
 def first_error_section(inputs: ReportInputs) -> Section:
+    if inputs.outcome_only():
+        return Section(
+            "First error position",
+            html=_note(
+                "No first-error plot: only their last step is labelled (an outcome-only job, such as best-of-N candidates "
+                "checked by their final answer), so no solution of more than one step has a known first error."
+            ),
+        )
     counts = Counter(known_first_error(row) for row in inputs.rows)
     unknown = counts.pop(None, 0)
     figure = _figure()
