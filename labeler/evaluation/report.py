@@ -277,7 +277,7 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("steps without a label", f"{steps - len(hard)}"),
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
-        ("solutions with a first error", f"{with_error} ({with_error / known:.1%} of the {known} whose first error is known)" if known else "0"),
+        ("solutions with a first error", _share(with_error, known, "whose first error is known")),
         ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
         ("rollouts", f"{low}" if low == high else f"{low} to {high}"),
         ("rollouts cut by their token budget", f"{cut}"),
@@ -291,6 +291,10 @@ def summary_section(inputs: ReportInputs) -> Section:
     table = "\n".join(f"<tr><th>{html.escape(k)}</th><td class=number>{html.escape(v)}</td></tr>" for k, v in lines)
     notes = [_note(line) for line in rollout_notes(inputs)]
     return Section("Summary", html=f"<table>{table}</table>" + "".join(notes))
+
+
+def _share(count: int, of: int, which: str) -> str:
+    return f"{count} ({count / of:.1%} of the {of} {which})" if of else f"{count}"
 
 
 def rollout_notes(inputs: ReportInputs) -> list[str]:
