@@ -6,10 +6,12 @@ written beside it too. It is made of sections, each built from what the job hold
 
     summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
                                rollouts as the manifest and `labeler status` count them (every one sampled),
-                               those cut by their token budget shown apart
+                               those cut by their token budget shown apart; a range where the job's --truncated
+                               is not at hand (a folder of shards, labels a consensus read), and not known for
+                               rows of shards older than schema 1.2; the manifest named only where it sampled them
     soft labels                histogram of the soft labels
     first error position       solutions by their first hard-negative step; "unknown" where an unlabelled
-                               step comes before it (any step, for none)
+                               step comes before it (any step, for none); left out for an outcome-only job
     soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
                                final-answer checks left out: they are 0 or 1 by construction
     spend                      tokens and rollouts per solution
