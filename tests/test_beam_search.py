@@ -164,3 +164,17 @@ def test_the_aggregate_decides_the_ranking(aggregate, first_step):
 
     [search] = beam_search([PROBLEM], StepScript(values, ending), TextScorer(), settings(beams=2, proposals=1, aggregate=aggregate))
     assert search.chosen.steps[0] == first_step and search.chosen.status == ANSWER
+
+
+def test_the_summary_says_an_unscored_chosen_beam_had_no_scored_finished_beam_beside_it():
+    """The search chooses among finished beams first: an unscored chosen beam means none of the finished ones was
+    scored, not none of all the problem's beams."""
+    from labeler.decoding.comparison import format_summary
+
+    results = {
+        "settings": {"beams": 2, "proposals": 2, "max_steps": 4, "aggregate": "min"}, "prm": {"name": "prm"},
+        "accuracy": 0.5, "correct": 1, "problems": 2, "tokens_per_problem": 10.0, "finished_by": {"stop": 2},
+        "counted_wrong_unchecked": {}, "chosen_unscored": 1, "best_of_n": None,
+    }
+    summary = format_summary(results)
+    assert "chosen beams the PRM could not fully score (none of their problem's finished beams was scored" in summary

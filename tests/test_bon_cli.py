@@ -162,6 +162,11 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     table = capsys.readouterr().out
     assert "1 candidates not fully scored (past its max length), ranked last" in table and "problems with none scored" in table
     assert "candidates whose answer was not checked, counted wrong: 1 (the last step states no answer" in table
+    # a vote's share is a lower bound (a right unchecked candidate would also vote), exact for the others
+    assert "votes: a lower bound" in table and "could be higher by as much:" not in table
+    assert results["counted_wrong_unchecked_bound"] == {
+        "pass": "exact", "random": "exact", "majority": "lower bound", "selection": "exact", "weighted_vote": "lower bound"
+    }
     assert main(["report", str(tmp_path / "out"), "--output", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "1 candidates whose answer was not checked count as wrong" in page and "could not fully score 1 candidates" in page

@@ -230,3 +230,17 @@ def test_labels_with_a_judge_step_outside_a_judge_row_are_refused():
         validate_labels(pa.Table.from_pylist([row], schema=LABELS_SCHEMA))
     with pytest.raises(SchemaError, match="label_source has unknown values"):
         validate_labels(pa.Table.from_pylist([mc("s1", [True, True]) | {"label_source": "oracle"}], schema=LABELS_SCHEMA))
+
+
+def test_the_report_of_a_consensus_output_claims_no_agreement_with_its_manifest(tmp_path):
+    """A consensus output samples nothing (its manifest counts no rollouts); its rows carry the counts of the labels
+    it read, whose --truncated is not known when they are a folder of shards: their cut rollouts make a range."""
+    labels = [mc("s0", [True, True, True, True]) | {"n_truncated": [2, 0, 0, 0]}, *LABELS[1:]]
+    inputs = write_labels(tmp_path / "mc", labels), write_judgments(tmp_path / "judge", JUDGMENTS)
+    out = tmp_path / "out"
+    assert consensus(inputs, out) == 0
+    counted = sum(sum(row.n_rollouts) for row in read_labelled_rows(out))
+    assert main(["report", str(out)]) == 0
+    page = (out / "report" / "index.html").read_text()
+    assert f"<th>rollouts</th><td class=number>{counted} to {counted + 2}</td>" in page
+    assert "manifest" not in page

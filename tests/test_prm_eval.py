@@ -337,15 +337,59 @@ def test_eval_common_leaves_out_rows_some_source_cannot_predict(tmp_path, capsys
     assert "left out (--common), without a prediction from every source: 1 tiny" in capsys.readouterr().out
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=12), st.integers(-1, 11))
-def test_a_row_is_scored_only_when_its_first_predicted_error_is_known(steps, human):
-    first = first_predicted_error(steps)
-    first_false = next((i for i, ok in enumerate(steps) if ok is False), -1)
-    before = steps if first_false < 0 else steps[:first_false]
-    assert (first is None) == (None in before)  # unknown exactly when a step before it has no prediction
-    assert first is None or first == first_false
-    assert first_predicted_error(steps, missing="as-correct") == first_false  # asked for: unpredicted steps read as right
-    # the metrics count only known rows: a row without a prediction never adds to either accuracy's denominator
-    metrics = first_error_metrics([(human, first)] if first is not None else [])
-    assert metrics.erroneous + metrics.correct == (first is not None)
+ROW = st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=8).flatmap(
+    lambda steps: st.tuples(st.just(steps), st.integers(-1, len(steps) - 1))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ROW, min_size=1, max_size=6))
+def test_a_row_is_scored_only_when_its_first_predicted_error_is_known(rows):
+    """Through eval's own path (human_agreement.subset_result): a row counts in the metrics exactly when its first
+    predicted error is known, the rest are counted apart; asked for, unpredicted steps read as right."""
+    from labeler.evaluation.human_agreement import Prediction, subset_result
+    from labeler.evaluation.references import ReferenceSet, ReferenceSolution
+
+    texts = lambda steps: tuple(f"step {i}" for i in range(len(steps)))  # noqa: E731
+    reference = ReferenceSet(
+        "random", "processbench", [ReferenceSolution(f"p{i}", texts(steps), human) for i, (steps, human) in enumerate(rows)], 0
+    )
+    predictions = [
+        Prediction(f"p{i}", f"s{i}", texts(steps), len(steps), tuple(steps), tuple(None if ok is None else float(ok) for ok in steps))
+        for i, (steps, _) in enumerate(rows)
+    ]
+    for steps, _ in rows:
+        first, first_false = first_predicted_error(steps), next((i for i, ok in enumerate(steps) if ok is False), -1)
+        before = steps if first_false < 0 else steps[:first_false]
+        assert (first is None) == (None in before) and first in (None, first_false)
+    known = [(human, first_predicted_error(steps)) for steps, human in rows if first_predicted_error(steps) is not None]
+    result = subset_result(reference, predictions)
+    assert (result["matched"], result["scored"], result["no_prediction"]) == (len(rows), len(known), len(rows) - len(known))
+    assert result["erroneous"] + result["correct"] == len(known)
+    assert {k: result[k] for k in first_error_metrics(known).to_dict()} == first_error_metrics(known).to_dict()
+    as_correct = subset_result(reference, predictions, missing="as-correct")
+    assert as_correct["scored"] == as_correct["erroneous"] + as_correct["correct"] == len(rows)
+
+
+def test_average_f1_is_none_when_a_subset_has_no_f1(tmp_path, capsys):
+    """A subset without an F1 (every row unpredicted) does not vanish from the average: the average is unknown."""
+    a = write_jsonl(tmp_path / "gsm8k.jsonl", processbench_rows()[:2])
+    b = write_jsonl(tmp_path / "math.jsonl", [dict(row, id=f"pm-{i}") for i, row in enumerate(processbench_rows()[:2])])
+    labels = write_labels(
+        tmp_path / "job",
+        [
+            labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0] * 3, [True] * 3),
+            labels_row("pb-1", "s1", "P1", ["a", "b", "c"], [1.0, 0.0, 0.0], [True, False, False]),
+            labels_row("pm-0", "t0", "P0", ["a", "b", "c"], [None] * 3, [None] * 3),
+            labels_row("pm-1", "t1", "P1", ["a", "b", "c"], [None] * 3, [None] * 3),
+        ],
+    )
+    args = ["--labels", str(labels), "--reference", str(a), "--reference", str(b)]
+    report = eval_json(capsys, *args)
+    assert [s["f1"] for s in report["subsets"]] == [1.0, None]
+    assert (report["average_f1"], report["average_f1_subsets"], report["subsets_without_f1"]) == (None, 0, ["math"])
+    assert main(["eval", *args]) == 0
+    assert "average F1: n/a (no F1 for math; 0 of 2 subsets averaged)" in capsys.readouterr().out
+    # with every subset known, the count says what was averaged
+    report = eval_json(capsys, "--labels", str(labels), "--reference", str(a))
+    assert (report["average_f1"], report["average_f1_subsets"], report["subsets_without_f1"]) == (1.0, 1, [])

@@ -180,7 +180,7 @@ def test_a_first_error_behind_an_unlabelled_step_is_unknown_not_none(tmp_path):
     bars = {tick.get_text(): patch.get_height() for tick, patch in zip(axes.get_xticklabels(), axes.patches)}
     assert bars == {"none": 1, "unknown": 2, "1": 1}
     page = write_report(str(job)).read_text()
-    assert "<th>solutions with a first error</th><td class=number>1 (25.0%)</td>" in page
+    assert "<th>solutions with a first error</th><td class=number>1 (50.0% of the 2 whose first error is known)</td>" in page
     assert "<th>solutions whose first error is unknown</th><td class=number>2 (an unlabelled step before it)</td>" in page
 
 
@@ -212,3 +212,53 @@ def test_report_counts_the_tokens_the_manifest_counts_rejected_solutions_apart(t
     page = write_report(str(out)).read_text()
     assert f"<th>generated tokens</th><td class=number>{job_status(str(out))['generated_tokens']}</td>" in page
     assert "<th>of them on rejected solutions</th><td class=number>14</td>" in page
+
+
+def cut_job(tmp_path, checker, truncated):
+    from tests.conftest import write_jsonl
+    from tests.fakes import CUT_MARKER
+    from tests.test_job import config, input_rows, run
+
+    rows = input_rows()
+    for row in rows[::2]:
+        row["steps"][0] += f" {CUT_MARKER}"  # half the rollouts from these prefixes are cut by their budget
+    out = tmp_path / "out"
+    run(config(write_jsonl(tmp_path / "input.jsonl", rows), out, truncated=truncated), checker)
+    return out, json.loads((out / "manifest.json").read_text())["totals"]
+
+
+def test_shards_without_their_jobs_config_say_whether_cut_rollouts_count_is_unknown(tmp_path, checker):
+    """A folder of shards holds no --truncated: its cut rollouts may be inside n_rollouts (incorrect) or not, so the
+    count is a range, never the counted plus the cut as if excluded; and no manifest is said to agree."""
+    import shutil
+
+    from labeler.evaluation.report import read_inputs
+
+    out, totals = cut_job(tmp_path, checker, "incorrect")
+    cut = totals["truncated_rollouts"]
+    page = write_report(str(out), str(tmp_path / "r1")).read_text()
+    assert f"<th>rollouts</th><td class=number>{totals['rollouts']}</td>" in page
+    assert "checked as they stand (--truncated incorrect)" in page and "agree with the manifest" in page
+    shutil.copytree(out / "labels", tmp_path / "shards")
+    page = write_report(str(tmp_path / "shards"), str(tmp_path / "r2")).read_text()
+    assert f"<th>rollouts</th><td class=number>{totals['rollouts']} to {totals['rollouts'] + cut}" in page
+    assert "whether they are among the counted rollouts is not known" in page and "manifest" not in page
+    title = spend_section(read_inputs(str(tmp_path / "shards"))).plots[0].figure.axes[1].get_title()
+    assert title.startswith(f"Rollouts spent: {totals['rollouts']} to {totals['rollouts'] + cut}")
+
+
+def test_one_old_shard_leaves_the_cut_rollouts_of_the_others_counted(tmp_path, checker):
+    """A shard older than schema 1.2 (no n_truncated) among newer ones: only its rows have no known cut rollouts."""
+    import pyarrow.parquet as pq
+
+    out, totals = cut_job(tmp_path, checker, "excluded")
+    last = sorted((out / "labels").glob("*.parquet"))[-1]
+    table = pq.read_table(last)
+    dropped = sum(sum(per_step) for per_step in table.column("n_truncated").to_pylist())
+    pq.write_table(table.drop(["n_truncated"]), last)
+    page = write_report(str(out)).read_text()
+    cut = totals["truncated_rollouts"] - dropped
+    assert cut > 0
+    assert f"<th>rollouts cut by their token budget</th><td class=number>{cut}</td>" in page
+    assert f"<th>rollouts</th><td class=number>{totals['rollouts'] - dropped}</td>" in page
+    assert f"{table.num_rows} solutions come from shards older than schema 1.2 (no n_truncated): their cut rollouts are not known" in page

@@ -84,3 +84,30 @@ def test_precision_and_max_length_are_part_of_the_key(tiny_model_dir, tmp_path, 
     assert scored(spec, precision="bf16") and not scored(spec, precision="bf16")
     assert scored(spec, precision="bf16", max_length=64) and not scored(spec, precision="bf16", max_length=64)
     assert scored(spec)  # back to the first settings: scored again (one file per PRM spec holds the latest)
+
+
+def test_a_folder_overwritten_while_scoring_is_scored_again(tmp_path, monkeypatch):
+    """The scores are kept under the fingerprint of the bytes taken before loading: a best/ written during scoring
+    (training still running) misses next time; and a miss reads the folder once."""
+    import labeler.decoding.prm_scores as prm_scores
+
+    prm = tmp_path / "prm"
+    prm.mkdir()
+    (prm / "config.json").write_text("{}")
+    (prm / "model.safetensors").write_bytes(b"old weights")
+
+    class Overwriting(Scorer):
+        def step_scores(self, solutions):
+            (prm / "model.safetensors").write_bytes(b"new weights")
+            return super().step_scores(solutions)
+
+    digests = []
+    real_digest = prm_scores.folder_digest
+    monkeypatch.setattr(prm_scores, "folder_digest", lambda folder: digests.append(folder) or real_digest(folder))
+    location = OutputLocation(tmp_path / "out")
+    spec = f"qwen-prm:{prm}"
+    candidate_step_scores(location, spec, CANDIDATES, Overwriting, scoring=scoring_settings("fp32"))
+    assert len(digests) == 1
+    loads = []
+    candidate_step_scores(location, spec, CANDIDATES, lambda: loads.append(1) or Scorer(), scoring=scoring_settings("fp32"))
+    assert loads == [1]

@@ -29,9 +29,9 @@ def test_best_of_n_picks_the_highest_score_per_problem():
 
     scored = [solution("p", "a", [0.9, 0.2]), solution("p", "b", [0.6, 0.6]), solution("q", "c", [None])]
     mark_best_of_n(scored, "min")
-    assert [s.selected for s in scored] == [False, True, True]
+    assert [s.selected for s in scored] == [False, True, False]  # q: its only solution has no score, so none is picked
     mark_best_of_n(scored, "last")
-    assert [s.selected for s in scored] == [False, True, True]
+    assert [s.selected for s in scored] == [False, True, False]
     mark_best_of_n(scored, "product")
     assert [s.solution_id for s in scored if s.selected and s.problem_id == "p"] == ["b"]
 
@@ -67,7 +67,8 @@ def test_scoring_an_input_file_as_label_reads_it(untrained_prm, tmp_path, capsys
     assert len(first["step_scores"]) == 2 and all(0 < s < 1 for s in first["step_scores"])
     assert first["score_min"] == min(first["step_scores"]) and first["score_last"] == first["step_scores"][-1]
     assert first["score_product"] == pytest.approx(math.prod(first["step_scores"]))
-    assert [line["selected"] for line in lines[:2]].count(True) == 1 and lines[2]["selected"]
+    assert [line["selected"] for line in lines[:2]].count(True) == 1
+    assert not lines[2]["selected"]  # its problem's only solution is not fully scored: nothing to select
     # the PRM reads at most 48 tokens: the long last step of row 2 gets no score
     assert lines[2]["step_scores"][1] is None and lines[2]["steps_scored"] == 1
 
@@ -103,5 +104,6 @@ def test_score_summary_counts_the_solutions_cut_at_max_length_apart(untrained_pr
     summary = json.loads(capsys.readouterr().out)
     assert (summary["solutions"], summary["steps_scored"], summary["steps_past_max_length"]) == (2, 3, 1)
     assert summary["solutions_not_fully_scored"] == 1  # row 1: its last step is past the PRM's 48 tokens
+    assert summary["problems_without_selection"] == 1  # row 1 is its problem's only solution
     assert main(args) == 0
     assert "1 solution not fully scored (steps past the PRM's max length have no score)" in capsys.readouterr().out

@@ -24,3 +24,18 @@ def test_solutions_with_an_unlabelled_step_and_no_error_are_not_counted_as_no_er
     # its negative step (the unlabelled first step could be the first error), as `labeler eval` reads it
     assert bars == {"none": 1, "unknown": 3}
     assert "3 solutions" in section.plots[0].caption and "unknown" in section.plots[0].caption
+
+
+def test_an_outcome_only_job_has_no_first_error_plot_but_a_line_saying_why(tmp_path):
+    """Final-answer (bon) candidates label only their last step: every multi-step one would read "unknown"."""
+    def candidate(solution_id, last):
+        return labels_row(
+            "p", solution_id, "Q", ["a", "b"], [None, float(last)], [None, last],
+            label_method=["unlabelled", "final_answer"], unlabelled_reason=[NOT_SAMPLED, None],
+        )  # fmt: skip
+
+    from labeler.evaluation.report import read_inputs
+
+    write_labels(tmp_path / "job", [candidate("s0", True), candidate("s1", False)])
+    section = first_error_section(read_inputs(str(tmp_path / "job")))
+    assert not section.plots and "only their last step is labelled (an outcome-only job" in section.html

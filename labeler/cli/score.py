@@ -13,7 +13,8 @@ still on track after each step; null for steps past the PRM's length limit), ste
 score_min, score_product, score_last, score_mean, trajectory_score (a PRM trained with trajectory
 labels: the probability that the whole trajectory reaches the answer; else null), score_combined
 ((score_mean + W x trajectory_score) / (1 + W), W = --trajectory-weight), and `selected`: the best
-of N solutions of its problem by --select-by. Lines go to --output, or to stdout when it is not given; a summary goes to stderr
+of N solutions of its problem by --select-by (none, for a problem none of whose solutions has that score:
+counted in the summary's problems_without_selection). Lines go to --output, or to stdout when it is not given; a summary goes to stderr
 (to stdout with --output): it counts the steps past the PRM's max length and the solutions not fully scored apart.
 """
 
@@ -130,6 +131,8 @@ def run_score(args: argparse.Namespace) -> int:
         "solutions_not_fully_scored": sum(s.to_dict()["steps_scored"] < len(s.step_scores) for s in scored),
         "trajectories_scored": sum(s.trajectory_score is not None for s in scored),
         "select_by": args.select_by,
+        # none of their solutions has a --select-by score: none is selected
+        "problems_without_selection": len({s.problem_id for s in scored} - {s.problem_id for s in scored if s.selected}),
         "output": args.output or "-",
     }
     summary_stream = sys.stdout if args.output else sys.stderr

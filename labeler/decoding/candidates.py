@@ -8,7 +8,8 @@ rerun, their bad rows in rejected/. OUT/ then holds labels/, rollouts/ (the answ
 extracted answers), rejected/ and manifest.json; `labeler status` and `labeler report` read it.
 
 A candidate is correct when its last step's answer check says so. One whose answer was not checked
-(cut by its token budget, no answer the checker can find, a check with no verdict) is a wrong
+(cut by its token budget, no answer the checker can find, a check with no verdict or one that timed
+out, by the rollouts table's verdict) is a wrong
 candidate that states no answer, as in any best-of-N evaluation: it never wins a vote. Each is
 counted by its reason (`CandidateSet.unchecked`), and best-of-N says how much of each figure rests
 on them (labeler/evaluation/best_of_n.py).
@@ -20,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from labeler.checking.answer_keys import answer_key
+from labeler.checking.verdicts import Verdict
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.rollouts import FINAL_ANSWER_FINISH
 from labeler.store.reader import LabelsError, open_job, read_labels_table
@@ -27,6 +29,7 @@ from labeler.store.shard_store import REJECTED_DIR, ROLLOUTS_DIR
 
 CANDIDATE_STRATEGY = "final-answer"
 NO_VERDICT = "the answer check gave no verdict"  # a last step without a hard label that names no reason
+TIMED_OUT = "the answer check timed out"  # its rollouts-table verdict, whatever label the labels row carries
 
 
 def candidate_job(settings: dict, candidates: int) -> LabelConfig:
@@ -90,16 +93,21 @@ def read_candidates(output: str) -> CandidateSet:
     strategies = {row["strategy"] for row in rows}
     if strategies != {CANDIDATE_STRATEGY}:
         raise LabelsError(f"{output}: its labels were made by the {', '.join(sorted(strategies))} strategy, not {CANDIDATE_STRATEGY}")
-    answers = {}
+    answers, timed_out = {}, set()
     for name in job.committed_files(ROLLOUTS_DIR):
-        table = job.read_table(name, ["solution_id", "finish_reason", "extracted_answer"])
+        table = job.read_table(name, ["solution_id", "finish_reason", "extracted_answer", "verdict"])
         for check in table.to_pylist():
             if check["finish_reason"] == FINAL_ANSWER_FINISH:
                 answers[check["solution_id"]] = check["extracted_answer"]
+                if check["verdict"] == Verdict.TIMEOUT.value:
+                    timed_out.add(check["solution_id"])
     candidates, unchecked = [], defaultdict(int)
     for row in rows:
-        checked = row["label_method"][-1] == "final_answer" and row["hard_labels"][-1] is not None
-        reason = None if checked else row["unlabelled_reason"][-1] or NO_VERDICT
+        if row["solution_id"] in timed_out:  # older labels gave a timed-out check a hard label
+            checked, reason = False, TIMED_OUT
+        else:
+            checked = row["label_method"][-1] == "final_answer" and row["hard_labels"][-1] is not None
+            reason = None if checked else row["unlabelled_reason"][-1] or NO_VERDICT
         if reason is not None:
             unchecked[reason] += 1
         candidates.append(

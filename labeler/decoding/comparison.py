@@ -9,7 +9,8 @@ the pool's size is used and the result says `capped`. Prompt tokens are counted 
 The search's accuracy counts as wrong a problem whose answer could not be checked; `counted_wrong_unchecked`
 says how many and why (its chosen beam did not end on its own: cut, step_limit, ...; no beam; the
 check's verdict: timeout, unparseable), and `chosen_unscored` how many chosen beams the PRM could not
-fully score (ranked below every scored beam, chosen only when none was scored). The best-of-N figures
+fully score (the search chooses among the finished beams first, so one is chosen only when none of its
+problem's finished beams was scored, or none finished and none of the kept beams was). The best-of-N figures
 carry their own counts (labeler/decoding/reranking.py).
 
 OUT/search/results.json: the document of `search_results`; OUT/search/problems.jsonl: per problem
@@ -154,7 +155,10 @@ def format_summary(results: dict) -> str:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(unchecked.items()))
         lines.append(f"  counted wrong without a checked answer: {sum(unchecked.values())} problems ({reasons})")
     if results["chosen_unscored"]:
-        lines.append(f"  chosen beams the PRM could not fully score (none of their problem's beams was): {results['chosen_unscored']}")
+        lines.append(
+            "  chosen beams the PRM could not fully score (none of their problem's finished beams was scored; where none "
+            f"finished, none of its kept beams): {results['chosen_unscored']}"
+        )
     bon = results["best_of_n"]
     if bon is None:
         return "\n".join(lines)

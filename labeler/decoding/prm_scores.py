@@ -108,7 +108,10 @@ def candidate_step_scores(
     solutions = [SolutionToScore(c.problem_id, c.solution_id, c.problem, c.steps) for c in candidates]
     scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, scorer.step_scores(solutions), strict=True)]
     table = pa.Table.from_pydict({"solution_id": [c.solution_id for c in candidates], "step_scores": scores}, schema=SCORES_SCHEMA)
-    metadata = {**expected, "prm": prm_fingerprint(spec), "name": scorer.name}  # a hub model is cached once loaded
+    # The fingerprint taken before loading: a folder overwritten meanwhile (training writing best/) misses next time.
+    # Only a hub id not cached before is fingerprinted again: loading it has just cached its snapshot.
+    prm = prm_fingerprint(spec) if expected["prm"].startswith("spec:") else expected["prm"]
+    metadata = {**expected, "prm": prm, "name": scorer.name}
     location.make_dirs(SCORES_DIR)
     location.write_table(relative, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}))
     return scorer.name, scores

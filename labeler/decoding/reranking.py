@@ -9,7 +9,9 @@ What the figures cannot measure is counted beside them: per PRM, the candidates 
 fully score (they rank below every scored one) and, per N, the share of problems whose N
 candidates hold none it scored (`no_scored_candidate`); per method and N, the share of problems
 counted wrong only for a candidate whose answer was not checked (`counted_wrong_unchecked`; the
-candidates by reason in `candidates_unchecked`).
+candidates by reason in `candidates_unchecked`). That share is exactly how much higher the accuracy could
+be for pass@N, random and PRM selection, and only a lower bound for majority and weighted votes (an
+unchecked candidate that was right would also vote); `counted_wrong_unchecked_bound` says which.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from labeler.prm.scorers import StepScorer
 from labeler.prm.solution_scores import AGGREGATES, aggregate
 from labeler.store.location import OutputLocation
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2  # 2: counted_wrong_unchecked_bound
+UNCHECKED_BOUND = {PASS: "exact", RANDOM: "exact", MAJORITY: "lower bound", "selection": "exact", "weighted_vote": "lower bound"}
 ESTIMATOR_NOTE = (
     "expected accuracy over the subsets of N candidates of each problem's pool, averaged over problems: exact for pass@N, "
     "random and PRM selection (ties broken at random); votes over every subset when there are at most `subsets`, else over "
@@ -93,6 +96,7 @@ def results_document(
         "estimator": {"subsets": subsets, "seed": seed, "how": ESTIMATOR_NOTE},
         "baselines": {name: accuracy[name] for name in (PASS, MAJORITY, RANDOM)},
         "counted_wrong_unchecked": {name: unknown[name] for name in (PASS, MAJORITY, RANDOM)},
+        "counted_wrong_unchecked_bound": UNCHECKED_BOUND,
         "prms": [
             {
                 "spec": spec,
@@ -191,7 +195,10 @@ def unmeasured_lines(results: dict, row: Callable[[str, Sequence[float]], str]) 
     if unchecked:
         reasons = "; ".join(f"{reason}: {count}" for reason, count in sorted(unchecked.items()))
         lines.append(f"candidates whose answer was not checked, counted wrong: {sum(unchecked.values())} ({reasons})")
-        lines.append("share of problems counted wrong only for one of them (the accuracy could be higher by as much):")
+        lines.append(
+            "share of problems counted wrong only for one of them (how much higher the accuracy could be; for the votes: "
+            "a lower bound, a right one would also vote):"
+        )
         wrong = results["counted_wrong_unchecked"]
         lines += [row(label, wrong[name]) for name, label in ((PASS, "pass@N (oracle)"), (MAJORITY, "majority vote"), (RANDOM, "random"))]
         for prm in results["prms"]:

@@ -32,9 +32,11 @@ one (where a PRM method is a random pick or a majority vote).
 
 A candidate whose answer was not checked (cut by its budget, a timed-out check, no answer found)
 is wrong and states no answer. `unknown` gives, per method and N, the share of problems the method
-counts wrong only for such a candidate (so the accuracy could be higher by as much): the pick is one
-(random, PRM selection), no candidate of the subset states an answer and one is unchecked (votes),
-or none is correct and one is unchecked (pass@N). Exact for every method.
+counts wrong only for such a candidate: the pick is one (random, PRM selection), no candidate of the
+subset states an answer and one is unchecked (votes), or none is correct and one is unchecked
+(pass@N). Exact for every method as a share; as how much higher the accuracy could be were the
+unchecked candidates right, exact for pass@N, random and PRM selection, only a lower bound for the
+votes (a right unchecked candidate would also vote, and could win subsets where others state answers).
 
 A problem whose pool is smaller than N is evaluated on its whole pool; `problems_capped` counts them.
 """

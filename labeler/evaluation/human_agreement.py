@@ -235,12 +235,22 @@ def _prm800k_result(matched: list[Matched], scored: list[Matched], neutral: str,
 
 def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude") -> dict:
     subsets = [subset_result(reference, predictions, neutral, missing) for reference in references]
-    return {"subsets": subsets, "average_f1": _average_f1(subsets)}
+    return {"subsets": subsets, **_average_f1(subsets)}
 
 
-def _average_f1(subsets: list[dict]) -> float | None:
-    f1s = [s["f1"] for s in subsets if s.get("f1") is not None]
-    return mean(f1s) if f1s else None
+def _average_f1(subsets: list[dict]) -> dict:
+    """The mean of the subsets' F1, None when any subset has none (a subset never vanishes from the average);
+    with the count of subsets averaged and the subsets without an F1."""
+    without = [s["subset"] for s in subsets if s.get("f1") is None]
+    if without or not subsets:
+        return {"average_f1": None, "average_f1_subsets": 0, "subsets_without_f1": without}
+    return {"average_f1": mean(s["f1"] for s in subsets), "average_f1_subsets": len(subsets), "subsets_without_f1": []}
+
+
+def _average_line(report: dict) -> str:
+    if report["average_f1"] is not None:
+        return f"{report['average_f1']:.1%}"
+    return f"n/a (no F1 for {', '.join(report['subsets_without_f1'])}; 0 of {len(report['subsets'])} subsets averaged)"
 
 
 @dataclass
@@ -290,7 +300,7 @@ def evaluate_sources(
                 result |= left_out
             report["subsets"].append(result)
     for report in reports:
-        report["average_f1"] = _average_f1(report["subsets"])
+        report |= _average_f1(report["subsets"])
     return {"sources": reports, "common": common}
 
 
@@ -314,8 +324,8 @@ _SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch")
 def format_table(report: dict) -> str:
     """One source's report as a table: a row per subset."""
     lines = _table([], [((), subset) for subset in report["subsets"]])
-    if report["average_f1"] is not None and len(report["subsets"]) > 1:
-        lines.append(f"average F1: {report['average_f1']:.1%}")
+    if len(report["subsets"]) > 1:
+        lines.append(f"average F1: {_average_line(report)}")
     skipped = _skipped(report["subsets"])
     if skipped:
         lines.append(f"not compared: {skipped}")
@@ -327,9 +337,8 @@ def format_comparison(report: dict) -> str:
     """Several sources' reports in one table: a row per source and subset."""
     rows = [((source["name"], source["label_source"]), subset) for source in report["sources"] for subset in source["subsets"]]
     lines = _table(["source", "label source"], rows)
-    averages = [(source["name"], source["average_f1"]) for source in report["sources"] if source["average_f1"] is not None]
-    if averages and any(len(source["subsets"]) > 1 for source in report["sources"]):
-        lines.append("average F1: " + ", ".join(f"{name} {value:.1%}" for name, value in averages))
+    if any(len(source["subsets"]) > 1 for source in report["sources"]):
+        lines.append("average F1: " + ", ".join(f"{source['name']} {_average_line(source)}" for source in report["sources"]))
     for source in report["sources"]:
         skipped = _skipped(source["subsets"])
         if skipped:

@@ -6,10 +6,12 @@ written beside it too. It is made of sections, each built from what the job hold
 
     summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
                                rollouts as the manifest and `labeler status` count them (every one sampled),
-                               those cut by their token budget shown apart
+                               those cut by their token budget shown apart; a range where the job's --truncated
+                               is not at hand (a folder of shards, labels a consensus read), and not known for
+                               rows of shards older than schema 1.2; the manifest named only where it sampled them
     soft labels                histogram of the soft labels
     first error position       solutions by their first hard-negative step; "unknown" where an unlabelled
-                               step comes before it (any step, for none)
+                               step comes before it (any step, for none); left out for an outcome-only job
     soft label by step index   mean soft label of the steps measured by rollouts (label_method "rollouts"),
                                final-answer checks left out: they are 0 or 1 by construction
     spend                      tokens and rollouts per solution
@@ -32,12 +34,14 @@ from statistics import mean
 
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.lock import read_lock_holder
+from labeler.store.manifest import JOB_KIND_KEY
 import pyarrow as pa
 
 from labeler.store.reader import LabelledRow, LabelsError, open_job, read_labelled_rows, read_labels_table
 from labeler.store.shard_store import REJECTED_DIR
 
 PAGE_NAME = "index.html"
+NOT_SAMPLED_PREFIX = "not sampled"  # a step's unlabelled_reason when no rollout was sampled for it
 MEASURED = "rollouts"  # the label_method of a step whose soft label is a Monte-Carlo estimate
 LABEL_CHARS = 60  # a reason's length on the plot's axis; the table has it in full
 
@@ -106,30 +110,70 @@ class ReportInputs:
     rows: list[LabelledRow]
     rejections: Rejections
     completion: Completion | None
-    cut_rollouts: list[int] | None = None  # per row: rollouts cut by their token budget (n_truncated); None: none cut
-    cut_counted: bool = False  # --truncated incorrect: the cut rollouts are inside n_rollouts, checked as they stand
+    cut_rollouts: list[int | None] | None = None  # per row: rollouts cut by their budget (n_truncated); None: not known
+    cut_counted: bool | list[bool | None] = False  # per row (or for all): --truncated incorrect, cut ones inside n_rollouts
     rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
+    manifest_rollouts: int | None = None  # the rollouts the manifest counts, where this output's job sampled them
+    unlabelled_reasons: list[list[str | None]] | None = None  # per row and step; None: not read
+
+    def outcome_only(self) -> bool:
+        """Every solution labels only its last step, the others not sampled (final-answer, best-of-N candidates)."""
+        reasons = self.unlabelled_reasons or [[NOT_SAMPLED_PREFIX] * len(row.steps) for row in self.rows]
+        return any(len(row.steps) > 1 for row in self.rows) and all(
+            method == "unlabelled" and (reason or "").startswith(NOT_SAMPLED_PREFIX)
+            for row, why in zip(self.rows, reasons)
+            for method, reason in zip(row.label_method[:-1], why[:-1])
+        )
 
     def generated_tokens(self) -> int:
         """Every token generated, as the manifest and `labeler status` count them: the labels' and the rejected solutions'."""
         return sum(row.generated_tokens for row in self.rows) + self.rejected_tokens
 
     def cut(self, i: int) -> int:
-        return self.cut_rollouts[i] if self.cut_rollouts is not None else 0
+        """Row i's rollouts known to be cut (0 where not known: `cut_unknown`)."""
+        return (self.cut_rollouts[i] or 0) if self.cut_rollouts is not None else 0
+
+    def cut_unknown(self) -> int:
+        """Rows whose cut rollouts are not known (shards older than schema 1.2, no n_truncated)."""
+        return 0 if self.cut_rollouts is None else self.cut_rollouts.count(None)
+
+    def counted_inside(self, i: int) -> bool | None:
+        """Whether row i's cut rollouts are inside its n_rollouts; None: not known (the job's config is not at hand)."""
+        return self.cut_counted if isinstance(self.cut_counted, bool) else self.cut_counted[i]
+
+    def rollouts_range(self, i: int) -> tuple[int, int]:
+        """Rollouts sampled for row i, cut ones too (what the manifest and `labeler status` count): equal bounds
+        where it is known whether its cut rollouts are among n_rollouts, else both possibilities."""
+        counted, cut = sum(self.rows[i].n_rollouts), self.cut(i)
+        inside = self.counted_inside(i) if cut else True
+        return (counted, counted + cut) if inside is None else (counted, counted) if inside else (counted + cut, counted + cut)
 
     def rollouts(self, i: int) -> int:
-        """Rollouts sampled for row i, cut ones too: what the manifest and `labeler status` count."""
-        counted = sum(self.rows[i].n_rollouts)
-        return counted if self.cut_counted else counted + self.cut(i)
+        return self.rollouts_range(i)[0]
+
+    def total_rollouts(self) -> tuple[int, int]:
+        ranges = [self.rollouts_range(i) for i in range(len(self.rows))]
+        return sum(low for low, _ in ranges), sum(high for _, high in ranges)
+
+    def cut_of_unknown_fate(self) -> int:
+        return sum(self.cut(i) for i in range(len(self.rows)) if self.counted_inside(i) is None)
 
 
 def read_inputs(job_dir: str) -> ReportInputs:
     job = open_job(job_dir)
-    cut_counted = job is not None and job.manifest.get("config", {}).get("truncated") == "incorrect"
-    rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
+    table = read_labels_table(job_dir)
     rows = read_labelled_rows(job_dir)
-    cut = _cut_rollouts(job_dir, len(rows))
-    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), cut, cut_counted, rejected_tokens)
+    policies = _truncated_policies(job_dir)
+    hashes = table.column("config_hash").to_pylist() if "config_hash" in table.column_names else [None] * len(rows)
+    cut_counted = [None if policies.get(h) is None else policies[h] == "incorrect" for h in hashes]
+    sampled = job is not None and job.manifest.get(JOB_KIND_KEY) is None  # `labeler label`: its manifest counts what it sampled
+    rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
+    manifest_rollouts = job.manifest["totals"].get("rollouts") if sampled else None
+    reasons = table.column("unlabelled_reason").to_pylist() if "unlabelled_reason" in table.column_names else None
+    return ReportInputs(
+        job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(table), cut_counted, rejected_tokens, manifest_rollouts,
+        [list(r or [None] * len(row.steps)) for r, row in zip(reasons, rows)] if reasons is not None else None,
+    )  # fmt: skip
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
@@ -168,14 +212,33 @@ def _rejections(job_dir: str) -> Rejections:
     return rejections
 
 
-def _cut_rollouts(job_dir: str, n_rows: int) -> list[int]:
-    """Per labels row (in read_labelled_rows' order), its rollouts cut by their token budget; shards
-    older than schema 1.2 have no n_truncated: none of theirs were counted apart."""
-    try:
-        column = read_labels_table(job_dir, ["n_truncated"]).column("n_truncated").to_pylist()
-    except (LabelsError, KeyError, pa.ArrowException):
-        return [0] * n_rows
-    return [sum(cut or 0 for cut in (per_step or ())) for per_step in column]
+def _cut_rollouts(table: pa.Table) -> list[int | None]:
+    """Per labels row (in read_labelled_rows' order), its rollouts cut by their token budget; None for a row of a
+    shard older than schema 1.2 (no n_truncated: cut rollouts were not counted apart)."""
+    if "n_truncated" not in table.column_names:
+        return [None] * table.num_rows
+    return [None if per_step is None else sum(cut or 0 for cut in per_step) for per_step in table.column("n_truncated").to_pylist()]
+
+
+def _truncated_policies(job_dir: str) -> dict[str, str]:
+    """config hash -> the --truncated of the labeling job with that config, from the manifests at hand: this
+    output's and, for an output made from labels (`labeler consensus`), those of the labels it read, if still there.
+    A row whose config hash is not among them (a folder of shards, labels moved) has no known policy."""
+    policies, seen, folder = {}, set(), job_dir
+    while folder is not None and folder not in seen:
+        seen.add(folder)
+        try:
+            job = open_job(folder)
+        except (LabelsError, OSError, ValueError):
+            break
+        if job is None:
+            break
+        config = job.manifest.get("config", {})
+        if job.manifest.get(JOB_KIND_KEY) is None and "truncated" in config:
+            policies[job.manifest["config_hash"]] = config["truncated"]
+        labels = config.get("labels")
+        folder = labels if isinstance(labels, str) else None
+    return policies
 
 
 def _completion(job_dir: str) -> Completion | None:
@@ -205,6 +268,8 @@ def summary_section(inputs: ReportInputs) -> Section:
     positions = [known_first_error(row) for row in rows]
     with_error = sum(p is not None and p >= 0 for p in positions)
     unknown = positions.count(None)
+    known = len(rows) - unknown
+    low, high = inputs.total_rollouts()
     lines = [
         ("solutions", f"{len(rows)}"),
         ("label sources", ", ".join(f"{source}: {count}" for source, count in sorted(Counter(row.label_source for row in rows).items()))),
@@ -214,9 +279,9 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("steps without a label", f"{steps - len(hard)}"),
         ("mean soft label", f"{mean(soft):.3f}" if soft else "n/a"),
         ("steps hard-positive", f"{sum(hard) / len(hard):.1%}" if hard else "n/a"),
-        ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
+        ("solutions with a first error", _share(with_error, known, "whose first error is known")),
         ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
-        ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
+        ("rollouts", f"{low}" if low == high else f"{low} to {high}"),
         ("rollouts cut by their token budget", f"{cut}"),
         ("generated tokens", f"{inputs.generated_tokens()}"),
         ("of them on rejected solutions", f"{inputs.rejected_tokens}"),
@@ -226,11 +291,41 @@ def summary_section(inputs: ReportInputs) -> Section:
         c = inputs.completion
         lines.insert(0, ("job", "finished" if c.finished else f"incomplete: {c.done} of {c.planned} {c.planned_what}"))
     table = "\n".join(f"<tr><th>{html.escape(k)}</th><td class=number>{html.escape(v)}</td></tr>" for k, v in lines)
-    if not cut:
-        return Section("Summary", html=f"<table>{table}</table>")
-    fate = "checked as they stand (--truncated incorrect)" if inputs.cut_counted else "left out of the soft labels (--truncated excluded)"
-    note = _note(f"Rollouts: every one sampled, as the manifest and `labeler status` count them; the {cut} cut by their budget are {fate}.")
-    return Section("Summary", html=f"<table>{table}</table>{note}")
+    notes = [_note(line) for line in rollout_notes(inputs)]
+    return Section("Summary", html=f"<table>{table}</table>" + "".join(notes))
+
+
+def _share(count: int, of: int, which: str) -> str:
+    return f"{count} ({count / of:.1%} of the {of} {which})" if of else f"{count}"
+
+
+def rollout_notes(inputs: ReportInputs) -> list[str]:
+    """What the rollout counts rest on: where the cut ones are, what is not known, whether the manifest agrees."""
+    n = len(inputs.rows)
+    cut, unknown_fate = sum(inputs.cut(i) for i in range(n)), inputs.cut_of_unknown_fate()
+    low, high = inputs.total_rollouts()
+    notes = []
+    if cut:
+        fates = Counter(inputs.counted_inside(i) for i in range(n) if inputs.cut(i))
+        known = {True: "checked as they stand (--truncated incorrect)", False: "left out of the soft labels (--truncated excluded)"}
+        parts = [f"{sum(inputs.cut(i) for i in range(n) if inputs.counted_inside(i) is f)} {known[f]}" for f in (True, False) if fates[f]]
+        if unknown_fate:
+            parts.append(
+                f"{unknown_fate} of solutions whose labeling job's config is not at hand: whether they are among the counted "
+                f"rollouts is not known, so the count is {low} to {high}"
+            )
+        notes.append(f"Rollouts: every one sampled, cut ones too; the {cut} cut by their budget: " + "; ".join(parts) + ".")
+    if inputs.cut_unknown():
+        notes.append(
+            f"{inputs.cut_unknown()} solutions come from shards older than schema 1.2 (no n_truncated): their cut rollouts are not "
+            "known (those jobs checked them as they stood, among their rollouts)."
+        )
+    if inputs.manifest_rollouts is not None and (cut or inputs.cut_unknown()):
+        if low == high == inputs.manifest_rollouts:
+            notes.append(f"The {low} rollouts agree with the manifest and `labeler status`.")
+        else:
+            notes.append(f"The manifest and `labeler status` count {inputs.manifest_rollouts} rollouts.")
+    return notes
 
 
 def soft_label_section(inputs: ReportInputs) -> Section:
@@ -254,6 +349,14 @@ def known_first_error(row: LabelledRow) -> int | None:
 
 
 def first_error_section(inputs: ReportInputs) -> Section:
+    if inputs.outcome_only():
+        return Section(
+            "First error position",
+            html=_note(
+                "No first-error plot: only their last step is labelled (an outcome-only job, such as best-of-N candidates "
+                "checked by their final answer), so no solution of more than one step has a known first error."
+            ),
+        )
     counts = Counter(known_first_error(row) for row in inputs.rows)
     unknown = counts.pop(None, 0)
     figure = _figure()
@@ -325,8 +428,9 @@ def spend_section(inputs: ReportInputs) -> Section:
     tokens_axes.hist([row.generated_tokens for row in rows], bins=20, color="#8172b2", edgecolor="white")
     tokens_axes.set_xlabel("generated tokens per solution")
     tokens_axes.set_ylabel("solutions")
-    rollouts = [inputs.rollouts(i) for i in range(len(rows))]
+    rollouts = [inputs.rollouts(i) for i in range(len(rows))]  # the lower bound where a row's is not known
     cut = sum(inputs.cut(i) for i in range(len(rows)))
+    low, high = inputs.total_rollouts()
     rollouts_axes.hist(rollouts, bins=_integer_bins(rollouts), color="#937860", edgecolor="white")
     rollouts_axes.set_xlabel("rollouts per solution (cut ones too)")
     rollouts_axes.set_ylabel("solutions")
@@ -334,7 +438,8 @@ def spend_section(inputs: ReportInputs) -> Section:
         _integer_axis(axis)
     rejected = f", {inputs.rejected_tokens} on rejected solutions" if inputs.rejected_tokens else ""
     tokens_axes.set_title(f"Tokens spent: {inputs.generated_tokens()} in all{rejected}")
-    rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + (f", {cut} cut by their token budget" if cut else ""))
+    spent = f"{low} in all" if low == high else f"{low} to {high} (not known whether cut ones are counted)"
+    rollouts_axes.set_title(f"Rollouts spent: {spent}" + (f", {cut} cut by their token budget" if cut else ""))
     return Section(
         "Tokens and rollouts spent",
         [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],

@@ -62,18 +62,14 @@ def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
 
 
 def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
-    """Per problem, mark the solution with the highest `select_by` score (the first one on ties;
-    solutions without a score are never picked over one that has a score)."""
+    """Per problem, mark the solution with the highest `select_by` score (the first one on ties);
+    solutions without a score are never picked: a problem none of whose solutions has one has none selected."""
     best: dict[str, ScoredSolution] = {}
     for solution in scored:
         solution.selected = False
         value = solution.aggregates.get(select_by)
         current = best.get(solution.problem_id)
-        if current is None or _rank(value) > _rank(current.aggregates.get(select_by)):
+        if value is not None and (current is None or value > current.aggregates[select_by]):
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True
-
-
-def _rank(value: float | None) -> float:
-    return -math.inf if value is None else value
