@@ -185,6 +185,27 @@ def test_the_final_step_gate_asks_the_checker_whether_the_step_states_an_answer(
     assert hard(by_id["winner"])[-1] is True
 
 
+
+def test_the_final_step_gate_reads_with_the_checkers_own_settings():
+    """A checker without the last-number fallback finds no answer in "She earns 5 * 8 = 40 dollars.": the gate
+    asks that checker, so the step is rolled out (or, for final-answer, unlabelled with its reason), not checked
+    as unparseable and labelled 0 (review of CHECKER_VERSION 4)."""
+    problem = "She earns $5 an hour for 8 hours. How much does she earn?"
+    steps = ("She works 8 hours at $5 an hour.", "She earns 5 * 8 = 40 dollars.")
+    earns = Solution("p", "earns", problem, "40", steps, "test", 0)
+    generator = ScriptedGenerator({problem: "40"}, miss_every=None)
+    with AnswerChecker(last_number=False) as strict:
+        assert not strict.states_answer(steps[-1], "40", problem)
+        for strategy in ("exhaustive", "first-error", "adaptive"):
+            item = label(strategy, [earns], generator, strict, settings(final_step="check")).labelled[0]
+            assert item.steps[-1].measured_by in ("rollouts", "early_stop"), strategy
+        item = label("final-answer", [earns], generator, strict, settings(final_step="check")).labelled[0]
+        assert hard(item)[-1] is None and "no answer" in item.steps[-1].unlabelled_reason
+    with AnswerChecker() as default:
+        assert default.states_answer(steps[-1], "40", problem)
+        item = label("exhaustive", [earns], generator, default, settings(final_step="check")).labelled[0]
+        assert item.steps[-1].measured_by == "final_answer" and item.steps[-1].n_correct == 1
+
 LAST_STEPS = [
     "Now we multiply both sides by 2 to get 4 on the right side.",
     "Comparing the times, the winner is Evelyn.",

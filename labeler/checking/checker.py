@@ -107,6 +107,11 @@ class AnswerChecker:
         """What decides this checker's verdicts (its version and settings), for a job's engine record."""
         return {"checker_version": CHECKER_VERSION, "checker_timeout": self.timeout_s, "checker_last_number": self.last_number}
 
+    def states_answer(self, text: str, reference: str, question: str | None = None) -> bool:
+        """Whether this checker finds an answer in `text` to compare with `reference` (its own
+        `last_number`): what the final-step gate asks (module ``states_answer``)."""
+        return states_answer(text, reference, question, last_number=self.last_number)
+
     def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
         return self.check_many([(prediction, reference)], None if question is None else [question])[0]
 
