@@ -241,3 +241,29 @@ def test_the_gate_checks_exactly_the_last_steps_whose_check_finds_an_answer(chec
         if gate != (result.rule not in nothing_to_compare):
             disagree.append((step, ref, question[:20], result.rule))
     assert disagree == []
+
+
+class _CannotCompare:
+    """A checker whose check of the last step's text comes back unparseable (math-verify could not parse it)."""
+
+    def __init__(self, checker, text):
+        self.checker, self.text = checker, text
+
+    def check_many(self, pairs, questions=None):
+        from labeler.checking import CheckResult, Verdict
+
+        verdicts = list(self.checker.check_many(pairs, questions))
+        unparseable = CheckResult(Verdict.UNPARSEABLE, "42", "math-verify could not parse the answer")
+        return [unparseable if text == self.text else verdict for (text, _), verdict in zip(pairs, verdicts)]
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "final-answer"])
+def test_an_unparseable_final_check_is_unlabelled_with_its_reason_not_a_zero(checker, strategy):
+    """The gate said the last step states an answer, but its check could not compare it: unknown, not wrong
+    (review of CHECKER_VERSION 4). Rollouts that come back unparseable stay wrong rollouts (Math-Shepherd)."""
+    sol = solution(3)
+    outcome, _ = run(strategy, [sol], _CannotCompare(checker, sol.steps[-1]), final_step="check")
+    last = outcome.labelled[0].steps[-1]
+    assert last.measured_by == "unlabelled" and hard(outcome.labelled[0])[-1] is None
+    assert last.unlabelled_reason.startswith("the stated answer could not be compared: ")
+    assert "math-verify could not parse" in last.unlabelled_reason
