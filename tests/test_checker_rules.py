@@ -683,6 +683,16 @@ BOXES_IF = "Each box holds 6 eggs. If she fills 7 boxes, how many eggs does she 
 CAR_HOURS = "A car goes 60 miles per hour. How many hours does it take to go 180 miles?"
 WALKS = "Ben walks 2 miles to school, 2 miles home and 4 miles to the park. How many miles does he walk in total?"
 PARTY = "Apples cost 50 cents each. How many apples did Lily buy for the party?"
+TANK_HOURS = "A tank of 180 liters fills at 30 liters per hour. How many hours does it take to fill?"
+TANK_AMOUNT = "A tank fills at 30 liters per hour. How many liters does it hold after 6 hours?"
+SAVE_WEEKS = "Tom saves $20 a week. How many weeks until he has $40?"
+SAVE_AMOUNT = "Tom saves $20 a week. How much money will he have in 2 weeks?"
+DISCOUNT_PCT = "A dress costs $50 and she pays $40. What percent discount did she get?"
+DISCOUNT_PAYS = "A dress costs $50. With a 20% discount, how much does she pay?"
+SHIRTS_N = "Shirts cost $12 each. She pays $60. How many shirts does she buy?"
+SHIRTS_COST = "Shirts cost $12 each. How much does she pay for 5 shirts?"
+LUNCH_PAID = "He has $20 and after lunch he has $15 left. How much did he pay for lunch?"
+LUNCH_LEFT = "He has $20 and pays $5 for lunch. How much money does he have left?"
 
 LEADING_CIRCUMSTANCES = [
     ("After 3 days, she has 42 apples.", "42", APPLES, C),
@@ -717,6 +727,33 @@ LEADING_CIRCUMSTANCES = [
     ("After 1,000 days, she has 14,000 apples.", "14000", APPLES, C),
     ("After 1,000 days, she has 14,000 apples.", "1000", APPLES, I),
     ("After 2.5 hours, the tank holds 75 liters.", "75", "A tank fills at 30 liters an hour. How much water is in it after 2.5 hours?", C),
+    # the phrase names the quantity asked and the main clause's number names none (no noun): the phrase states it
+    ("After 3 days, she has 42.", "3", APPLE_DAYS, C),
+    ("After 3 days, she has 42.", "42", APPLE_DAYS, I),
+    ("After 4 days, she has 42.", "3", APPLE_DAYS, I),
+    ("After 3 days, she has 42.", "42", APPLES, C),
+    ("After 3 days, she has 42.", "3", APPLES, I),
+    ("After 6 hours, the tank holds 180.", "6", TANK_HOURS, C),
+    ("After 6 hours, the tank holds 180.", "180", TANK_HOURS, I),
+    ("After 6 hours, the tank holds 180.", "180", TANK_AMOUNT, C),
+    ("After 6 hours, the tank holds 180.", "6", TANK_AMOUNT, I),
+    ("In 2 weeks, he will have $40.", "2", SAVE_WEEKS, C),
+    ("In 2 weeks, he will have $40.", "40", SAVE_WEEKS, I),
+    ("In 2 weeks, he will have $40.", "40", SAVE_AMOUNT, C),
+    ("In 2 weeks, he will have $40.", "2", SAVE_AMOUNT, I),
+    ("With a 20% discount, she pays $40.", "20", DISCOUNT_PCT, C),
+    ("With a 20% discount, she pays $40.", "40", DISCOUNT_PCT, I),
+    ("With a 20% discount, she pays $40.", "40", DISCOUNT_PAYS, C),
+    ("With a 20% discount, she pays $40.", "20", DISCOUNT_PAYS, I),
+    ("For 5 shirts, she pays $60.", "5", SHIRTS_N, C),
+    ("For 5 shirts, she pays $60.", "60", SHIRTS_N, I),
+    ("For 5 shirts, she pays $60.", "60", SHIRTS_COST, C),
+    ("For 5 shirts, she pays $60.", "5", SHIRTS_COST, I),
+    # both money: the question's words ("how much did he pay for lunch") point at the phrase
+    ("After paying $5 for lunch, he has $15 left.", "5", LUNCH_PAID, C),
+    ("After paying $5 for lunch, he has $15 left.", "15", LUNCH_PAID, I),
+    ("After paying $5 for lunch, he has $15 left.", "15", LUNCH_LEFT, C),
+    ("After paying $5 for lunch, he has $15 left.", "5", LUNCH_LEFT, I),
 ]
 
 

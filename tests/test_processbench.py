@@ -43,8 +43,13 @@ def test_labels_table_round_trips(tmp_path):
             assert row["problem"] == original["problem"]
             assert row["reference_answer"] == original["answer"]
             assert len(row["soft_labels"]) == len(row["hard_labels"]) == len(row["n_rollouts"]) == len(original["steps"])
-            assert row["n_rollouts"][:-1] == [2] * (len(original["steps"]) - 1) and row["n_rollouts"][-1] == 1
+            assert row["n_rollouts"][:-1] == [2] * (len(original["steps"]) - 1)
+            # the last step is checked once, or unlabelled where its stated answer could not be compared
+            assert row["n_rollouts"][-1] == 1 or (
+                row["n_rollouts"][-1] == 0 and row["unlabelled_reason"][-1].startswith("the stated answer could not be compared")
+            )
     # the final-step check reproduces ProcessBench's own final-answer verdicts on most rows
     labels = pq.read_table(out / "labels").to_pylist()
     agreement = sum(row["hard_labels"][-1] == by_id[row["problem_id"]]["final_answer_correct"] for row in labels) / len(labels)
     assert agreement > 0.95
+    assert sum(row["n_rollouts"][-1] == 0 for row in labels) <= 2  # unknown, not a 0: the checker's rare unparseable

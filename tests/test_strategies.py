@@ -185,6 +185,27 @@ def test_the_final_step_gate_asks_the_checker_whether_the_step_states_an_answer(
     assert hard(by_id["winner"])[-1] is True
 
 
+
+def test_the_final_step_gate_reads_with_the_checkers_own_settings():
+    """A checker without the last-number fallback finds no answer in "She earns 5 * 8 = 40 dollars.": the gate
+    asks that checker, so the step is rolled out (or, for final-answer, unlabelled with its reason), not checked
+    as unparseable and labelled 0 (review of CHECKER_VERSION 4)."""
+    problem = "She earns $5 an hour for 8 hours. How much does she earn?"
+    steps = ("She works 8 hours at $5 an hour.", "She earns 5 * 8 = 40 dollars.")
+    earns = Solution("p", "earns", problem, "40", steps, "test", 0)
+    generator = ScriptedGenerator({problem: "40"}, miss_every=None)
+    with AnswerChecker(last_number=False) as strict:
+        assert not strict.states_answer(steps[-1], "40", problem)
+        for strategy in ("exhaustive", "first-error", "adaptive"):
+            item = label(strategy, [earns], generator, strict, settings(final_step="check")).labelled[0]
+            assert item.steps[-1].measured_by in ("rollouts", "early_stop"), strategy
+        item = label("final-answer", [earns], generator, strict, settings(final_step="check")).labelled[0]
+        assert hard(item)[-1] is None and "no answer" in item.steps[-1].unlabelled_reason
+    with AnswerChecker() as default:
+        assert default.states_answer(steps[-1], "40", problem)
+        item = label("exhaustive", [earns], generator, default, settings(final_step="check")).labelled[0]
+        assert item.steps[-1].measured_by == "final_answer" and item.steps[-1].n_correct == 1
+
 LAST_STEPS = [
     "Now we multiply both sides by 2 to get 4 on the right side.",
     "Comparing the times, the winner is Evelyn.",
@@ -220,3 +241,29 @@ def test_the_gate_checks_exactly_the_last_steps_whose_check_finds_an_answer(chec
         if gate != (result.rule not in nothing_to_compare):
             disagree.append((step, ref, question[:20], result.rule))
     assert disagree == []
+
+
+class _CannotCompare:
+    """A checker whose check of the last step's text comes back unparseable (math-verify could not parse it)."""
+
+    def __init__(self, checker, text):
+        self.checker, self.text = checker, text
+
+    def check_many(self, pairs, questions=None):
+        from labeler.checking import CheckResult, Verdict
+
+        verdicts = list(self.checker.check_many(pairs, questions))
+        unparseable = CheckResult(Verdict.UNPARSEABLE, "42", "math-verify could not parse the answer")
+        return [unparseable if text == self.text else verdict for (text, _), verdict in zip(pairs, verdicts)]
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "final-answer"])
+def test_an_unparseable_final_check_is_unlabelled_with_its_reason_not_a_zero(checker, strategy):
+    """The gate said the last step states an answer, but its check could not compare it: unknown, not wrong
+    (review of CHECKER_VERSION 4). Rollouts that come back unparseable stay wrong rollouts (Math-Shepherd)."""
+    sol = solution(3)
+    outcome, _ = run(strategy, [sol], _CannotCompare(checker, sol.steps[-1]), final_step="check")
+    last = outcome.labelled[0].steps[-1]
+    assert last.measured_by == "unlabelled" and hard(outcome.labelled[0])[-1] is None
+    assert last.unlabelled_reason.startswith("the stated answer could not be compared: ")
+    assert "math-verify could not parse" in last.unlabelled_reason

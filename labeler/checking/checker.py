@@ -45,11 +45,13 @@ logger = logging.getLogger(__name__)
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
+# 5: a leading phrase's number stays the answer when it names the quantity asked and the main clause's does not, or the
+#    asking words are the phrase's; money or a percent last is another quantity than the one asked (review of 4)
 # 4: a number in a circumstance that opens a closing sentence is not its answer ("After 3 days, she has 42 apples."; issue 23)
 # 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups
 #    against one number (red team 1)
 # 2: shapes of answers (issue 12)
-CHECKER_VERSION = 4
+CHECKER_VERSION = 5
 
 
 def _default_workers() -> int:
@@ -106,6 +108,11 @@ class AnswerChecker:
     def describe(self) -> dict:
         """What decides this checker's verdicts (its version and settings), for a job's engine record."""
         return {"checker_version": CHECKER_VERSION, "checker_timeout": self.timeout_s, "checker_last_number": self.last_number}
+
+    def states_answer(self, text: str, reference: str, question: str | None = None) -> bool:
+        """Whether this checker finds an answer in `text` to compare with `reference` (its own
+        `last_number`): what the final-step gate asks (module ``states_answer``)."""
+        return states_answer(text, reference, question, last_number=self.last_number)
 
     def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
         return self.check_many([(prediction, reference)], None if question is None else [question])[0]

@@ -14,7 +14,10 @@ Rules, in order (``read_sentence``):
    boxes, ...") is not what it states; its main clause is. Questions repeat their circumstances
    ("... after 3 days?"), so rule 5 alone would pick the phrase. The phrase's number stays the
    answer when the main clause's names another quantity than the one asked ("In 3 hours, it covers
-   180 miles." asked how many hours) or the main clause states none.
+   180 miles." asked how many hours) or the main clause states none, when it names the quantity
+   asked and no number of the main clause does ("After 3 days, she has 42." asked after how many
+   days), and when both do but the asking sentence's words are the phrase's ("After paying $5 for
+   lunch, he has $15 left." asked how much he paid for lunch).
 5. Clauses joined by "and" / "," / ";" that each state one number: the clause that names what the
    question asks ("gold coins", "sell", "Harald") states the answer, when exactly one names it best.
 6. A number in a trailing circumstance ("after the $30 discount", "from the $50 bill", "of the 12
@@ -303,7 +306,7 @@ def read_sentence(sentence: str, asked: Asked | None = None, computed: frozenset
     if len(region) > 1 and _alternative(s, region, chosen) is None:
         chosen = _asked_beside(s, region, asked)
         if chosen is None:
-            region = _main_clause(s, region_start, region)
+            region = _main_clause(s, region_start, region, asked)
             chosen = _named_clause(s, region, asked)
         if chosen is None:
             chosen = len(region) - 1
@@ -320,11 +323,15 @@ def read_sentence(sentence: str, asked: Asked | None = None, computed: frozenset
     return _state(s, region[chosen], asked)
 
 
-def _main_clause(s: str, start: int, region: list[_Num]) -> list[_Num]:
+def _main_clause(s: str, start: int, region: list[_Num], asked: Asked | None = None) -> list[_Num]:
     """The numbers of `region` after the circumstances that open the sentence (from `start`, where
     its statement begins): "After 3 days, she has 42 apples." states 42. A question repeats its
-    circumstance ("... after 3 days?"), so the words it shares with the question never make that
-    phrase the answer. All of them when no number follows the phrases."""
+    circumstance ("... after 3 days?"), so the words it shares with the question alone never make
+    that phrase the answer. All of them when no number follows the phrases. The one number of the
+    phrases that names the quantity asked stays the answer when no number of the main clause names
+    it ("After 3 days, she has 42." asked after how many days), or when both do and the asking
+    sentence's words are the phrase's ("After paying $5 for lunch, he has $15 left." asked how much
+    he paid for lunch)."""
     end = start
     while (m := _LEADING.match(s, end)) is not None and _MAIN_START.match(s, m.end()):
         phrase, words = m.group(0), re.findall(r"[A-Za-z]+", m.group(0))
@@ -334,7 +341,16 @@ def _main_clause(s: str, start: int, region: list[_Num]) -> list[_Num]:
         elif len(words) > 8 or _CLAUSE_WORDS.search(phrase) or any(w.lower() in _VERBS for w in words):
             break
         end = m.end()
-    return [n for n in region if n.start >= end] or region
+    main = [n for n in region if n.start >= end]
+    if not main or asked is None or asked.dimension is None:
+        return main or region
+    named = [n for n in region if n.start < end and _names_asked(s, n, asked)]
+    if len(named) != 1:
+        return main
+    if not any(_names_asked(s, n, asked) for n in main):
+        return named
+    phrase_words, main_words = content_words(s[start:end]) & asked.asking, content_words(s[end:]) & asked.asking
+    return named if len(phrase_words - main_words) > len(main_words - phrase_words) else main
 
 
 def _in_circumstance(between: str) -> bool:
@@ -367,7 +383,9 @@ def _asked_beside(s: str, region: list[_Num], asked: Asked | None) -> int | None
     last = region[-1]
     words = _noun_after(s, last).split()
     noun = parse_noun(words) if words else None
-    if noun is None or conflict(noun, asked) is None:
+    # money or a percent is another quantity than the one asked unless that is what it asks
+    other = last.currency and asked.dimension != "money" or last.percent and asked.dimension != "percent"
+    if not other and (noun is None or conflict(noun, asked) is None):
         return None
     hits = [i for i, n in enumerate(region[:-1]) if _names_asked(s, n, asked)]
     return hits[0] if len(hits) == 1 else None

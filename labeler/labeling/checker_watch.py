@@ -41,6 +41,11 @@ class _Watched:
         self.checker = checker
         self.watch = watch
 
+    def states_answer(self, text: str, reference: str, question: str | None = None) -> bool:
+        from labeler.checking import states_answer
+
+        return (getattr(self.checker, "states_answer", None) or states_answer)(text, reference, question)
+
     def check_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None) -> list:
         verdicts = list(self.checker.check_many(pairs, questions))
         timed_out = [i for i, result in enumerate(verdicts) if result.verdict.value == "timeout"]

@@ -27,6 +27,7 @@ FINAL_ANSWER_FINISH = "final_answer_check"
 # end of text or a stop string) inside a trace's thinking, before it closed it: it has not answered yet.
 TRUNCATED = "truncated"
 TIMEOUT = "timeout"  # the verdict of a completion whose answer check timed out, even after a retry: out of the label
+UNPARSEABLE = "unparseable"  # a final check that could not compare the stated answer: unknown (a rollout so read stays wrong)
 
 
 class Checker(Protocol):
@@ -235,6 +236,9 @@ class StepLedger:
             if verdict.verdict.value == TIMEOUT:  # not known: never a wrong answer
                 self.counts[s][last].n_timeouts += 1
                 self._unlabelled(s, last, "the check of the answer it states timed out, even after a retry")
+                continue
+            if verdict.verdict.value == UNPARSEABLE:  # the gate found an answer the check could not compare: not known either
+                self._unlabelled(s, last, f"the stated answer could not be compared: {verdict.rule or 'unparseable'}")
                 continue
             step = self._measured(s, last, "final_answer")
             step.n_rollouts += 1

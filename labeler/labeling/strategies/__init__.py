@@ -45,27 +45,29 @@ class PendingLabels:
     finish: Callable[[Checker], BatchOutcome]
 
 
-def checks_final_step(solution: Solution, final_step: str) -> bool:
+def checks_final_step(solution: Solution, final_step: str, checker: Checker | None = None) -> bool:
     """With --final-step check, a last step that states an answer is labelled by checking it. One
     that cannot succeed is rolled out instead: a solution known to stop before its answer (a PRM800K
     trajectory that ends at an error, a sampled solution cut by its budget) or a last step that states
     no answer for its reference, as the checker reads it (states_answer: the same reading as its check)."""
-    return final_step == "check" and solution.complete and states_last_answer(solution)
+    return final_step == "check" and solution.complete and states_last_answer(solution, checker)
 
 
-def states_last_answer(solution: Solution) -> bool:
-    """The last step states an answer the checker compares with the reference (what the final check reads)."""
-    return states_answer(solution.steps[-1], solution.reference_answer, solution.problem)
+def states_last_answer(solution: Solution, checker: Checker | None = None) -> bool:
+    """The last step states an answer `checker` compares with the reference (what the final check
+    reads, with the checker's own settings); a checker that cannot say is read as the default one."""
+    reads = getattr(checker, "states_answer", None) or states_answer
+    return reads(solution.steps[-1], solution.reference_answer, solution.problem)
 
 
-def checked_final_steps(solutions: Sequence[Solution], final_step: str) -> list[int]:
+def checked_final_steps(solutions: Sequence[Solution], final_step: str, checker: Checker | None = None) -> list[int]:
     """Positions of the solutions whose last step is labelled by checking it."""
-    return [s for s, solution in enumerate(solutions) if checks_final_step(solution, final_step)]
+    return [s for s, solution in enumerate(solutions) if checks_final_step(solution, final_step, checker)]
 
 
-def sampled_prefixes(solution: Solution, final_step: str) -> int:
+def sampled_prefixes(solution: Solution, final_step: str, checker: Checker | None = None) -> int:
     """How many prefixes may be sampled: all but the last when the last step's answer is checked."""
-    return len(solution.steps) - (1 if checks_final_step(solution, final_step) else 0)
+    return len(solution.steps) - (1 if checks_final_step(solution, final_step, checker) else 0)
 
 
 def start(
@@ -81,7 +83,7 @@ def _start_steps(
     from labeler.labeling.strategies import adaptive, exhaustive, final_answer, first_error
 
     if name == "exhaustive":
-        return exhaustive.start(solutions, generator, settings)
+        return exhaustive.start(solutions, generator, settings, checker)
     if name == "final-answer":
         return final_answer.start(solutions, settings)
     if checker is None:

@@ -21,7 +21,7 @@ NOT_SAMPLED = "not sampled: the final-answer strategy labels only the last step"
 def start(solutions: Sequence[Solution], settings: StrategySettings) -> PendingLabels:
     def finish(checker):
         ledger = StepLedger(solutions, settings.truncated)
-        reasons = [unchecked_reason(solution, settings.truncated) for solution in solutions]
+        reasons = [unchecked_reason(solution, settings.truncated, checker) for solution in solutions]
         checks = [s for s, reason in enumerate(reasons) if reason is None]
         ledger.record(SentRound([], [], [], []), checker, final_checks=checks)
         for s, (solution, reason) in enumerate(zip(solutions, reasons)):
@@ -35,12 +35,12 @@ def start(solutions: Sequence[Solution], settings: StrategySettings) -> PendingL
     return PendingLabels(finish)
 
 
-def unchecked_reason(solution: Solution, truncated: str) -> str | None:
+def unchecked_reason(solution: Solution, truncated: str, checker=None) -> str | None:
     """Why the last step of `solution` cannot be labelled by its answer; None when it can."""
     if solution.sampling_truncated and truncated != "incorrect":
         return "the sampled solution was cut by its token budget (--solution-max-new-tokens)"
     if not solution.complete and not solution.sampling_truncated:
         return "the input says the solution stops before its final answer"
-    if not states_last_answer(solution):
+    if not states_last_answer(solution, checker):
         return "the last step states no answer the checker can find"
     return None
