@@ -31,7 +31,14 @@ from labeler.labeling.planning import PlannedRow, WorkUnit, assign_row_keys, pla
 from labeler.labeling.tables import rejected_table
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.lock import hold_output
-from labeler.store.manifest import CorruptManifestError, check_same_job, check_same_schema, new_manifest, read_commit_records, rebuild_manifest
+from labeler.store.manifest import (
+    CorruptManifestError,
+    check_same_job,
+    check_same_schema,
+    new_manifest,
+    read_commit_records,
+    rebuild_manifest,
+)
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ShardStore
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
