@@ -6,7 +6,7 @@ written beside it too. It is made of sections, each built from what the job hold
 
     summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
                                rollouts as the manifest and `labeler status` count them (every one sampled),
-                               those cut by their token budget shown apart
+                               those cut by the budget or ended still thinking, and those whose check timed out, shown apart
     soft labels                histogram of the soft labels
     first error position       solutions by their first hard-negative step; "unknown" where an unlabelled
                                step comes before it (any step, for none)
@@ -106,9 +106,10 @@ class ReportInputs:
     rows: list[LabelledRow]
     rejections: Rejections
     completion: Completion | None
-    cut_rollouts: list[int] | None = None  # per row: rollouts cut by their token budget (n_truncated); None: none cut
+    cut_rollouts: list[int] | None = None  # per row: rollouts cut by the budget or ended still thinking (n_truncated); None: none
     cut_counted: bool = False  # --truncated incorrect: the cut rollouts are inside n_rollouts, checked as they stand
     rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
+    timed_out_rollouts: list[int] | None = None  # per row: rollouts (and final checks) whose check timed out (n_timeouts)
 
     def generated_tokens(self) -> int:
         """Every token generated, as the manifest and `labeler status` count them: the labels' and the rejected solutions'."""
@@ -117,9 +118,13 @@ class ReportInputs:
     def cut(self, i: int) -> int:
         return self.cut_rollouts[i] if self.cut_rollouts is not None else 0
 
+    def timed_out(self, i: int) -> int:
+        return self.timed_out_rollouts[i] if self.timed_out_rollouts is not None else 0
+
     def rollouts(self, i: int) -> int:
-        """Rollouts sampled for row i, cut ones too: what the manifest and `labeler status` count."""
-        counted = sum(self.rows[i].n_rollouts)
+        """Rollouts sampled for row i, cut and timed-out ones too: what the manifest and `labeler status` count
+        (StepCounts.n_sampled; a timed-out check is never inside n_rollouts)."""
+        counted = sum(self.rows[i].n_rollouts) + self.timed_out(i)
         return counted if self.cut_counted else counted + self.cut(i)
 
 
@@ -129,7 +134,8 @@ def read_inputs(job_dir: str) -> ReportInputs:
     rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
     rows = read_labelled_rows(job_dir)
     cut = _cut_rollouts(job_dir, len(rows))
-    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), cut, cut_counted, rejected_tokens)
+    timed_out = _timed_out_rollouts(job_dir, len(rows))
+    return ReportInputs(job_dir, rows, _rejections(job_dir), _completion(job_dir), cut, cut_counted, rejected_tokens, timed_out)
 
 
 def write_report(job_dir: str, out_dir: str | None = None) -> Path:
@@ -178,6 +184,15 @@ def _cut_rollouts(job_dir: str, n_rows: int) -> list[int]:
     return [sum(cut or 0 for cut in (per_step or ())) for per_step in column]
 
 
+def _timed_out_rollouts(job_dir: str, n_rows: int) -> list[int]:
+    """Per labels row (in read_labelled_rows' order), its rollouts and final checks whose check timed out. The
+    shards are read whole, so a shard older than schema 1.5 (no n_timeouts: none counted apart) reads as 0 beside newer ones."""
+    table = read_labels_table(job_dir)
+    if "n_timeouts" not in table.column_names:
+        return [0] * n_rows
+    return [sum(n or 0 for n in (per_step or ())) for per_step in table.column("n_timeouts").to_pylist()]
+
+
 def _completion(job_dir: str) -> Completion | None:
     job = open_job(job_dir)
     if job is None:
@@ -200,6 +215,7 @@ def summary_section(inputs: ReportInputs) -> Section:
     soft = [s for row in rows for s in row.soft_labels if s is not None]
     hard = [h for row in rows for h in row.hard_labels if h is not None]
     cut = sum(inputs.cut(i) for i in range(len(rows)))
+    timed_out = sum(inputs.timed_out(i) for i in range(len(rows)))
     methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
     positions = [known_first_error(row) for row in rows]
@@ -217,7 +233,8 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("solutions with a first error", f"{with_error} ({with_error / len(rows):.1%})" if rows else "0"),
         ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
         ("rollouts", f"{sum(inputs.rollouts(i) for i in range(len(rows)))}"),
-        ("rollouts cut by their token budget", f"{cut}"),
+        ("rollouts cut by the budget or ended still thinking", f"{cut}"),
+        ("rollouts whose check timed out", f"{timed_out}"),
         ("generated tokens", f"{inputs.generated_tokens()}"),
         ("of them on rejected solutions", f"{inputs.rejected_tokens}"),
         ("rejected rows", f"{inputs.rejections.total()}"),
@@ -229,7 +246,10 @@ def summary_section(inputs: ReportInputs) -> Section:
     if not cut:
         return Section("Summary", html=f"<table>{table}</table>")
     fate = "checked as they stand (--truncated incorrect)" if inputs.cut_counted else "left out of the soft labels (--truncated excluded)"
-    note = _note(f"Rollouts: every one sampled, as the manifest and `labeler status` count them; the {cut} cut by their budget are {fate}.")
+    note = _note(
+        f"Rollouts: every one sampled, as the manifest and `labeler status` count them; "
+        f"the {cut} cut by the budget or ended still thinking are {fate}."
+    )
     return Section("Summary", html=f"<table>{table}</table>{note}")
 
 
@@ -328,13 +348,16 @@ def spend_section(inputs: ReportInputs) -> Section:
     rollouts = [inputs.rollouts(i) for i in range(len(rows))]
     cut = sum(inputs.cut(i) for i in range(len(rows)))
     rollouts_axes.hist(rollouts, bins=_integer_bins(rollouts), color="#937860", edgecolor="white")
-    rollouts_axes.set_xlabel("rollouts per solution (cut ones too)")
+    rollouts_axes.set_xlabel("rollouts per solution (cut and timed-out ones too)")
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
     rejected = f", {inputs.rejected_tokens} on rejected solutions" if inputs.rejected_tokens else ""
     tokens_axes.set_title(f"Tokens spent: {inputs.generated_tokens()} in all{rejected}")
-    rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + (f", {cut} cut by their token budget" if cut else ""))
+    timed_out = sum(inputs.timed_out(i) for i in range(len(rows)))
+    apart = [f"{cut} cut by the budget or ended still thinking"] if cut else []
+    apart += [f"{timed_out} whose check timed out"] if timed_out else []
+    rollouts_axes.set_title(f"Rollouts spent: {sum(rollouts)} in all" + "".join(f", {part}" for part in apart))
     return Section(
         "Tokens and rollouts spent",
         [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],
