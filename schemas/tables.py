@@ -70,6 +70,8 @@ LABELS_SCHEMA = _versioned(
         # the steps after it negative, soft null, no counted rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
+        # The first hard-negative step, -1 for none. Known only when no unlabelled step precedes it (none at all,
+        # for -1): else the true first error may be that step (`labeler export --format jsonl` writes null there).
         pa.field("first_error", pa.int32(), nullable=False),
         # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
         # rest its response. 0: a plain step-by-step solution.
