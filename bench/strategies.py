@@ -161,7 +161,9 @@ def main() -> None:
             seconds = time.perf_counter() - started
             table = pq.read_table(work / strategy / "labels").to_pylist()
             labels[strategy] = {row["problem_id"]: row for row in table}
-            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": sum(sum(r["n_rollouts"]) + sum(r["n_truncated"]) for r in table)}
+            # every rollout sampled, cut and timed-out ones too, as the manifest and `labeler status` count them
+            rollouts = sum(sum(r["n_rollouts"]) + sum(r["n_truncated"]) + sum(r["n_timeouts"]) for r in table)
+            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": rollouts}
             print(f"{strategy}: {results[strategy]}", flush=True)
     engine.close()
 

@@ -23,7 +23,10 @@ import pyarrow as pa
 #      leaves that step unlabelled. A rollout from inside a trace's thinking that ends before closing it is
 #      truncated, never checked (before, the answer it wrote while thinking was checked). A trace whose
 #      thinking closes with nothing after it is unfinished. Shards of 1.4 and older have no n_timeouts:
-#      readers that need it take 0 (no rollout was left out for a timeout then).
+#      readers that need it take 0 (no rollout was left out for a timeout then). A step none of whose rollouts is
+#      correct is hard 0 only when at least --min-counted-rollouts (default 1) were counted and timed-out checks
+#      are not the most of those sampled; else it is unlabelled, keeping its counts (n_rollouts may be > 0 there,
+#      n_correct is 0).
 SCHEMA_VERSION = "1.5"
 
 
@@ -60,12 +63,15 @@ LABELS_SCHEMA = _versioned(
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
-        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps);
+        # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps), its
+        # counts kept (some rollouts may have been counted, none correct: too few to call it wrong);
         # "human": given by the input dataset (`labeler import`), hard label only, soft null, no rollouts;
         # "judge": from an LLM judge's first error (`labeler consensus`): steps before it positive, it and
         # the steps after it negative, soft null, no counted rollouts.
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
+        # The first hard-negative step, -1 for none. Known only when no unlabelled step precedes it (none at all,
+        # for -1): else the true first error may be that step (`labeler export --format jsonl` writes null there).
         pa.field("first_error", pa.int32(), nullable=False),
         # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
         # rest its response. 0: a plain step-by-step solution.

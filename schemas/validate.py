@@ -62,6 +62,9 @@ def validate_labels(table: pa.Table) -> None:
                 soft_agrees = soft is None if expected_soft is None else (soft is not None and abs(soft - expected_soft) <= 1e-9)
                 if not soft_agrees or hard is None or hard != (correct > 0):
                     raise SchemaError(f"{where} step {i}: labels disagree with counts")
+            elif method == "unlabelled":  # it may hold counted rollouts, too few to call it wrong (none correct)
+                if total < 0 or correct != 0 or soft is not None or hard is not None:
+                    raise SchemaError(f"{where} step {i}: an unlabelled step has no correct rollout and no label (n_correct={correct})")
             else:
                 if total != 0 or correct != 0 or soft is not None:
                     raise SchemaError(f"{where} step {i}: a step labelled {method} has no counted rollouts and no soft label")

@@ -2,6 +2,7 @@
 figures, the output that the other commands read, 1.2 labels shards, and what cannot be joined."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -185,7 +186,7 @@ def test_labels_of_schema_1_2_read_as_monte_carlo(tmp_path):
     result = run_consensus(ConsensusConfig(labels=str(tmp_path / "mixed"), judgments=str(write_judgments(tmp_path / "j", JUDGMENTS)), output=str(tmp_path / "out")))
     assert result["agreed"] == 2
     written = read_labels_table(tmp_path / "out")
-    assert set(written.column("schema_version").to_pylist()) == {SCHEMA_VERSION}
+    assert set(written.column("schema_version").to_pylist()) == {"1.2"}  # the agreements s0, s1: rows of the 1.2 shard, as they were
     # the old shard's solutions had no trajectory check: written as unchecked, with no trajectory label
     verdicts = dict(zip(written.column("solution_id").to_pylist(), written.column("trajectory_verdict").to_pylist()))
     assert verdicts["s0"] == "unchecked" and verdicts["s1"] == "unchecked"
@@ -244,3 +245,27 @@ def test_the_report_of_a_consensus_output_claims_no_agreement_with_its_manifest(
     page = (out / "report" / "index.html").read_text()
     assert f"<th>rollouts</th><td class=number>{counted} to {counted + 2}</td>" in page
     assert "manifest" not in page
+
+
+def test_rows_of_an_older_schema_keep_their_version_and_judge_rows_are_current(tmp_path):
+    """A 1.4 row counted its timed-out checks as wrong answers: written again, it still says 1.4 (its n_timeouts
+    0: none was left out then), never 1.5; the rows the judge labels now are of the current schema."""
+    old_schema = pa.schema([field for field in LABELS_SCHEMA if field.name != "n_timeouts"])
+    old_rows = [{key: value for key, value in row.items() if key != "n_timeouts"} | {"schema_version": "1.4"} for row in LABELS]
+    folder = tmp_path / "old" / "labels"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(old_rows, schema=old_schema), folder / "part-00000.parquet")
+    judgments = str(write_judgments(tmp_path / "j", JUDGMENTS))
+    for policy, written_by in (("monte-carlo", {"consensus", "monte-carlo"}), ("judge", {"consensus", "judge"})):
+        out = tmp_path / f"out-{policy}"
+        result = run_consensus(ConsensusConfig(labels=str(tmp_path / "old"), judgments=judgments, output=str(out), on_disagreement=policy))
+        rows = read_labels_table(out).to_pylist()
+        assert {row["label_source"] for row in rows} == written_by
+        for row in rows:
+            assert row["schema_version"] == (SCHEMA_VERSION if row["label_source"] == "judge" else "1.4"), row
+            assert row["n_timeouts"] == [0] * len(row["steps"])
+        assert result["schema_versions"] == dict(Counter(row["schema_version"] for row in rows))
+        from labeler.cli.consensus import format_summary
+
+        [line] = [line for line in format_summary(result).splitlines() if line.startswith("schema versions")]
+        assert "of 1.4" in line and line.endswith("(rows of older shards keep their version and its rules)")

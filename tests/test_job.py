@@ -311,3 +311,19 @@ def test_the_summary_counts_labelled_and_unlabelled_steps_apart(tmp_path, checke
     assert summary.steps == len(hard) and summary.steps_labelled == sum(label is not None for label in hard) < len(hard)
     unlabelled = summary.steps - summary.steps_labelled
     assert f"steps              : {summary.steps} ({summary.steps_labelled} labelled, {unlabelled} unlabelled)" in _format_summary(summary)
+
+
+@pytest.mark.parametrize("allow_engine_change", [False, True])
+def test_resuming_an_output_of_another_schema_version_is_refused(dataset, tmp_path, checker, allow_engine_change):
+    from schemas.tables import SCHEMA_VERSION
+
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    manifest = manifest_of(out)
+    manifest["schema_version"] = "1.4"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    generator = ScriptedGenerator(PROBLEMS)
+    with pytest.raises(ConfigMismatchError, match=rf"schema 1\.4.*{SCHEMA_VERSION}.*another --output.*--overwrite"):
+        run(cfg, checker, generator, allow_engine_change=allow_engine_change)
+    assert generator.calls == [] and manifest_of(out)["totals"]["units_committed"] == 2
+    assert run(cfg, checker, overwrite=True).units_run_now == 4

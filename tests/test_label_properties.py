@@ -107,10 +107,13 @@ def expected_counts(outcomes: list[str], policy: str) -> dict:
     return {"n_correct": seen["correct"], "n_rollouts": counted, "n_truncated": cut, "n_timeouts": seen["timeout"]}
 
 
-def labelled(strategy: str, solution: Solution, plan, policy: str, final_step: str):
+def labelled(strategy: str, solution: Solution, plan, policy: str, final_step: str, min_counted: int = 1):
     checker = ScriptedChecker()
     sampling = SamplingSettings(max_new_tokens=16)
-    config = StrategySettings(rollouts=len(plan[0]), sampling=sampling, seed=SEED, truncated=policy, final_step=final_step, round_size=2)
+    config = StrategySettings(
+        rollouts=len(plan[0]), sampling=sampling, seed=SEED, truncated=policy, final_step=final_step, round_size=2,
+        min_counted_rollouts=min_counted,
+    )  # fmt: skip
     outcome = label(strategy, [solution], PlannedGenerator(solution, plan), checker, config)
     table = labels_table(outcome.labelled, Provenance("u", "m", strategy, SEED, "h"))
     validate_labels(table)  # soft = n_correct / n_rollouts, hard = any correct, first_error = first hard 0
@@ -153,6 +156,15 @@ def check_common(row: dict, rollouts, checker: ScriptedChecker, solution: Soluti
             assert any(plan[i][r.rollout_index] in wrong for r in rollouts if r.step_index == i)
 
 
+def sampled_of(counts: dict, policy: str) -> int:
+    return counts["n_rollouts"] + counts["n_timeouts"] + (counts["n_truncated"] if policy == "excluded" else 0)
+
+
+def timeouts_decide(counts: dict, policy: str) -> bool:
+    """No correct rollout, and timed-out checks are most of the rollouts sampled: not known to be wrong."""
+    return counts["n_correct"] == 0 and 2 * counts["n_timeouts"] > sampled_of(counts, policy)
+
+
 def final_checked(solution: Solution, final_step: str) -> bool:
     return final_step == "check"
 
@@ -180,7 +192,7 @@ def test_exhaustive_labels_are_the_counts_of_the_planned_outcomes(example):
     for k in range(sampled):
         expected = expected_counts(plan[k], policy)
         assert step_counts(row, k) == expected
-        assert row["label_method"][k] == ("rollouts" if expected["n_rollouts"] else "unlabelled")
+        assert row["label_method"][k] == ("rollouts" if expected["n_rollouts"] and not timeouts_decide(expected, policy) else "unlabelled")
 
 
 @settings(max_examples=60, deadline=None)
@@ -208,3 +220,40 @@ def test_final_answer_labels_only_the_last_step_by_its_check(example):
     check_common(row, rollouts, checker, solution, plan, policy)
     check_final(row, solution, final, "check")
     assert all(method == "unlabelled" for method in row["label_method"][:-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(examples(), st.integers(1, 5))
+def test_a_step_is_hard_0_only_when_enough_of_its_rollouts_counted(example, min_counted):
+    """A step with no correct rollout is hard 0 only when at least --min-counted-rollouts of its rollouts were
+    counted and timed-out checks are not the most of them; else it is unlabelled with the reason, and no
+    strategy infers a label from it."""
+    solution, plan, _, policy, final_step = example
+    for strategy in ("exhaustive", "first-error", "adaptive"):
+        row, _, _ = labelled(strategy, solution, plan, policy, final_step, min_counted)
+        measured_negative = [
+            i for i, (hard, method) in enumerate(zip(row["hard_labels"], row["label_method"]))
+            if hard is False and method in ("rollouts", "early_stop")
+        ]  # fmt: skip
+        for i in measured_negative:
+            counts = step_counts(row, i)
+            assert counts["n_rollouts"] >= min_counted and not timeouts_decide(counts, policy)
+        if row["first_error"] >= 0 and row["label_method"][row["first_error"]] != "final_answer":
+            assert row["first_error"] in measured_negative  # a hard 0 inferred only after a measured one
+        for i, method in enumerate(row["label_method"]):
+            counts = step_counts(row, i)
+            few = counts["n_rollouts"] < min_counted or timeouts_decide(counts, policy)
+            if method == "unlabelled" and counts["n_correct"] == 0 and counts["n_rollouts"] and few:
+                assert f"{counts['n_rollouts']} of {sampled_of(counts, policy)} rollouts counted" in row["unlabelled_reason"][i]
+
+
+def test_a_step_most_of_whose_checks_timed_out_is_not_hard_0_nor_its_later_steps():
+    steps = ("Step 0.", "Step 1.", "Step 2.", "Step 3.", "FINAL-C. The answer is: 42")
+    solution = Solution("p", "s", PROBLEM, ANSWER, steps, "test", 0)
+    plan = [["correct"] * 8, ["incorrect"] + ["timeout"] * 7, ["correct"] * 8, ["correct"] * 8, ["correct"] * 8]
+    for strategy in ("exhaustive", "first-error"):
+        row, _, _ = labelled(strategy, solution, plan, "excluded", "check")
+        assert row["hard_labels"][1] is None and row["label_method"][1] == "unlabelled", strategy
+        reason = row["unlabelled_reason"][1]
+        assert reason.startswith("1 of 8 rollouts counted, none correct: 7 whose answer check timed out"), reason
+        assert False not in row["hard_labels"] and row["first_error"] == -1

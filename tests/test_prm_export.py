@@ -119,3 +119,29 @@ def test_trl_prm_trainer_trains_two_steps_on_our_export(job, tmp_path, tiny_mode
     result = trainer.train()
     assert trainer.state.global_step == 2
     assert result.training_loss > 0 and all(entry["loss"] == entry["loss"] for entry in trainer.state.log_history if "loss" in entry)
+
+
+def test_jsonl_format_keeps_every_count_and_reason_and_a_first_error_known_only_when_it_is(tmp_path):
+    rows = [
+        labels_row("p1", "s1", "What is 2 + 3?", ["2 + 3 = 6.", "The answer is 6."], [0.25, 0.0], [True, False])
+        | {"n_truncated": [2, 0], "n_timeouts": [0, 1]},
+        # an unlabelled step before the first hard 0: the first error may be step 0 (Parquet says 1)
+        labels_row("p2", "s2", "What is 1 + 1?", ["1 + 1 = 3.", "So 3.", "The answer is 3."], [None, 0.0, 0.0], [None, False, False]),
+        # no hard 0, but a step unlabelled: the first error may be there (Parquet says -1)
+        labels_row("p3", "s3", "What is 4 - 1?", ["4 - 1 = 3.", "So 3.", "The answer is 3."], [1.0, None, None], [True, True, None]),
+    ]
+    job = write_labels(tmp_path / "job", rows)
+    old = labels_row("p4", "s4", "What is 1 + 2?", ["1 + 2 = 3."], [1.0], [True])
+    del old["n_timeouts"]
+    old_schema = pa.schema([field for field in LABELS_SCHEMA if field.name != "n_timeouts"])
+    pq.write_table(pa.Table.from_pylist([old | {"schema_version": "1.4"}], schema=old_schema), job / "labels" / "zz-old.parquet")
+    out = tmp_path / "labels.jsonl"
+    assert main(["export", str(job), "--format", "jsonl", "--output", str(out)]) == 0
+    by_id = {row["solution_id"]: row for row in read_lines(out)}
+    assert by_id["s1"]["n_truncated"] == [2, 0] and by_id["s1"]["n_timeouts"] == [0, 1] and by_id["s1"]["first_error"] == 1
+    assert by_id["s2"]["unlabelled_reason"] == ["synthetic", None, None] and by_id["s2"]["first_error"] is None
+    assert by_id["s3"]["first_error"] is None
+    assert by_id["s4"]["n_timeouts"] is None and by_id["s4"]["first_error"] == -1  # a 1.4 shard has no n_timeouts: not 0
+    parquet = tmp_path / "labels.parquet"
+    assert main(["export", str(job), "--format", "jsonl", "--output", str(parquet)]) == 0
+    assert pq.read_table(parquet).sort_by("solution_id").column("first_error").to_pylist() == [1, None, None, -1]

@@ -158,13 +158,42 @@ def test_report_counts_the_rollouts_the_manifest_counts_cut_ones_apart(tmp_path,
     assert cut > 0 and status["rollouts"] == totals["rollouts"]
     page = write_report(str(out)).read_text()
     assert f"<th>rollouts</th><td class=number>{status['rollouts']}</td>" in page
-    assert f"<th>rollouts cut by their token budget</th><td class=number>{cut}</td>" in page
+    assert f"<th>{CUT_LINE}</th><td class=number>{cut}</td>" in page
     from labeler.evaluation.report import read_inputs
 
     rollouts_axes = spend_section(read_inputs(str(out))).plots[0].figure.axes[1]
-    assert rollouts_axes.get_title() == f"Rollouts spent: {status['rollouts']} in all, {cut} cut by their token budget"
+    assert rollouts_axes.get_title() == f"Rollouts spent: {status['rollouts']} in all, {cut} cut by the budget or ended still thinking"
     assert f"<th>steps</th><td class=number>{status['steps']}</td>" in page
     assert f"<th>solutions</th><td class=number>{status['solutions']}</td>" in page
+
+
+CUT_LINE = "rollouts cut by the budget or ended still thinking"
+
+
+def test_report_counts_the_rollouts_the_manifest_counts_timed_out_ones_apart(tmp_path, checker):
+    from labeler.evaluation.report import read_inputs
+    from labeler.labeling.config import LabelConfig
+    from labeler.labeling.job import run_job
+    from labeler.store.status import job_status
+    from tests.conftest import write_jsonl
+    from tests.fakes import SLOW_MARKER, ScriptedGenerator, SlowChecker
+    from workers.local_executor import LocalExecutor
+
+    problem = "What is 20 + 22?"
+    rows = [{"id": f"r{i}", "problem": problem, "answer": "42", "steps": [f"One {SLOW_MARKER}.", "The answer is 42."]} for i in range(2)]
+    out = tmp_path / "out"
+    config = LabelConfig(input=str(write_jsonl(tmp_path / "in.jsonl", rows)), output=str(out), model="scripted", rollouts=4)
+    generator = ScriptedGenerator({problem: "42"}, miss_every=None)
+    run_job(config, executor=LocalExecutor(lambda: generator, SlowChecker(checker)), model_info={"name": "s"}, progress_enabled=False)
+    status, totals = job_status(str(out)), json.loads((out / "manifest.json").read_text())["totals"]
+    timed_out = totals["timed_out_rollouts"]
+    assert timed_out > 0 and status["rollouts"] == totals["rollouts"]
+    page = write_report(str(out)).read_text()
+    assert f"<th>rollouts</th><td class=number>{totals['rollouts']}</td>" in page
+    assert f"<th>rollouts whose check timed out</th><td class=number>{timed_out}</td>" in page
+    assert f"<th>{CUT_LINE}</th><td class=number>0</td>" in page
+    rollouts_axes = spend_section(read_inputs(str(out))).plots[0].figure.axes[1]
+    assert rollouts_axes.get_title() == f"Rollouts spent: {totals['rollouts']} in all, {timed_out} whose check timed out"
 
 
 def test_a_first_error_behind_an_unlabelled_step_is_unknown_not_none(tmp_path):
@@ -259,6 +288,6 @@ def test_one_old_shard_leaves_the_cut_rollouts_of_the_others_counted(tmp_path, c
     page = write_report(str(out)).read_text()
     cut = totals["truncated_rollouts"] - dropped
     assert cut > 0
-    assert f"<th>rollouts cut by their token budget</th><td class=number>{cut}</td>" in page
+    assert f"<th>rollouts cut by the budget or ended still thinking</th><td class=number>{cut}</td>" in page
     assert f"<th>rollouts</th><td class=number>{totals['rollouts'] - dropped}</td>" in page
     assert f"{table.num_rows} solutions come from shards older than schema 1.2 (no n_truncated): their cut rollouts are not known" in page

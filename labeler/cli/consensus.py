@@ -7,6 +7,7 @@ import json
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
+from schemas.tables import SCHEMA_VERSION
 
 COMMAND = "consensus"
 RUN_OPTIONS = ("overwrite", "output_lock", "json")
@@ -62,6 +63,11 @@ def format_summary(result: dict) -> str:
         f"undetermined       : {result['undetermined']} (an unlabelled step before the Monte-Carlo first error: out of the rates)",
         f"written            : {result['solutions_written']} ({', '.join(f'{n} {source}' for source, n in result['written'].items()) or 'none'}; "
         f"--on-disagreement {result['on_disagreement']})",
+        *(
+            [f"schema versions    : {', '.join(f'{n} of {v}' for v, n in result['schema_versions'].items())} (rows of older shards "
+             f"keep their version and its rules)"]
+            if set(result.get("schema_versions", {})) - {SCHEMA_VERSION} else []
+        ),  # fmt: skip
         f"labels             : {result['output']}/labels/*.parquet",
         "",
         "agreement by first error (-1: none)",

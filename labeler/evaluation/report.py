@@ -6,7 +6,8 @@ written beside it too. It is made of sections, each built from what the job hold
 
     summary                    counts, and "incomplete: 8 of 20 solutions" on a job still running or interrupted;
                                rollouts as the manifest and `labeler status` count them (every one sampled),
-                               those cut by their token budget shown apart; a range where the job's --truncated
+                               those cut by the budget or ended still thinking, and those whose check timed out,
+                               shown apart; a range where the job's --truncated
                                is not at hand (a folder of shards, labels a consensus read), and not known for
                                rows of shards older than schema 1.2; the manifest named only where it sampled them
     soft labels                histogram of the soft labels
@@ -115,6 +116,7 @@ class ReportInputs:
     rejected_tokens: int = 0  # spent on sampled solutions that were rejected (the manifest's; in no labels row)
     manifest_rollouts: int | None = None  # the rollouts the manifest counts, where this output's job sampled them
     unlabelled_reasons: list[list[str | None]] | None = None  # per row and step; None: not read
+    timed_out_rollouts: list[int] | None = None  # per row: rollouts (and final checks) whose check timed out (n_timeouts)
 
     def outcome_only(self) -> bool:
         """Every solution labels only its last step, the others not sampled (final-answer, best-of-N candidates)."""
@@ -144,9 +146,12 @@ class ReportInputs:
     def rollouts_range(self, i: int) -> tuple[int, int]:
         """Rollouts sampled for row i, cut ones too (what the manifest and `labeler status` count): equal bounds
         where it is known whether its cut rollouts are among n_rollouts, else both possibilities."""
-        counted, cut = sum(self.rows[i].n_rollouts), self.cut(i)
+        counted, cut = sum(self.rows[i].n_rollouts) + self.timed_out(i), self.cut(i)  # a timed-out check is never in n_rollouts
         inside = self.counted_inside(i) if cut else True
         return (counted, counted + cut) if inside is None else (counted, counted) if inside else (counted + cut, counted + cut)
+
+    def timed_out(self, i: int) -> int:
+        return self.timed_out_rollouts[i] if self.timed_out_rollouts is not None else 0
 
     def rollouts(self, i: int) -> int:
         return self.rollouts_range(i)[0]
@@ -173,6 +178,7 @@ def read_inputs(job_dir: str) -> ReportInputs:
     return ReportInputs(
         job_dir, rows, _rejections(job_dir), _completion(job_dir), _cut_rollouts(table), cut_counted, rejected_tokens, manifest_rollouts,
         [list(r or [None] * len(row.steps)) for r, row in zip(reasons, rows)] if reasons is not None else None,
+        _timed_out_rollouts(job_dir, len(rows)),
     )  # fmt: skip
 
 
@@ -241,6 +247,15 @@ def _truncated_policies(job_dir: str) -> dict[str, str]:
     return policies
 
 
+def _timed_out_rollouts(job_dir: str, n_rows: int) -> list[int]:
+    """Per labels row (in read_labelled_rows' order), its rollouts and final checks whose check timed out. The
+    shards are read whole, so a shard older than schema 1.5 (no n_timeouts: none counted apart) reads as 0 beside newer ones."""
+    table = read_labels_table(job_dir)
+    if "n_timeouts" not in table.column_names:
+        return [0] * n_rows
+    return [sum(n or 0 for n in (per_step or ())) for per_step in table.column("n_timeouts").to_pylist()]
+
+
 def _completion(job_dir: str) -> Completion | None:
     job = open_job(job_dir)
     if job is None:
@@ -263,6 +278,7 @@ def summary_section(inputs: ReportInputs) -> Section:
     soft = [s for row in rows for s in row.soft_labels if s is not None]
     hard = [h for row in rows for h in row.hard_labels if h is not None]
     cut = sum(inputs.cut(i) for i in range(len(rows)))
+    timed_out = sum(inputs.timed_out(i) for i in range(len(rows)))
     methods = Counter(method for row in rows for method in row.label_method)
     steps = sum(len(row.steps) for row in rows)
     positions = [known_first_error(row) for row in rows]
@@ -282,7 +298,8 @@ def summary_section(inputs: ReportInputs) -> Section:
         ("solutions with a first error", _share(with_error, known, "whose first error is known")),
         ("solutions whose first error is unknown", f"{unknown} (an unlabelled step before it)" if unknown else "0"),
         ("rollouts", f"{low}" if low == high else f"{low} to {high}"),
-        ("rollouts cut by their token budget", f"{cut}"),
+        ("rollouts cut by the budget or ended still thinking", f"{cut}"),
+        ("rollouts whose check timed out", f"{timed_out}"),
         ("generated tokens", f"{inputs.generated_tokens()}"),
         ("of them on rejected solutions", f"{inputs.rejected_tokens}"),
         ("rejected rows", f"{inputs.rejections.total()}"),
@@ -314,7 +331,8 @@ def rollout_notes(inputs: ReportInputs) -> list[str]:
                 f"{unknown_fate} of solutions whose labeling job's config is not at hand: whether they are among the counted "
                 f"rollouts is not known, so the count is {low} to {high}"
             )
-        notes.append(f"Rollouts: every one sampled, cut ones too; the {cut} cut by their budget: " + "; ".join(parts) + ".")
+        notes.append(f"Rollouts: every one sampled, cut and timed-out ones too; the {cut} cut by the budget or ended still thinking: "
+                     + "; ".join(parts) + ".")
     if inputs.cut_unknown():
         notes.append(
             f"{inputs.cut_unknown()} solutions come from shards older than schema 1.2 (no n_truncated): their cut rollouts are not "
@@ -432,14 +450,17 @@ def spend_section(inputs: ReportInputs) -> Section:
     cut = sum(inputs.cut(i) for i in range(len(rows)))
     low, high = inputs.total_rollouts()
     rollouts_axes.hist(rollouts, bins=_integer_bins(rollouts), color="#937860", edgecolor="white")
-    rollouts_axes.set_xlabel("rollouts per solution (cut ones too)")
+    rollouts_axes.set_xlabel("rollouts per solution (cut and timed-out ones too)")
     rollouts_axes.set_ylabel("solutions")
     for axis in (tokens_axes.yaxis, rollouts_axes.yaxis, rollouts_axes.xaxis):
         _integer_axis(axis)
     rejected = f", {inputs.rejected_tokens} on rejected solutions" if inputs.rejected_tokens else ""
     tokens_axes.set_title(f"Tokens spent: {inputs.generated_tokens()} in all{rejected}")
     spent = f"{low} in all" if low == high else f"{low} to {high} (not known whether cut ones are counted)"
-    rollouts_axes.set_title(f"Rollouts spent: {spent}" + (f", {cut} cut by their token budget" if cut else ""))
+    timed_out = sum(inputs.timed_out(i) for i in range(len(inputs.rows)))
+    apart = [f"{cut} cut by the budget or ended still thinking"] if cut else []
+    apart += [f"{timed_out} whose check timed out"] if timed_out else []
+    rollouts_axes.set_title(f"Rollouts spent: {spent}" + "".join(f", {part}" for part in apart))
     return Section(
         "Tokens and rollouts spent",
         [Plot("spend.png", "Tokens and rollouts spent", "The cost of the labels, per solution.", _png(figure), figure)],

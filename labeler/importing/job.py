@@ -31,7 +31,14 @@ from labeler.labeling.planning import PlannedRow, WorkUnit, assign_row_keys, pla
 from labeler.labeling.tables import rejected_table
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.lock import hold_output
-from labeler.store.manifest import CorruptManifestError, check_same_job, new_manifest, read_commit_records, rebuild_manifest
+from labeler.store.manifest import (
+    CorruptManifestError,
+    check_same_job,
+    check_same_schema,
+    new_manifest,
+    read_commit_records,
+    rebuild_manifest,
+)
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ShardStore
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
@@ -248,6 +255,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
                 raise
             corrupt = True
     if existing is not None:
+        check_same_schema(existing, config.output)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
         return store.redo_unreadable_units()

@@ -151,7 +151,9 @@ def with_trajectory(row: dict) -> dict:
 
 
 def _relabelled(row: dict, source: str) -> dict:
-    return {**row, "label_source": source, "schema_version": SCHEMA_VERSION}
+    """The Monte-Carlo row with its new label_source and its own schema_version: a row of an older schema was
+    labelled by that schema's rules (before 1.5, a timed-out check counted as a wrong answer) and says so."""
+    return {**row, "label_source": source}
 
 
 def judge_row(labels_row: dict, judgment: dict) -> dict:
@@ -203,6 +205,8 @@ def summary(config: ConsensusConfig, labels: int, judgments: int, joined: list, 
         "by_judge_first_error": _by_position(comparisons, lambda c: c.judge),
         "written": dict(sorted(Counter(row["label_source"] for row in written).items())),
         "solutions_written": len(written),
+        # per labels schema version: rows kept from an older shard keep its version (and its rules)
+        "schema_versions": dict(sorted(Counter(row["schema_version"] for row in written).items())),
     }
 
 

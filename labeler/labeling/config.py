@@ -280,6 +280,14 @@ class LabelConfig(JobSettings):
         "or incorrect (checked as it stands, as Math-Shepherd did; one still thinking is counted wrong unchecked)",
         group=ROLLOUTS,
     )
+    min_counted_rollouts: int = setting(
+        1,
+        at_least=1,
+        help="a step none of whose rollouts is correct is hard 0 only when at least this many of its rollouts were "
+        "counted (not cut, not still thinking, not timed out); with fewer it is unlabelled with the reason, and no label "
+        "is inferred from it. Whatever this says, such a step most of whose rollouts timed out is unlabelled",
+        group=ROLLOUTS,
+    )
     max_timeout_share: float = setting(
         0.05,
         at_least=0,
@@ -383,6 +391,8 @@ class LabelConfig(JobSettings):
         settings = super().output_settings()
         if settings["answers"] is None:  # added after jobs were started: without it they keep their config hash and resume
             del settings["answers"]
+        if settings["min_counted_rollouts"] == 1:  # likewise: at its default, jobs started before it resume
+            del settings["min_counted_rollouts"]
         return settings
 
 

@@ -143,11 +143,19 @@ class StepLedger:
     n_truncated), left out of the label, or under "incorrect" counted as a wrong answer. A completion
     whose check times out (the checker retried it already: labeling/checker_watch.py) is its own verdict,
     `timeout`, counted in n_timeouts and never in the label under either policy.
+
+    A step none of whose rollouts is correct is hard 0 only when enough of them were counted: at least
+    `min_counted` (--min-counted-rollouts), and timed-out checks not the most of those sampled (a timeout is the
+    checker's failure, not the prefix's). Else it is unlabelled with the reason, and record() gives its probe no
+    verdict, so no strategy infers a label from it.
     """
 
-    def __init__(self, solutions: Sequence[Solution], truncated: str = "excluded", max_new_tokens: int | None = None):
+    def __init__(
+        self, solutions: Sequence[Solution], truncated: str = "excluded", max_new_tokens: int | None = None, min_counted: int = 1
+    ):
         self.solutions = solutions
         self.truncated = truncated
+        self.min_counted = min_counted
         self.max_new_tokens = max_new_tokens  # to tell, when a step's rollouts were all cut, whether the context shrank their budget
         self.budgets: dict[tuple[int, int], int] = {}  # (solution, step) -> the smallest budget its rollouts had
         # (solution, step) -> rollouts that ended inside the thinking before their budget did (end of text, a stop string)
@@ -228,7 +236,7 @@ class StepLedger:
             if request_index not in charged:
                 charged.add(request_index)
                 step.tokens += sum(completion.tokens for completion in result.completions)
-            correct_per_probe.append(correct if counted else None)
+            correct_per_probe.append(correct if counted and not self._too_few_counted(step) else None)
         for position, s in enumerate(final_checks):
             verdict = verdicts[final_start + position]
             last = len(self.solutions[s].steps) - 1
@@ -265,6 +273,8 @@ class StepLedger:
             for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out
                     self._unlabel(step, self._uncounted_reason(step, self.budgets.get((s, i)), self.still_thinking.get((s, i), 0)))
+                elif self._too_few_counted(step):
+                    self._unlabel(step, self._too_few_reason(step, self.still_thinking.get((s, i), 0)))
                 elif step.measured_by == "unlabelled" and step.unlabelled_reason is None:
                     step.unlabelled_reason = "not sampled"
             if s in self.failed:
@@ -276,17 +286,37 @@ class StepLedger:
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
 
+    def _too_few_counted(self, step: StepCounts) -> bool:
+        """A step sampled by rollouts, none correct, that too few counted rollouts would make hard 0."""
+        if step.measured_by not in ("rollouts", "early_stop") or step.n_correct:
+            return False
+        return step.n_rollouts < self.min_counted or 2 * step.n_timeouts > step.n_sampled
+
+    def _too_few_reason(self, step: StepCounts, still_thinking: int) -> str:
+        parts = self._uncounted_parts(step, still_thinking)
+        why = (
+            f"fewer than --min-counted-rollouts {self.min_counted}"
+            if step.n_rollouts < self.min_counted
+            else "most of its checks timed out: the checker failed, not the prefix"
+        )
+        left_out = f": {', '.join(parts)}" if parts else ""
+        return f"{step.n_rollouts} of {step.n_sampled} rollouts counted, none correct{left_out}; {why}"
+
     def _uncounted_reason(self, step: StepCounts, budget: int | None, still_thinking: int) -> str:
         """Why a sampled step has no counted rollout."""
         if not still_thinking and not step.n_timeouts:
             return self._all_cut_reason(step, budget)
+        return f"none of its {step.n_sampled} rollouts could be counted: " + ", ".join(self._uncounted_parts(step, still_thinking))
+
+    def _uncounted_parts(self, step: StepCounts, still_thinking: int) -> list[str]:
+        """The rollouts of a step left out of its label, by why."""
         cut = 0 if step.truncated_counted else step.n_truncated - still_thinking  # under incorrect, only timeouts are left out
         parts = [f"{cut} cut by the token budget (--max-new-tokens)"] if cut else []
         if still_thinking and not step.truncated_counted:
             parts.append(f"{still_thinking} ended inside the thinking, before any response (no {THINK_CLOSE})")
         if step.n_timeouts:
             parts.append(f"{step.n_timeouts} whose answer check timed out, even after a retry")
-        return f"none of its {step.n_sampled} rollouts could be counted: " + ", ".join(parts)
+        return parts
 
     def _all_cut_reason(self, step: StepCounts, budget: int | None) -> str:
         if budget is not None and self.max_new_tokens is not None and budget < self.max_new_tokens:

@@ -6,7 +6,10 @@
 - `math-shepherd`: {"input", "label"}: the problem, a space, then "Step k: text ки" per step joined
   by newlines; `label` is the same text with each `ки` replaced by `+` or `-`. Steps that do not
   start with a "Step k:" marker get one.
-- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods, label_source).
+- `jsonl`: the labels table's label columns as they are (soft labels, counts, methods, reasons, label_source);
+  a count column a shard of an older schema lacks (n_timeouts before 1.5) is null, not 0. Its first_error
+  is null where it is not known: an unlabelled step comes before the first hard 0 (any step, when there is
+  none), where the labels table's own first_error reads the first hard 0 or -1.
 
 Booleans are the hard labels, or soft >= --threshold when given. A step without a label (a search
 strategy left it unlabelled) cannot be written in the boolean formats: the solution is cut before
@@ -23,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.inputs.splitting import KI_TAG
 
@@ -122,12 +126,19 @@ def _jsonl_record(row: LabelledRow) -> dict:
         "hard_labels": list(row.hard_labels),
         "n_correct": list(row.n_correct),
         "n_rollouts": list(row.n_rollouts),
+        "n_truncated": _listed(row.n_truncated),
+        "n_timeouts": _listed(row.n_timeouts),
         "label_method": list(row.label_method),
-        "first_error": row.first_error,
+        "unlabelled_reason": _listed(row.unlabelled_reason),
+        "first_error": first_predicted_error(row.hard_labels),  # None: not known (an unlabelled step before it)
         "label_source": row.label_source,
         "thinking_steps": row.thinking_steps,
         "trajectory_label": row.trajectory_label,
     }
+
+
+def _listed(per_step: tuple | None) -> list | None:
+    return None if per_step is None else list(per_step)
 
 
 def write_records(records: list[dict], path: Path) -> None:

@@ -244,6 +244,17 @@ def check_same_job(
         )
 
 
+def check_same_schema(existing: dict, directory: str | Path) -> None:
+    """Refuse to resume an output whose shards were written under another labels schema: resuming would
+    mix shards of both versions in one table, with nothing to say so (whatever --allow-engine-change says)."""
+    found = existing.get("schema_version", NOT_RECORDED)
+    if found != SCHEMA_VERSION:
+        raise ConfigMismatchError(
+            f"{directory} holds shards of labels schema {found}, and this version of prm-labeler writes schema "
+            f"{SCHEMA_VERSION}; resuming would mix both in one table; use another --output, or --overwrite to start over"
+        )
+
+
 def check_same_kind(existing: dict, kind: str | None, directory: str | Path) -> None:
     """Refuse to resume a job of another kind in the same directory (a judge job in a labeling job's output, say)."""
     found = existing.get(JOB_KIND_KEY)

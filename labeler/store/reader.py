@@ -56,6 +56,11 @@ class LabelledRow:
     # Trajectory-level (schema 1.4; shards written before it read as a plain solution with no label):
     thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking
     trajectory_label: bool | None = None  # its stated final answer (a trace: its response) is right
+    # Per step, None for a row of a shard without the column (n_truncated and unlabelled_reason: before 1.2,
+    # n_timeouts: before 1.5): not known, not 0.
+    n_truncated: tuple[int, ...] | None = None
+    n_timeouts: tuple[int, ...] | None = None
+    unlabelled_reason: tuple[str | None, ...] | None = None
 
     def soft_or_hard(self, i: int) -> float | None:
         """The soft label of step i, or its hard label as 0/1 when it has no soft label."""
@@ -168,7 +173,8 @@ _ROW_COLUMNS = (
     "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
-_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label")  # absent before schema 1.4
+_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label", "n_truncated", "n_timeouts", "unlabelled_reason")  # absent in older schemas
+_OPTIONAL_PER_STEP = ("n_truncated", "n_timeouts", "unlabelled_reason")
 
 
 def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
@@ -183,7 +189,8 @@ def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
         check_alignment(row)
         if row.get("thinking_steps") is None:  # a shard of schema 1.3 or older among newer ones
             row["thinking_steps"] = 0
-        rows.append(LabelledRow(**{key: tuple(value) if key == "steps" or key in _PER_STEP else value for key, value in row.items()}))
+        per_step = ("steps", *_PER_STEP, *_OPTIONAL_PER_STEP)
+        rows.append(LabelledRow(**{key: tuple(value) if key in per_step and value is not None else value for key, value in row.items()}))
     return rows
 
 

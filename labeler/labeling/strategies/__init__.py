@@ -34,7 +34,7 @@ __all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels
 StrategySettings = settings_view(
     "StrategySettings",
     LabelConfig,
-    ("rollouts", "seed", "final_step", "truncated", "after_first_error", "round_size", "ci_width"),
+    ("rollouts", "seed", "final_step", "truncated", "min_counted_rollouts", "after_first_error", "round_size", "ci_width"),
     sampling=SamplingSettings,
 )
 StrategySettings.__module__ = __name__

@@ -23,7 +23,7 @@ from labeler.labeling.strategies import StrategySettings, checked_final_steps, s
 
 
 def sample(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
-    ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens)
+    ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens, settings.min_counted_rollouts)
     sampler = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed)
     open_prefixes = [(s, i) for s, solution in enumerate(solutions) for i in range(sampled_prefixes(solution, settings.final_step, checker))]
     final_checks = checked_final_steps(solutions, settings.final_step, checker)

@@ -22,7 +22,7 @@ def start(solutions: Sequence[Solution], generator: Generator, settings: Strateg
     sent = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed).send(probes)
 
     def finish(checker):
-        ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens)
+        ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens, settings.min_counted_rollouts)
         ledger.record(sent, checker, final_checks=final_checks)
         return ledger.outcome()
 

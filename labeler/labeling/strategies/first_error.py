@@ -76,7 +76,7 @@ class _Search:
 
 
 def search(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
-    ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens)
+    ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens, settings.min_counted_rollouts)
     sampler = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed)
     searches = [_Search(size=sampled_prefixes(solution, settings.final_step, checker)) for solution in solutions]
     final_checks = checked_final_steps(solutions, settings.final_step, checker)
