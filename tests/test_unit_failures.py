@@ -290,3 +290,56 @@ def test_progress_counts_the_whole_job_after_a_resume(dataset, tmp_path, checker
     final = json.loads((out / "manifest.json").read_text())["totals"]
     assert progress[-1].startswith("units 6/6 | solutions 12/12") and f"rollouts {final['rollouts']} " in progress[-1]
     assert f"tokens {final['generated_tokens']} " in progress[-1]
+
+
+SLOW_PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 10)}
+
+
+def slow_dataset(tmp_path, slow: set[int]) -> Path:
+    """Rows whose first step holds the SlowChecker's marker (for the rows in `slow`) time out on every check."""
+    rows = [
+        {"id": f"q{k}", "problem": p, "answer": a,
+         "steps": [f"Take 1 from {k + 2}." + (" SLOW!" if k in slow else ""), "Then more.", f"The answer is: {a}"]}
+        for k, (p, a) in enumerate(SLOW_PROBLEMS.items())
+    ]  # fmt: skip
+    return write_jsonl(tmp_path / f"slow-{sorted(slow)}.jsonl", rows)
+
+
+def label_slow(dataset: Path, out: Path, checker, retries: int = 1):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=8, shard_size=4, seed=5)
+    executor = LocalExecutor(lambda: ScriptedGenerator(SLOW_PROBLEMS), checker, max_unit_retries=retries)
+    return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+
+
+def test_a_row_whose_answers_always_time_out_is_found_by_bisection_and_rejected_alone(tmp_path, checker, capfd):
+    """Row 1's checks all time out: its unit is unhealthy as a whole, so it is retried, then bisected; row 1
+    alone is unhealthy and goes to rejected/ with the reason, its unit's three other rows are labelled, and
+    a plain rerun has nothing left to do (it was sent back on every run)."""
+    from tests.fakes import SlowChecker
+
+    clean = label_slow(slow_dataset(tmp_path, set()), tmp_path / "clean", checker)
+    assert clean.rejected_rows == 0
+    out = tmp_path / "out"
+    summary = label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker))
+    assert "labelled in two halves" in capfd.readouterr().err
+    assert summary.rejected_rows == 1 and summary.solutions == len(SLOW_PROBLEMS) - 1
+    [rejected] = pq.read_table(out / "rejected").to_pylist()
+    assert rejected["problem_id"] == "q1" and "checker timed out" in rejected["reason"]
+    def content(rows):  # the inputs differ in row 1, so do the config hash and unit id
+        return sorted(({k: v for k, v in row.items() if k not in ("unit_id", "config_hash")} for row in rows), key=str)
+
+    assert content(labels_of(out)) == content(row for row in labels_of(tmp_path / "clean") if row["problem_id"] != "q1")
+    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
+    assert not failed["stats"].get("transient")  # the row's fault, not the machine's: --retry-rejected redoes it
+    assert label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker)).units_run_now == 0
+
+
+def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dataset, tmp_path, capfd):
+    out = tmp_path / "out"
+    for run in range(3):
+        label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12, retries=0)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
+    assert unit["stats"]["transient"] is True and unit["stats"]["reopened"] == 2
+    err = capfd.readouterr().err
+    assert "reopened 2 times" in err
+    assert "reopened 2 times" in format_status(job_status(str(out)))

@@ -9,7 +9,10 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   again, down to single rows, and a row that fails alone goes to rejected/ (stage "generation", the
   error as the reason). When its last piece is in, the unit is committed whole: the labels of the
   pieces that succeeded and the rejected rows, with its stats naming the failure, so that a later run
-  with --retry-rejected labels it again. Sampling seeds come from each prompt's text, so the rows
+  with --retry-rejected labels it again. A unit the answer checker could not check (CheckerUnhealthyError)
+  fails the same way, so that a row whose answers always time out is rejected alone; but when none of
+  its pieces could be checked (a sick checker, not a row) it is committed as the machine's failure
+  (TRANSIENT_KEY), its rows in rejected/ with the reason, and a plain rerun labels it again. Sampling seeds come from each prompt's text, so the rows
   of a piece get the labels the whole unit would have given them.
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
   `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
@@ -64,6 +67,7 @@ class _Bisection:
     out: int = 0  # pieces queued and not yet back
     results: list[tuple[int, UnitResult]] = field(default_factory=list)  # by the position of the piece's first row
     failed_rows: list[RejectedRow] = field(default_factory=list)
+    unhealthy_rows: int = 0  # of failed_rows, those the answer checker could not check
 
 
 class UnitFailures:
@@ -94,7 +98,9 @@ class UnitFailures:
             bisection.results.append((first, result))
             return self._piece_back(bisection)
 
-    def failed(self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False) -> UnitResult | None:
+    def failed(
+        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False
+    ) -> UnitResult | None:
         """Count a failure of `unit` (a planned unit or a piece of one): queue it again, or its halves,
         or, for a single row given up, return the unit's result to commit once its last piece is in.
         UnitsKeepFailingError when no unit of this run has been labelled yet and BROKEN_SETUP_AFTER
@@ -127,7 +133,7 @@ class UnitFailures:
                 bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
             if len(unit.rows) > 1:
                 middle = len(unit.rows) // 2
-                pieces = (replace(unit, rows=unit.rows[:middle]), replace(unit, rows=unit.rows[middle:]))
+                pieces = (replace(unit, rows=unit.rows[:middle], piece=True), replace(unit, rows=unit.rows[middle:], piece=True))
                 halves = f"its {len(unit.rows)} rows are labelled in two halves to find those that fail"
                 self.progress.warn(f"{name} failed ({reason}); {halves}")
                 queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
@@ -139,6 +145,7 @@ class UnitFailures:
             bisection.failed_rows.append(
                 RejectedRow(row.row_index, "unit", f"failed alone after its unit {bisection.reason}; alone: {reason}", row.problem_id, raw)
             )
+            bisection.unhealthy_rows += unhealthy
             return self._piece_back(bisection)
 
     def lost(self, unit: WorkUnit, reason: str, queue: deque) -> None:
@@ -190,7 +197,10 @@ def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     failed = len(bisection.failed_rows)
     stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
     transient = [result.stats[FAILURE_KEY] for result in results if result.stats.get(TRANSIENT_KEY)]
-    if transient:  # a piece the machine failed: the whole unit is redone by the next run
+    if not results and bisection.unhealthy_rows == failed:  # no piece could be checked: the checker's fault, not the rows'
+        stats[FAILURE_KEY] += "; no piece of it could be checked, so the checker is unhealthy: a rerun labels it again"
+        stats[TRANSIENT_KEY] = True
+    elif transient:  # a piece the machine failed: the whole unit is redone by the next run
         stats[FAILURE_KEY] += f"; and {transient[0]}"
         stats[TRANSIENT_KEY] = True
     engine = next((result.engine for result in results if result.engine is not None), None)

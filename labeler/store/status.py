@@ -9,7 +9,7 @@ from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import JOB_KIND_KEY, load_manifest
 from labeler.store.progress import format_duration
-from labeler.store.shard_store import FAILURE_KEY, TRANSIENT_KEY
+from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
 
 def job_status(directory: str) -> dict:
@@ -33,6 +33,8 @@ def job_status(directory: str) -> dict:
         "units_total": total,
         "units_failed": len(failed),  # committed with rows of them in rejected/ (labeler/labeling/unit_failures.py)
         "units_failed_by_the_machine": sum(1 for stats in failed if stats.get(TRANSIENT_KEY)),  # every rerun redoes them
+        # the most reruns that reopened one of those and failed it again (0: none was failed twice)
+        "most_reopenings": max((stats.get(REOPENED_KEY, 0) for stats in failed if stats.get(TRANSIENT_KEY)), default=0),
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
         "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
@@ -56,7 +58,7 @@ def format_status(status: dict) -> str:
     def rate(value: float | None, unit: str) -> str:
         return "n/a" if value is None else f"{value:.1f} {unit}"
 
-    failed = _describe_failed(status["units_failed"], status["units_failed_by_the_machine"])
+    failed = _describe_failed(status["units_failed"], status["units_failed_by_the_machine"], status.get("most_reopenings", 0))
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
@@ -73,7 +75,7 @@ def format_status(status: dict) -> str:
     )
 
 
-def _describe_failed(failed: int, by_machine: int) -> str:
+def _describe_failed(failed: int, by_machine: int, reopenings: int = 0) -> str:
     if not failed:
         return ""
     parts = []
@@ -82,6 +84,8 @@ def _describe_failed(failed: int, by_machine: int) -> str:
     if by_machine:
         parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, "
                      "a rerun labels them again")
+        if reopenings:
+            parts[-1] += f", though one was reopened {reopenings} times and failed again each time: is the checker sick?"
     return f" ({'; '.join(parts)})"
 
 
