@@ -166,7 +166,7 @@ def test_a_run_whose_every_unit_fails_stops_instead_of_rejecting_the_input(datas
     with pytest.raises(UnitsKeepFailingError, match="illegal memory access"):
         label(dataset, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["totals"]["units_committed"] == 0  # the first three given up (their halves wait): none written off
+    assert manifest["totals"]["units_committed"] == 0  # the first three given up, their halves failed too: none written off
 
 
 def test_a_kill_is_not_retried(dataset, tmp_path, checker):
@@ -343,3 +343,19 @@ def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dat
     err = capfd.readouterr().err
     assert "reopened 2 times" in err
     assert "reopened 2 times" in format_status(job_status(str(out)))
+
+
+def test_poison_rows_in_the_first_three_units_are_bisected_not_taken_for_a_broken_setup(dataset, tmp_path, checker, capfd):
+    """One bad row in each of units 0, 1 and 2: the first three units fail with none labelled, but their
+    halves are tried before the job is called broken, and their good halves are labelled."""
+    bad = {"What is 2 minus 1?", "What is 6 minus 1?", "What is 10 minus 1?"}
+
+    class ThreePoisoned(ScriptedGenerator):
+        def generate(self, requests, sampling):
+            if any(r.user_message.startswith(problem) for r in requests for problem in bad):
+                raise ValueError("the tokenizer choked on this row")
+            return super().generate(requests, sampling)
+
+    summary = label(dataset, tmp_path / "out", checker, lambda: ThreePoisoned(PROBLEMS), retries=0, shard_size=4)
+    assert summary.solutions == len(PROBLEMS) - 3 and summary.rejected_rows == 3
+    assert sorted(r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()) == ["q0", "q4", "q8"]

@@ -20,8 +20,9 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   stranded LOSSES_PER_UNIT times; the next stops the job (WorkersKeepDyingError).
 
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
-written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled is not meeting a
-poison unit but a broken setup; an engine that keeps dying (killed for memory, most often), and a
+written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
+of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
+split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup; an engine that keeps dying (killed for memory, most often), and a
 unit whose workers keep being lost, are the machine's trouble, not the rows' fault.
 """
 
@@ -84,6 +85,11 @@ class UnitFailures:
         self.bisections: dict[str, _Bisection] = {}  # by unit_id
         self.labelled = 0
         self.given_up = 0
+        # once BROKEN_SETUP_AFTER units are given up with none labelled: the keys of their halves, run first to tell
+        # poison rows from a broken setup, and the halves that failed meanwhile, set aside (not split: no row written off)
+        self.probes: set[tuple] | None = None
+        self.set_aside: list[WorkUnit] = []
+        self.queue: deque | None = None
         self.lock = threading.Lock()
 
     def succeeded(self, unit: WorkUnit, result: UnitResult) -> UnitResult | None:
@@ -91,6 +97,10 @@ class UnitFailures:
         its last piece is in, else None."""
         with self.lock:
             self.labelled += 1
+            if self.set_aside:  # some unit is labelled, so the setup works: the halves set aside go on
+                assert self.queue is not None
+                self.queue.extend(self.set_aside)
+                self.set_aside = []
             bisection = self.bisections.get(unit.unit_id)
             if bisection is None:
                 return result
@@ -106,10 +116,14 @@ class UnitFailures:
         UnitsKeepFailingError when no unit of this run has been labelled yet and BROKEN_SETUP_AFTER
         have been given up; EngineKeepsDyingError past the retry limit when the engine died."""
         with self.lock:
+            self.queue = queue
             key = _key(unit)
+            bisection = self.bisections.get(unit.unit_id)
+            if self.probes and key in self.probes and self.labelled == 0 and not engine_died:
+                self._probe_failed(unit, key, reason)
+                return None
             self.attempts[key] += 1
             attempts = self.attempts[key]
-            bisection = self.bisections.get(unit.unit_id)
             # a planned unit is retried (the failure may be passing); a piece of one is split at its first failure
             retries = self.max_retries if bisection is None or engine_died else 0
             name = _name(unit, bisection)
@@ -124,11 +138,6 @@ class UnitFailures:
                 )
             if bisection is None:
                 self.given_up += 1
-                if self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
-                    raise UnitsKeepFailingError(
-                        f"the first {self.given_up} units of this run all failed {attempts} times, the last with: {reason}; "
-                        "no unit was labelled, so this is not one bad unit: fix the cause and rerun (committed units are kept)"
-                    )
                 where = f" {self.where}" if self.where else ""
                 bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
             if len(unit.rows) > 1:
@@ -138,6 +147,8 @@ class UnitFailures:
                 self.progress.warn(f"{name} failed ({reason}); {halves}")
                 queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
                 bisection.out += 1  # one piece out replaced by two
+                if self.probes is None and self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
+                    self._probe_halves(queue)
                 return None
             row = unit.rows[0].source
             self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
@@ -166,6 +177,27 @@ class UnitFailures:
                 f"{LOSSES_PER_UNIT} allowed; a lost worker is not counted against --max-unit-retries)"
             )
             queue.appendleft(unit)
+
+    def _probe_halves(self, queue: deque) -> None:
+        """BROKEN_SETUP_AFTER units given up, none labelled: their halves go to the front of the queue, to tell
+        poison rows (some half is labelled) from a broken setup (every half fails too)."""
+        halves = [unit for unit in queue if unit.unit_id in self.bisections]
+        for unit in halves:
+            queue.remove(unit)
+        queue.extendleft(reversed(halves))
+        self.probes = {_key(unit) for unit in halves}
+        self.progress.warn(f"the first {self.given_up} units of this run failed and none was labelled: their halves are tried first")
+
+    def _probe_failed(self, unit: WorkUnit, key: tuple, reason: str) -> None:
+        """A half tried to tell a broken setup failed, none labelled yet: set aside; UnitsKeepFailingError when it was the last."""
+        assert self.probes is not None
+        self.probes.discard(key)
+        self.set_aside.append(unit)
+        if not self.probes:
+            raise UnitsKeepFailingError(
+                f"the first {self.given_up} units of this run all failed, and so did their halves, the last with: {reason}; "
+                "no unit was labelled, so this is not a few bad rows: fix the cause and rerun (committed units are kept)"
+            )
 
     def _piece_back(self, bisection: _Bisection) -> UnitResult | None:
         bisection.out -= 1
