@@ -359,3 +359,27 @@ def test_poison_rows_in_the_first_three_units_are_bisected_not_taken_for_a_broke
     summary = label(dataset, tmp_path / "out", checker, lambda: ThreePoisoned(PROBLEMS), retries=0, shard_size=4)
     assert summary.solutions == len(PROBLEMS) - 3 and summary.rejected_rows == 3
     assert sorted(r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()) == ["q0", "q4", "q8"]
+
+
+def test_a_bisection_that_rejects_nothing_commits_the_unit_as_labelled_and_says_it_was_bisected(dataset, tmp_path, checker):
+    """A passing failure outlasts the unit's retries; every piece of it is then labelled: nothing failed, so
+    the unit is no failed unit (a --retry-rejected would redo it for nothing), its stats say it was bisected."""
+
+    class Flaky(ScriptedGenerator):
+        left = 2
+
+        def generate(self, requests, sampling):
+            if Flaky.left:
+                Flaky.left -= 1
+                raise RuntimeError("CUDA error: a passing hiccup")
+            return super().generate(requests, sampling)
+
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    out = tmp_path / "out"
+    summary = label(dataset, out, checker, lambda: Flaky(PROBLEMS), retries=1, shard_size=12)
+    assert summary.rejected_rows == 0 and summary.solutions == len(PROBLEMS)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
+    assert "failure" not in unit["stats"] and "passing hiccup" in unit["stats"]["bisected"]
+    assert job_status(str(out))["units_failed"] == 0
+    assert labels_of(out) == labels_of(clean)

@@ -43,6 +43,7 @@ from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR, TRANSIENT_KEY
 
 BROKEN_SETUP_AFTER = 3  # units given up in a row, with none labelled this run, that stop the job
+BISECTED_KEY = "bisected"  # in the stats of a unit labelled in pieces: why it was given up as a whole
 LOSSES_PER_UNIT = 5  # times a unit may go back to the queue because its worker or node was lost
 
 
@@ -209,7 +210,8 @@ class UnitFailures:
 
 def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     """The unit whose pieces are all back: their tables joined (in the unit's row order), its failed rows
-    in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it."""
+    in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it;
+    where no row failed and no piece was the machine's failure, no failure: only BISECTED_KEY says why it was split."""
     unit = bisection.unit
     results = [result for _, result in sorted(bisection.results, key=lambda pair: pair[0])]
     parts: dict[str, list[pa.Table]] = {}
@@ -227,8 +229,12 @@ def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     stats["rejected"] += len(bisection.failed_rows)
     stats["attempts"] = bisection.attempts
     failed = len(bisection.failed_rows)
-    stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
     transient = [result.stats[FAILURE_KEY] for result in results if result.stats.get(TRANSIENT_KEY)]
+    stats[BISECTED_KEY] = f"the unit {bisection.reason}; its {len(unit.rows)} rows were labelled in pieces"
+    if not failed and not transient:  # a passing failure: every row is labelled, nothing for --retry-rejected to redo
+        stats[BISECTED_KEY] += ", and none failed"
+    else:
+        stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
     if not results and bisection.unhealthy_rows == failed:  # no piece could be checked: the checker's fault, not the rows'
         stats[FAILURE_KEY] += "; no piece of it could be checked, so the checker is unhealthy: a rerun labels it again"
         stats[TRANSIENT_KEY] = True
