@@ -16,8 +16,12 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   of a piece get the labels the whole unit would have given them.
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
   `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
-  of the queue. So that a cluster that keeps losing workers cannot loop forever, a unit may be
-  stranded LOSSES_PER_UNIT times; the next stops the job (WorkersKeepDyingError).
+  of the queue (to run alone on its worker from then on: `runs_alone`, so that the next loss is its own).
+  So that a cluster that keeps losing workers cannot loop forever, a unit may be
+  stranded LOSSES_PER_UNIT times. Past that, when some unit of this run was labelled, it is a row of
+  this unit that kills its workers: the unit is bisected like a failing one (each piece may be lost
+  LOSSES_PER_PIECE times, then counts as failed), so that row is rejected alone with the reason. When
+  none was labelled, losses hit every unit: a sick cluster, and the job stops (WorkersKeepDyingError).
 
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
@@ -45,6 +49,7 @@ from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR, TRANSIENT_KEY
 BROKEN_SETUP_AFTER = 3  # units given up in a row, with none labelled this run, that stop the job
 BISECTED_KEY = "bisected"  # in the stats of a unit labelled in pieces: why it was given up as a whole
 LOSSES_PER_UNIT = 5  # times a unit may go back to the queue because its worker or node was lost
+LOSSES_PER_PIECE = 1  # the same, for a piece of a bisected unit: past it the piece counts as failed
 
 
 class UnitsKeepFailingError(RuntimeError):
@@ -91,7 +96,7 @@ class UnitFailures:
         self.probes: set[tuple] | None = None
         self.set_aside: list[WorkUnit] = []
         self.queue: deque | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # lost() calls failed()
 
     def succeeded(self, unit: WorkUnit, result: UnitResult) -> UnitResult | None:
         """The result to commit for `unit`: its own; for a piece of a bisected unit, the whole unit's once
@@ -110,7 +115,7 @@ class UnitFailures:
             return self._piece_back(bisection)
 
     def failed(
-        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False
+        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False, retry: bool = True
     ) -> UnitResult | None:
         """Count a failure of `unit` (a planned unit or a piece of one): queue it again, or its halves,
         or, for a single row given up, return the unit's result to commit once its last piece is in.
@@ -126,7 +131,7 @@ class UnitFailures:
             self.attempts[key] += 1
             attempts = self.attempts[key]
             # a planned unit is retried (the failure may be passing); a piece of one is split at its first failure
-            retries = self.max_retries if bisection is None or engine_died else 0
+            retries = (self.max_retries if bisection is None or engine_died else 0) if retry else 0
             name = _name(unit, bisection)
             if attempts <= retries:
                 self.progress.warn(f"{name} failed ({reason}); retrying ({attempts}/{self.max_retries})")
@@ -135,7 +140,8 @@ class UnitFailures:
             if engine_died:
                 raise EngineKeepsDyingError(
                     f"the engine died {attempts} times on unit {unit.index}, the last time with: {reason}; out of memory? "
-                    "committed units are kept: rerun to resume (maybe with a smaller --shard-size or --max-model-len)"
+                    "committed units are kept: rerun to resume (a smaller --shard-size needs a new --output: a resume "
+                    "refuses another shard size)"
                 )
             if bisection is None:
                 self.given_up += 1
@@ -160,24 +166,37 @@ class UnitFailures:
             bisection.unhealthy_rows += unhealthy
             return self._piece_back(bisection)
 
-    def lost(self, unit: WorkUnit, reason: str, queue: deque) -> None:
+    def lost(self, unit: WorkUnit, reason: str, queue: deque) -> UnitResult | None:
         """The worker or node under `unit` was lost: the unit goes back to the front of the queue, its
-        retries untouched. WorkersKeepDyingError past LOSSES_PER_UNIT losses of the same unit."""
+        retries untouched. Past LOSSES_PER_UNIT losses of the same unit (LOSSES_PER_PIECE of a piece) it
+        counts as failed, as `failed` says (what to commit, or None), when some unit of this run was
+        labelled; else WorkersKeepDyingError."""
         with self.lock:
             key = _key(unit)
             self.losses[key] += 1
             losses = self.losses[key]
-            if losses > LOSSES_PER_UNIT:
-                raise WorkersKeepDyingError(
-                    f"the worker under unit {unit.index} was lost {losses} times, the last with: {reason}; if it is this unit "
-                    "that kills its workers (out of memory?), try a smaller --shard-size or --max-model-len; committed units "
-                    "are kept: rerun to resume"
-                )
+            bisection = self.bisections.get(unit.unit_id)
+            allowed = LOSSES_PER_UNIT if bisection is None else LOSSES_PER_PIECE
+            if losses > allowed:
+                if self.labelled == 0:
+                    raise WorkersKeepDyingError(
+                        f"the worker under unit {unit.index} was lost {losses} times, the last with: {reason}, and no unit of "
+                        "this run was labelled: the cluster is losing its workers (out of memory? preempted?); committed "
+                        "units are kept: rerun to resume"
+                    )
+                return self.failed(unit, f"its worker was lost {losses} times, the last with: {reason}", queue, retry=False)
             self.progress.warn(
-                f"{_name(unit, self.bisections.get(unit.unit_id))} goes back to the queue: {reason} (loss {losses} of "
-                f"{LOSSES_PER_UNIT} allowed; a lost worker is not counted against --max-unit-retries)"
+                f"{_name(unit, bisection)} goes back to the queue: {reason} (loss {losses} of "
+                f"{allowed} allowed; a lost worker is not counted against --max-unit-retries)"
             )
             queue.appendleft(unit)
+            return None
+
+    def runs_alone(self, unit: WorkUnit) -> bool:
+        """Whether `unit` was lost before: an executor that runs several units on a worker runs it alone, so
+        that a worker it kills again is its loss, not that of the unit beside it."""
+        with self.lock:
+            return self.losses[_key(unit)] > 0
 
     def _probe_halves(self, queue: deque) -> None:
         """BROKEN_SETUP_AFTER units given up, none labelled: their halves go to the front of the queue, to tell
