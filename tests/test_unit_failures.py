@@ -383,3 +383,12 @@ def test_a_bisection_that_rejects_nothing_commits_the_unit_as_labelled_and_says_
     assert "failure" not in unit["stats"] and "passing hiccup" in unit["stats"]["bisected"]
     assert job_status(str(out))["units_failed"] == 0
     assert labels_of(out) == labels_of(clean)
+
+
+def test_status_counts_the_rows_rejected_while_labelling_apart_from_the_labelled(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=0, shard_size=4)
+    status = job_status(str(out))
+    assert status["rejected_in_units"] == 1
+    rows = format_status(status).splitlines()[2]
+    assert "12/12 input rows labelled or rejected" in rows and "1 rows or solutions rejected while labelling (in rejected/)" in rows, rows

@@ -38,6 +38,8 @@ def job_status(directory: str) -> dict:
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
         "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
+        # rows and sampled solutions of committed units that went to rejected/ while labelling (not labelled)
+        "rejected_in_units": totals.get("rejected_in_units", 0),
         "solutions": totals["solutions"],
         "steps": totals["steps"],
         "rollouts": totals["rollouts"],
@@ -64,7 +66,8 @@ def format_status(status: dict) -> str:
         [
             f"job       : {status['directory']} ({status['state']}{'' if status['job'] == 'label' else ', labeler ' + status['job']})",
             f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
-            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled, {status['input_rows_rejected']} rejected",
+            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
+            f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), {status['input_rows_rejected']} rejected on input)",
             f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
             f"tokens    : {status['generated_tokens']} generated",
             f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
