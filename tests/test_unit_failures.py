@@ -392,3 +392,12 @@ def test_status_counts_the_rows_rejected_while_labelling_apart_from_the_labelled
     assert status["rejected_in_units"] == 1
     rows = format_status(status).splitlines()[2]
     assert "12/12 input rows labelled or rejected" in rows and "1 rows or solutions rejected while labelling (in rejected/)" in rows, rows
+
+
+def test_status_of_failed_units_names_only_what_their_command_can_do(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=0, shard_size=4)
+    status = job_status(str(out))
+    assert "--retry-rejected labels them again" in format_status(status)
+    imported = format_status({**status, "job": "import"})  # labeler import has no --retry-rejected
+    assert "--retry-rejected" not in imported and "import them into a new output" in imported

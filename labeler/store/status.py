@@ -60,7 +60,9 @@ def format_status(status: dict) -> str:
     def rate(value: float | None, unit: str) -> str:
         return "n/a" if value is None else f"{value:.1f} {unit}"
 
-    failed = _describe_failed(status["units_failed"], status["units_failed_by_the_machine"], status.get("most_reopenings", 0))
+    failed = _describe_failed(
+        status["units_failed"], status["units_failed_by_the_machine"], status.get("most_reopenings", 0), status["job"]
+    )
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
@@ -78,12 +80,14 @@ def format_status(status: dict) -> str:
     )
 
 
-def _describe_failed(failed: int, by_machine: int, reopenings: int = 0) -> str:
+def _describe_failed(failed: int, by_machine: int, reopenings: int = 0, job: str = "label") -> str:
     if not failed:
         return ""
     parts = []
     if failed > by_machine:
-        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, --retry-rejected labels them again")
+        # labeler import has no --retry-rejected: its rows fail the same way each time, until the input is fixed
+        again = "fix those rows and import them into a new output" if job == "import" else "--retry-rejected labels them again"
+        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, {again}")
     if by_machine:
         parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, "
                      "a rerun labels them again")
