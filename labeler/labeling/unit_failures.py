@@ -9,11 +9,13 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   again, down to single rows, and a row that fails alone goes to rejected/ (stage "generation", the
   error as the reason). When its last piece is in, the unit is committed whole: the labels of the
   pieces that succeeded and the rejected rows, with its stats naming the failure, so that a later run
-  with --retry-rejected labels it again. A unit the answer checker could not check (CheckerUnhealthyError)
+  with --retry-rejected labels it again (none failed: no failure, its stats say only that it was
+  bisected). A unit the answer checker could not check (CheckerUnhealthyError)
   fails the same way, so that a row whose answers always time out is rejected alone; but when none of
   its pieces could be checked (a sick checker, not a row) it is committed as the machine's failure
-  (TRANSIENT_KEY), its rows in rejected/ with the reason, and a plain rerun labels it again. Sampling seeds come from each prompt's text, so the rows
-  of a piece get the labels the whole unit would have given them.
+  (TRANSIENT_KEY), its rows in rejected/ with the reason, and a plain rerun labels it again.
+  Sampling seeds come from each prompt's text, so the rows of a piece get the labels the whole unit
+  would have given them.
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
   `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
   of the queue (to run alone on its worker from then on: `runs_alone`, so that the next loss is its own).
@@ -26,8 +28,9 @@ checker, a bug that one input triggers) or when the engine or worker under it di
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
-split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup; an engine that keeps dying (killed for memory, most often), and a
-unit whose workers keep being lost, are the machine's trouble, not the rows' fault.
+split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
+an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
+the machine's trouble, not the rows' fault.
 """
 
 from __future__ import annotations

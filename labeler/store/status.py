@@ -69,7 +69,8 @@ def format_status(status: dict) -> str:
             f"job       : {status['directory']} ({status['state']}{'' if status['job'] == 'label' else ', labeler ' + status['job']})",
             f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
             f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
-            f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), {status['input_rows_rejected']} rejected on input)",
+            f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
+            f"{status['input_rows_rejected']} rejected on input)",
             f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
             f"tokens    : {status['generated_tokens']} generated",
             f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
