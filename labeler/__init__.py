@@ -4,7 +4,7 @@
 labeler/cli/.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str):

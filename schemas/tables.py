@@ -130,7 +130,7 @@ REJECTED_SCHEMA = _versioned(
     [
         pa.field("row_index", pa.int64(), nullable=False),
         pa.field("problem_id", pa.string(), nullable=True),
-        pa.field("stage", pa.string(), nullable=False),  # "input" or "generation"
+        pa.field("stage", pa.string(), nullable=False),  # "input", "generation" or "import"
         pa.field("field", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("raw", pa.string(), nullable=False),

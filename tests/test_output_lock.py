@@ -449,3 +449,15 @@ def test_on_gcs_the_lock_uses_generation_preconditions():
         assert "took over a stale lock" in taker.warnings[0]
         assert LockHolder.parse(lock_file.read()[0]).token == taker.holder.token
     assert bucket.objects == {}
+
+
+def test_the_version_that_writes_this_lock_format_is_0_2_in_the_package_and_its_metadata():
+    """A labeler before 0.2 reads this lock format as unreadable and takes it over (lock.py's docstring): the
+    version it records must tell them apart, in labeler.__version__ and pyproject.toml alike."""
+    import tomllib
+
+    import labeler
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    assert project["version"] == labeler.__version__
+    assert tuple(int(part) for part in labeler.__version__.split(".")[:2]) >= (0, 2)

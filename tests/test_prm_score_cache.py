@@ -111,3 +111,19 @@ def test_a_folder_overwritten_while_scoring_is_scored_again(tmp_path, monkeypatc
     loads = []
     candidate_step_scores(location, spec, CANDIDATES, lambda: loads.append(1) or Scorer(), scoring=scoring_settings("fp32"))
     assert loads == [1]
+
+
+def test_scores_of_an_older_adapter_version_are_scored_again(tmp_path, scored, monkeypatch):
+    """An adapter that reads a PRM otherwise (Math-Shepherd's token ids as the card takes them) bumps its
+    SCORING_VERSION: the same model's kept scores are stale."""
+    from labeler.prm import adapters
+
+    assert adapters.SCORING_VERSIONS["math-shepherd"] >= 2  # bumped with the token ids as the card reads them
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    spec = f"math-shepherd:{folder}"
+    assert scored(spec) and not scored(spec)
+    monkeypatch.setitem(adapters.SCORING_VERSIONS, "math-shepherd", adapters.SCORING_VERSIONS["math-shepherd"] + 1)
+    assert scored(spec) and not scored(spec)
+    assert scored(f"rlhflow:{folder}")  # another adapter of the same bytes is another key

@@ -207,13 +207,32 @@ class KillsItsWorker(ScriptedGenerator):
         return super().generate(requests, sampling)
 
 
-def test_a_unit_whose_workers_keep_dying_stops_the_job_past_its_bound_and_rejects_nothing(dataset, tmp_path, monkeypatch):
-    """Losses spend no retries, so they have a bound of their own: a job cannot loop forever."""
+class KillsEveryWorker(ScriptedGenerator):
+    def generate(self, requests, sampling):
+        os._exit(1)
+
+
+def test_workers_that_die_under_every_unit_stop_the_job_past_the_bound_and_reject_nothing(dataset, tmp_path, monkeypatch):
+    """Losses spend no retries, so they have a bound of their own: a sick cluster cannot loop forever."""
     monkeypatch.setattr(unit_failures, "LOSSES_PER_UNIT", 2)
     out = tmp_path / "out"
-    with pytest.raises(WorkersKeepDyingError, match="worker under unit 2 was lost 3 times"):
-        label(dataset, out, on_ray(partial(KillsItsWorker, PROBLEMS), workers=1))
+    with pytest.raises(WorkersKeepDyingError, match=r"worker under unit [01] was lost 3 times.*no unit of this run was labelled") as error:
+        label(dataset, out, on_ray(partial(KillsEveryWorker, PROBLEMS), workers=1))
+    assert "--shard-size" not in str(error.value)  # a resume with another shard size is refused
     assert not (out / "rejected").exists() or not [p for p in (out / "rejected").glob("part-*")]
+
+
+def test_a_row_that_kills_its_worker_is_found_by_bisection_and_rejected_alone(dataset, tmp_path, monkeypatch, capfd):
+    """Unit 2's row 4 kills every worker that labels it while the other units are labelled: past its losses
+    the unit is bisected, its pieces get a small loss bound of their own, and only row 4 is rejected, with
+    the reason (it stopped the job on every rerun)."""
+    monkeypatch.setattr(unit_failures, "LOSSES_PER_UNIT", 2)
+    out = tmp_path / "out"
+    summary = label(dataset, out, on_ray(partial(KillsItsWorker, PROBLEMS), workers=1))
+    assert summary.solutions == len(PROBLEMS) - 1 and summary.rejected_rows == 1
+    [rejected] = pq.read_table(out / "rejected").to_pylist()
+    assert rejected["problem_id"] == "q4" and "lost" in rejected["reason"]
+    assert "labelled in two halves" in capfd.readouterr().err
 
 
 def _committed_a_unit(out: Path) -> bool:

@@ -166,7 +166,7 @@ def test_a_run_whose_every_unit_fails_stops_instead_of_rejecting_the_input(datas
     with pytest.raises(UnitsKeepFailingError, match="illegal memory access"):
         label(dataset, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["totals"]["units_committed"] == 0  # the first three given up (their halves wait): none written off
+    assert manifest["totals"]["units_committed"] == 0  # the first three given up, their halves failed too: none written off
 
 
 def test_a_kill_is_not_retried(dataset, tmp_path, checker):
@@ -290,3 +290,114 @@ def test_progress_counts_the_whole_job_after_a_resume(dataset, tmp_path, checker
     final = json.loads((out / "manifest.json").read_text())["totals"]
     assert progress[-1].startswith("units 6/6 | solutions 12/12") and f"rollouts {final['rollouts']} " in progress[-1]
     assert f"tokens {final['generated_tokens']} " in progress[-1]
+
+
+SLOW_PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 10)}
+
+
+def slow_dataset(tmp_path, slow: set[int]) -> Path:
+    """Rows whose first step holds the SlowChecker's marker (for the rows in `slow`) time out on every check."""
+    rows = [
+        {"id": f"q{k}", "problem": p, "answer": a,
+         "steps": [f"Take 1 from {k + 2}." + (" SLOW!" if k in slow else ""), "Then more.", f"The answer is: {a}"]}
+        for k, (p, a) in enumerate(SLOW_PROBLEMS.items())
+    ]  # fmt: skip
+    return write_jsonl(tmp_path / f"slow-{sorted(slow)}.jsonl", rows)
+
+
+def label_slow(dataset: Path, out: Path, checker, retries: int = 1):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=8, shard_size=4, seed=5)
+    executor = LocalExecutor(lambda: ScriptedGenerator(SLOW_PROBLEMS), checker, max_unit_retries=retries)
+    return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+
+
+def test_a_row_whose_answers_always_time_out_is_found_by_bisection_and_rejected_alone(tmp_path, checker, capfd):
+    """Row 1's checks all time out: its unit is unhealthy as a whole, so it is retried, then bisected; row 1
+    alone is unhealthy and goes to rejected/ with the reason, its unit's three other rows are labelled, and
+    a plain rerun has nothing left to do (it was sent back on every run)."""
+    from tests.fakes import SlowChecker
+
+    clean = label_slow(slow_dataset(tmp_path, set()), tmp_path / "clean", checker)
+    assert clean.rejected_rows == 0
+    out = tmp_path / "out"
+    summary = label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker))
+    assert "labelled in two halves" in capfd.readouterr().err
+    assert summary.rejected_rows == 1 and summary.solutions == len(SLOW_PROBLEMS) - 1
+    [rejected] = pq.read_table(out / "rejected").to_pylist()
+    assert rejected["problem_id"] == "q1" and "checker timed out" in rejected["reason"]
+    def content(rows):  # the inputs differ in row 1, so do the config hash and unit id
+        return sorted(({k: v for k, v in row.items() if k not in ("unit_id", "config_hash")} for row in rows), key=str)
+
+    assert content(labels_of(out)) == content(row for row in labels_of(tmp_path / "clean") if row["problem_id"] != "q1")
+    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
+    assert not failed["stats"].get("transient")  # the row's fault, not the machine's: --retry-rejected redoes it
+    assert label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker)).units_run_now == 0
+
+
+def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dataset, tmp_path, capfd):
+    out = tmp_path / "out"
+    for run in range(3):
+        label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12, retries=0)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
+    assert unit["stats"]["transient"] is True and unit["stats"]["reopened"] == 2
+    err = capfd.readouterr().err
+    assert "reopened 2 times" in err
+    assert "reopened 2 times" in format_status(job_status(str(out)))
+
+
+def test_poison_rows_in_the_first_three_units_are_bisected_not_taken_for_a_broken_setup(dataset, tmp_path, checker, capfd):
+    """One bad row in each of units 0, 1 and 2: the first three units fail with none labelled, but their
+    halves are tried before the job is called broken, and their good halves are labelled."""
+    bad = {"What is 2 minus 1?", "What is 6 minus 1?", "What is 10 minus 1?"}
+
+    class ThreePoisoned(ScriptedGenerator):
+        def generate(self, requests, sampling):
+            if any(r.user_message.startswith(problem) for r in requests for problem in bad):
+                raise ValueError("the tokenizer choked on this row")
+            return super().generate(requests, sampling)
+
+    summary = label(dataset, tmp_path / "out", checker, lambda: ThreePoisoned(PROBLEMS), retries=0, shard_size=4)
+    assert summary.solutions == len(PROBLEMS) - 3 and summary.rejected_rows == 3
+    assert sorted(r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()) == ["q0", "q4", "q8"]
+
+
+def test_a_bisection_that_rejects_nothing_commits_the_unit_as_labelled_and_says_it_was_bisected(dataset, tmp_path, checker):
+    """A passing failure outlasts the unit's retries; every piece of it is then labelled: nothing failed, so
+    the unit is no failed unit (a --retry-rejected would redo it for nothing), its stats say it was bisected."""
+
+    class Flaky(ScriptedGenerator):
+        left = 2
+
+        def generate(self, requests, sampling):
+            if Flaky.left:
+                Flaky.left -= 1
+                raise RuntimeError("CUDA error: a passing hiccup")
+            return super().generate(requests, sampling)
+
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    out = tmp_path / "out"
+    summary = label(dataset, out, checker, lambda: Flaky(PROBLEMS), retries=1, shard_size=12)
+    assert summary.rejected_rows == 0 and summary.solutions == len(PROBLEMS)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
+    assert "failure" not in unit["stats"] and "passing hiccup" in unit["stats"]["bisected"]
+    assert job_status(str(out))["units_failed"] == 0
+    assert labels_of(out) == labels_of(clean)
+
+
+def test_status_counts_the_rows_rejected_while_labelling_apart_from_the_labelled(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=0, shard_size=4)
+    status = job_status(str(out))
+    assert status["rejected_in_units"] == 1
+    rows = format_status(status).splitlines()[2]
+    assert "12/12 input rows labelled or rejected" in rows and "1 rows or solutions rejected while labelling (in rejected/)" in rows, rows
+
+
+def test_status_of_failed_units_names_only_what_their_command_can_do(dataset, tmp_path, checker):
+    out = tmp_path / "out"
+    label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS), retries=0, shard_size=4)
+    status = job_status(str(out))
+    assert "--retry-rejected labels them again" in format_status(status)
+    imported = format_status({**status, "job": "import"})  # labeler import has no --retry-rejected
+    assert "--retry-rejected" not in imported and "import them into a new output" in imported

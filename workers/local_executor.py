@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
@@ -69,7 +70,8 @@ class LocalExecutor:
                         progress.warn(f"the engine died during unit {unit.index} ({error}); starting a new one")
                         _close_quietly(generator)
                         generator, engine = self._start_engine(task, check_engine, progress)
-                    self._unit_failed(unit, describe_error(error), failures, queue, commit, isinstance(error, EngineDiedError))
+                    died, unhealthy = isinstance(error, EngineDiedError), isinstance(error, CheckerUnhealthyError)
+                    self._unit_failed(unit, describe_error(error), died, unhealthy, failures, queue, commit)
                     continue
                 self._settle(in_flight, failures, queue, commit)
                 in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
@@ -89,7 +91,7 @@ class LocalExecutor:
         try:
             result = task.finish(generated, self.checker, engine)
         except Exception as error:
-            return unit, describe_error(error)
+            return unit, describe_error(error), False, isinstance(error, CheckerUnhealthyError)
         whole = failures.succeeded(unit, result)
         if whole is not None:
             commit(whole)
@@ -104,8 +106,10 @@ class LocalExecutor:
             self._unit_failed(*failed, failures, queue, commit)
 
     @staticmethod
-    def _unit_failed(unit: WorkUnit, reason: str, failures: UnitFailures, queue: deque, commit, engine_died: bool = False) -> None:
-        result = failures.failed(unit, reason, queue, engine_died)  # queues it again, or its halves
+    def _unit_failed(
+        unit: WorkUnit, reason: str, engine_died: bool, unhealthy: bool, failures: UnitFailures, queue: deque, commit
+    ) -> None:  # fmt: skip
+        result = failures.failed(unit, reason, queue, engine_died, unhealthy)  # queues it again, or its halves
         if result is not None:
             commit(result)
 

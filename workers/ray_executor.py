@@ -41,6 +41,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings
+from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
@@ -116,9 +117,14 @@ class RayExecutor:
         nodes = NodeWatch(progress)
         clock_started = False
         while queue or running:
-            for worker in pool.free_slots()[: len(queue)]:
+            for worker in pool.free_slots():
+                if not queue:
+                    break
+                alone = failures.runs_alone(queue[0])  # lost before: on a worker of its own, so that its next loss is its own
+                if pool.in_flight.get(worker, UNITS_IN_FLIGHT) >= UNITS_IN_FLIGHT or (alone and pool.in_flight[worker]):
+                    continue
                 unit = queue.popleft()
-                pool.assign(worker)
+                pool.assign(worker, alone)
                 running[worker.label.remote(unit)] = (unit, worker)
             if not running and not pool.starting:
                 raise NoWorkerError(f"no worker could start; last error: {pool.last_start_error}")
@@ -145,8 +151,10 @@ class RayExecutor:
                 result: UnitResult | None = failures.succeeded(unit, ray.get(ref))
             except RayError as error:
                 blame_unit = isinstance(error, RayTaskError)  # raised in the unit; else its worker died
-                engine_died = _cause(error, EngineDiedError)
-                result = self._unit_failed(unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died)
+                engine_died, unhealthy = _cause(error, EngineDiedError), _cause(error, CheckerUnhealthyError)
+                result = self._unit_failed(
+                    unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died, unhealthy
+                )
             if result is not None:
                 commit(result)
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
@@ -162,7 +170,9 @@ class RayExecutor:
         for ref, unit, worker in stranded:
             del running[ref]
             pool.release(worker)
-            self._unit_failed(unit, worker, reason, failures, pool, running, queue)  # a loss: queued again
+            result = self._unit_failed(unit, worker, reason, failures, pool, running, queue)  # a loss: queued again, or bisected
+            if result is not None:
+                commit(result)
         for worker in workers:  # those that had no unit in flight
             pool.replace(worker, reason, [], killed_by_driver=False)
 
@@ -181,7 +191,7 @@ class RayExecutor:
     @staticmethod
     def _unit_failed(
         unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, queue: deque,
-        blame_unit=False, engine_died=False,
+        blame_unit=False, engine_died=False, unhealthy=False,
     ) -> UnitResult | None:  # fmt: skip
         """Replace the worker and queue the unit again (or its halves); or, when it was a bisected unit's
         last piece, return the unit's result to commit."""
@@ -191,10 +201,10 @@ class RayExecutor:
         in_flight = sorted([unit.index, *(other.index for other, owner in running.values() if owner is worker)])
         pool.replace(worker, reason, in_flight, killed_by_driver=blame_unit)
         if blame_unit:  # an error raised in a unit names its culprit: it counts against the unit's retries
-            return failures.failed(unit, reason, queue, engine_died=engine_died)
-        # A worker that died (killed, preempted, its node lost) takes all its units down: not their fault
-        failures.lost(unit, reason, queue)
-        return None
+            return failures.failed(unit, reason, queue, engine_died=engine_died, unhealthy=unhealthy)
+        # A worker that died (killed, preempted, its node lost) takes all its units down: not their fault, unless
+        # the same unit keeps being lost while others are labelled (then it is bisected: unit_failures.py)
+        return failures.lost(unit, reason, queue)
 
 
 class WorkerPool:
@@ -210,6 +220,7 @@ class WorkerPool:
         self.starting: dict = {}  # ObjectRef of a `where` call -> worker not yet ready
         self.start_times: dict = {}  # the same ObjectRef -> when that worker was started (monotonic)
         self.in_flight: dict = {}  # ready worker -> units in flight
+        self.alone: set = set()  # workers running a unit alone (all their slots taken)
         self.places: dict = {}  # ready worker -> where it runs: node_id, host, pid, checker_processes
         self.names: dict = {}  # worker -> its actor's name
         self.failed: list[tuple[str, str, float]] = []  # workers replaced: name, node id, when
@@ -283,12 +294,16 @@ class WorkerPool:
             slots.extend(worker for worker, count in self.in_flight.items() if count <= depth)
         return slots
 
-    def assign(self, worker) -> None:
-        self.in_flight[worker] += 1
+    def assign(self, worker, alone: bool = False) -> None:
+        """One more unit in flight on `worker`; `alone`: a unit that takes all its slots."""
+        self.in_flight[worker] += UNITS_IN_FLIGHT if alone else 1
+        if alone:
+            self.alone.add(worker)
 
     def release(self, worker) -> None:
         if worker in self.in_flight:  # not when it was replaced already
-            self.in_flight[worker] -= 1
+            self.in_flight[worker] = 0 if worker in self.alone else self.in_flight[worker] - 1
+        self.alone.discard(worker)
 
     def on_node(self, node_id: str) -> list:
         """The ready workers on that node."""

@@ -1,7 +1,8 @@
 """Each PRM's step scores of the candidates, kept in OUT/bon/scores/ so that nothing is scored twice.
 
 One Parquet file per PRM spec (solution_id, step_scores), its metadata naming the spec, the PRM's
-fingerprint, the scoring settings and the candidates' fingerprint. A rerun reuses the file only
+fingerprint, the scoring settings, the version of the adapter that reads it (labeler/prm/adapters:
+SCORING_VERSIONS) and the candidates' fingerprint. A rerun reuses the file only
 when all still match: the same candidates (ids and text), the same settings (precision, max
 length) and the same PRM. A PRM is known by its content: a local folder (of any kind, `DIR`,
 `checkpoint:DIR`, `qwen-prm:DIR`, ...) by a SHA-256 of every file's name and bytes, so a retrained
@@ -49,6 +50,13 @@ def prm_fingerprint(spec: str) -> str:
     return f"{kind}:{model}@{commit}" if commit else f"spec:{spec}"
 
 
+def adapter_scoring_version(spec: str) -> int:
+    """The version of the code that reads the spec's PRM (labeler/prm/adapters: SCORING_VERSIONS)."""
+    from labeler.prm.adapters import CHECKPOINT_SCORING_VERSION, SCORING_VERSIONS
+
+    return SCORING_VERSIONS.get(parse_spec(spec)[0], CHECKPOINT_SCORING_VERSION)
+
+
 def folder_digest(folder: str) -> str:
     digest = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*")):
@@ -93,7 +101,13 @@ def candidate_step_scores(
     """(the scorer's name, each candidate's step scores, None for steps it could not score), from
     the kept file when it still holds these scores, else from the PRM `load` gives (then kept).
     `scoring`: `scoring_settings` of the PRM as `load` loads it."""
-    expected = {"spec": spec, "prm": prm_fingerprint(spec), "scoring": scoring, "candidates": candidates_fingerprint(candidates)}
+    expected = {
+        "spec": spec,
+        "prm": prm_fingerprint(spec),
+        "scoring": scoring,
+        "adapter_version": adapter_scoring_version(spec),
+        "candidates": candidates_fingerprint(candidates),
+    }
     relative = scores_file(spec)
     if not rescore and location.exists(relative):
         table = location.read_table(relative)

@@ -5,7 +5,11 @@ A timed-out check is its own verdict, `timeout`: not known, so out of the label 
 timed out, is unlabelled with the reason: labeler/labeling/rollouts.py). A timed-out pair is checked
 once more at once. Many timeouts mean an overloaded machine or a sick checker, whose unit would come
 out mostly unlabelled: a unit whose timeouts still pass `--max-timeout-share` of its checks (and
-number at least MIN_TIMEOUTS) is rejected with the reason rather than labelled.
+number at least MIN_TIMEOUTS) fails with CheckerUnhealthyError rather than being labelled. Its executor
+retries it, then bisects it like any failing unit (labeler/labeling/unit_failures.py), judging each
+piece without MIN_TIMEOUTS: a row whose answers always time out is found and rejected alone with the
+reason, and a unit whose pieces all stay unhealthy (a sick checker) is committed as the machine's
+failure, which a plain rerun redoes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 MIN_TIMEOUTS = 8  # a handful of timeouts in a small unit is pathological answers, not a sick checker
+
+
+class CheckerUnhealthyError(RuntimeError):
+    """The answer checker timed out on too many of a unit's answers to label it (TimeoutWatch.verdict)."""
 
 
 @dataclass
@@ -26,9 +34,9 @@ class TimeoutWatch:
         """`checker` with each timed-out pair retried once, counted here."""
         return _Watched(checker, self)
 
-    def verdict(self, max_share: float) -> str | None:
-        """Why the unit must be rejected, or None when its timeouts are within bounds."""
-        if self.timeouts >= MIN_TIMEOUTS and self.timeouts > max_share * self.checked:
+    def verdict(self, max_share: float, min_timeouts: int = MIN_TIMEOUTS) -> str | None:
+        """Why the unit cannot be labelled, or None when its timeouts are within bounds."""
+        if self.timeouts >= max(min_timeouts, 1) and self.timeouts > max_share * self.checked:
             return (
                 f"the answer checker timed out on {self.timeouts} of {self.checked} answers, even after a retry "
                 f"(over --max-timeout-share {max_share}): the machine is overloaded or the checker is unhealthy"

@@ -43,7 +43,7 @@ from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
-from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, ShardStore
+from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, REOPENED_KEY, ROLLOUTS_DIR, ShardStore
 from labeler.labeling.tables import rejected_table
 
 Summary = TypeVar("Summary")
@@ -294,6 +294,12 @@ def run_units(
         )
         if reopened := store.reopen_failed_units(transient_only=True):  # the machine's failure, not the rows': redone
             warnings.append(f"{reopened} units that an earlier run could not label (an unhealthy answer checker) are labelled again")
+            again = {unit["index"]: unit[REOPENED_KEY] for unit in store.manifest["units"] if unit.get(REOPENED_KEY, 0) > 1}
+            warnings += [
+                f"unit {index} is reopened {times} times now: the answer checker could not check it on any of the last {times} runs; "
+                "see whether the checker is sick (labeler check) before rerunning again"
+                for index, times in sorted(again.items())
+            ]
         if retry_rejected and (reopened := store.reopen_failed_units()):
             warnings.append(f"--retry-rejected: {reopened} units that failed in an earlier run are labelled again")
         store.remove_uncommitted()

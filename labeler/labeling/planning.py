@@ -53,6 +53,7 @@ class WorkUnit:
     index: int
     unit_id: str
     rows: tuple[PlannedRow, ...]
+    piece: bool = False  # a piece of a unit being bisected (labeler/labeling/unit_failures.py): its checker health is judged strictly
 
     @property
     def shard_name(self) -> str:

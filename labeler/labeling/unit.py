@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from labeler.labeling.checker_watch import TimeoutWatch
+from labeler.labeling.checker_watch import MIN_TIMEOUTS, CheckerUnhealthyError, TimeoutWatch
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling import strategies
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.planning import WorkUnit
 from labeler.records import RejectedRow
-from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR, TRANSIENT_KEY
+from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
 from labeler.labeling.solution_sampling import sample_solutions
 from labeler.labeling.tables import Provenance, labels_table, rejected_table, rollouts_table
 
@@ -97,11 +97,11 @@ def finish_unit(
     unit, rejected = generated.unit, list(generated.rejected)
     outcome = generated.pending.finish(generated.watch.wrap(checker))
     rejected_tokens = generated.rejected_tokens + outcome.failed_tokens
-    unhealthy = generated.watch.verdict(config.max_timeout_share)
-    if unhealthy is not None:  # no labels from a checker that could not check
-        outcome.failed += [(item.solution, unhealthy) for item in outcome.labelled]
-        rejected_tokens += sum(item.generated_tokens for item in outcome.labelled)
-        outcome.labelled, outcome.rollouts = [], []
+    # no labels from a checker that could not check: the unit fails, to be retried, then bisected (a piece
+    # is judged on its share alone, so that one row whose answers always time out is found)
+    unhealthy = generated.watch.verdict(config.max_timeout_share, 1 if unit.piece else MIN_TIMEOUTS)
+    if unhealthy is not None:
+        raise CheckerUnhealthyError(unhealthy)
     for solution, reason in outcome.failed:
         steps_json = json.dumps(list(solution.steps))[:2000]
         rejected.append(
@@ -132,6 +132,4 @@ def finish_unit(
         "checker_retries": generated.watch.retried,
         "seconds": round(time.monotonic() - generated.started, 3),
     }
-    if unhealthy is not None:  # the machine's failure, not the rows': the unit is failed, and every rerun redoes it
-        stats |= {FAILURE_KEY: unhealthy, TRANSIENT_KEY: True}
     return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)

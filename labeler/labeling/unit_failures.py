@@ -9,17 +9,28 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   again, down to single rows, and a row that fails alone goes to rejected/ (stage "generation", the
   error as the reason). When its last piece is in, the unit is committed whole: the labels of the
   pieces that succeeded and the rejected rows, with its stats naming the failure, so that a later run
-  with --retry-rejected labels it again. Sampling seeds come from each prompt's text, so the rows
-  of a piece get the labels the whole unit would have given them.
+  with --retry-rejected labels it again (none failed: no failure, its stats say only that it was
+  bisected). A unit the answer checker could not check (CheckerUnhealthyError)
+  fails the same way, so that a row whose answers always time out is rejected alone; but when none of
+  its pieces could be checked (a sick checker, not a row) it is committed as the machine's failure
+  (TRANSIENT_KEY), its rows in rejected/ with the reason, and a plain rerun labels it again.
+  Sampling seeds come from each prompt's text, so the rows of a piece get the labels the whole unit
+  would have given them.
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
   `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
-  of the queue. So that a cluster that keeps losing workers cannot loop forever, a unit may be
-  stranded LOSSES_PER_UNIT times; the next stops the job (WorkersKeepDyingError).
+  of the queue (to run alone on its worker from then on: `runs_alone`, so that the next loss is its own).
+  So that a cluster that keeps losing workers cannot loop forever, a unit may be
+  stranded LOSSES_PER_UNIT times. Past that, when some unit of this run was labelled, it is a row of
+  this unit that kills its workers: the unit is bisected like a failing one (each piece may be lost
+  LOSSES_PER_PIECE times, then counts as failed), so that row is rejected alone with the reason. When
+  none was labelled, losses hit every unit: a sick cluster, and the job stops (WorkersKeepDyingError).
 
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
-written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled is not meeting a
-poison unit but a broken setup; an engine that keeps dying (killed for memory, most often), and a
-unit whose workers keep being lost, are the machine's trouble, not the rows' fault.
+written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
+of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
+split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
+an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
+the machine's trouble, not the rows' fault.
 """
 
 from __future__ import annotations
@@ -39,7 +50,9 @@ from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR, TRANSIENT_KEY
 
 BROKEN_SETUP_AFTER = 3  # units given up in a row, with none labelled this run, that stop the job
+BISECTED_KEY = "bisected"  # in the stats of a unit labelled in pieces: why it was given up as a whole
 LOSSES_PER_UNIT = 5  # times a unit may go back to the queue because its worker or node was lost
+LOSSES_PER_PIECE = 1  # the same, for a piece of a bisected unit: past it the piece counts as failed
 
 
 class UnitsKeepFailingError(RuntimeError):
@@ -64,6 +77,7 @@ class _Bisection:
     out: int = 0  # pieces queued and not yet back
     results: list[tuple[int, UnitResult]] = field(default_factory=list)  # by the position of the piece's first row
     failed_rows: list[RejectedRow] = field(default_factory=list)
+    unhealthy_rows: int = 0  # of failed_rows, those the answer checker could not check
 
 
 class UnitFailures:
@@ -80,13 +94,22 @@ class UnitFailures:
         self.bisections: dict[str, _Bisection] = {}  # by unit_id
         self.labelled = 0
         self.given_up = 0
-        self.lock = threading.Lock()
+        # once BROKEN_SETUP_AFTER units are given up with none labelled: the keys of their halves, run first to tell
+        # poison rows from a broken setup, and the halves that failed meanwhile, set aside (not split: no row written off)
+        self.probes: set[tuple] | None = None
+        self.set_aside: list[WorkUnit] = []
+        self.queue: deque | None = None
+        self.lock = threading.RLock()  # lost() calls failed()
 
     def succeeded(self, unit: WorkUnit, result: UnitResult) -> UnitResult | None:
         """The result to commit for `unit`: its own; for a piece of a bisected unit, the whole unit's once
         its last piece is in, else None."""
         with self.lock:
             self.labelled += 1
+            if self.set_aside:  # some unit is labelled, so the setup works: the halves set aside go on
+                assert self.queue is not None
+                self.queue.extend(self.set_aside)
+                self.set_aside = []
             bisection = self.bisections.get(unit.unit_id)
             if bisection is None:
                 return result
@@ -94,18 +117,24 @@ class UnitFailures:
             bisection.results.append((first, result))
             return self._piece_back(bisection)
 
-    def failed(self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False) -> UnitResult | None:
+    def failed(
+        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False, retry: bool = True
+    ) -> UnitResult | None:
         """Count a failure of `unit` (a planned unit or a piece of one): queue it again, or its halves,
         or, for a single row given up, return the unit's result to commit once its last piece is in.
         UnitsKeepFailingError when no unit of this run has been labelled yet and BROKEN_SETUP_AFTER
         have been given up; EngineKeepsDyingError past the retry limit when the engine died."""
         with self.lock:
+            self.queue = queue
             key = _key(unit)
+            bisection = self.bisections.get(unit.unit_id)
+            if self.probes and key in self.probes and self.labelled == 0 and not engine_died:
+                self._probe_failed(unit, key, reason)
+                return None
             self.attempts[key] += 1
             attempts = self.attempts[key]
-            bisection = self.bisections.get(unit.unit_id)
             # a planned unit is retried (the failure may be passing); a piece of one is split at its first failure
-            retries = self.max_retries if bisection is None or engine_died else 0
+            retries = (self.max_retries if bisection is None or engine_died else 0) if retry else 0
             name = _name(unit, bisection)
             if attempts <= retries:
                 self.progress.warn(f"{name} failed ({reason}); retrying ({attempts}/{self.max_retries})")
@@ -114,24 +143,22 @@ class UnitFailures:
             if engine_died:
                 raise EngineKeepsDyingError(
                     f"the engine died {attempts} times on unit {unit.index}, the last time with: {reason}; out of memory? "
-                    "committed units are kept: rerun to resume (maybe with a smaller --shard-size or --max-model-len)"
+                    "committed units are kept: rerun to resume (a smaller --shard-size needs a new --output: a resume "
+                    "refuses another shard size)"
                 )
             if bisection is None:
                 self.given_up += 1
-                if self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
-                    raise UnitsKeepFailingError(
-                        f"the first {self.given_up} units of this run all failed {attempts} times, the last with: {reason}; "
-                        "no unit was labelled, so this is not one bad unit: fix the cause and rerun (committed units are kept)"
-                    )
                 where = f" {self.where}" if self.where else ""
                 bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
             if len(unit.rows) > 1:
                 middle = len(unit.rows) // 2
-                pieces = (replace(unit, rows=unit.rows[:middle]), replace(unit, rows=unit.rows[middle:]))
+                pieces = (replace(unit, rows=unit.rows[:middle], piece=True), replace(unit, rows=unit.rows[middle:], piece=True))
                 halves = f"its {len(unit.rows)} rows are labelled in two halves to find those that fail"
                 self.progress.warn(f"{name} failed ({reason}); {halves}")
                 queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
                 bisection.out += 1  # one piece out replaced by two
+                if self.probes is None and self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
+                    self._probe_halves(queue)
                 return None
             row = unit.rows[0].source
             self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
@@ -139,26 +166,61 @@ class UnitFailures:
             bisection.failed_rows.append(
                 RejectedRow(row.row_index, "unit", f"failed alone after its unit {bisection.reason}; alone: {reason}", row.problem_id, raw)
             )
+            bisection.unhealthy_rows += unhealthy
             return self._piece_back(bisection)
 
-    def lost(self, unit: WorkUnit, reason: str, queue: deque) -> None:
+    def lost(self, unit: WorkUnit, reason: str, queue: deque) -> UnitResult | None:
         """The worker or node under `unit` was lost: the unit goes back to the front of the queue, its
-        retries untouched. WorkersKeepDyingError past LOSSES_PER_UNIT losses of the same unit."""
+        retries untouched. Past LOSSES_PER_UNIT losses of the same unit (LOSSES_PER_PIECE of a piece) it
+        counts as failed, as `failed` says (what to commit, or None), when some unit of this run was
+        labelled; else WorkersKeepDyingError."""
         with self.lock:
             key = _key(unit)
             self.losses[key] += 1
             losses = self.losses[key]
-            if losses > LOSSES_PER_UNIT:
-                raise WorkersKeepDyingError(
-                    f"the worker under unit {unit.index} was lost {losses} times, the last with: {reason}; if it is this unit "
-                    "that kills its workers (out of memory?), try a smaller --shard-size or --max-model-len; committed units "
-                    "are kept: rerun to resume"
-                )
+            bisection = self.bisections.get(unit.unit_id)
+            allowed = LOSSES_PER_UNIT if bisection is None else LOSSES_PER_PIECE
+            if losses > allowed:
+                if self.labelled == 0:
+                    raise WorkersKeepDyingError(
+                        f"the worker under unit {unit.index} was lost {losses} times, the last with: {reason}, and no unit of "
+                        "this run was labelled: the cluster is losing its workers (out of memory? preempted?); committed "
+                        "units are kept: rerun to resume"
+                    )
+                return self.failed(unit, f"its worker was lost {losses} times, the last with: {reason}", queue, retry=False)
             self.progress.warn(
-                f"{_name(unit, self.bisections.get(unit.unit_id))} goes back to the queue: {reason} (loss {losses} of "
-                f"{LOSSES_PER_UNIT} allowed; a lost worker is not counted against --max-unit-retries)"
+                f"{_name(unit, bisection)} goes back to the queue: {reason} (loss {losses} of "
+                f"{allowed} allowed; a lost worker is not counted against --max-unit-retries)"
             )
             queue.appendleft(unit)
+            return None
+
+    def runs_alone(self, unit: WorkUnit) -> bool:
+        """Whether `unit` was lost before: an executor that runs several units on a worker runs it alone, so
+        that a worker it kills again is its loss, not that of the unit beside it."""
+        with self.lock:
+            return self.losses[_key(unit)] > 0
+
+    def _probe_halves(self, queue: deque) -> None:
+        """BROKEN_SETUP_AFTER units given up, none labelled: their halves go to the front of the queue, to tell
+        poison rows (some half is labelled) from a broken setup (every half fails too)."""
+        halves = [unit for unit in queue if unit.unit_id in self.bisections]
+        for unit in halves:
+            queue.remove(unit)
+        queue.extendleft(reversed(halves))
+        self.probes = {_key(unit) for unit in halves}
+        self.progress.warn(f"the first {self.given_up} units of this run failed and none was labelled: their halves are tried first")
+
+    def _probe_failed(self, unit: WorkUnit, key: tuple, reason: str) -> None:
+        """A half tried to tell a broken setup failed, none labelled yet: set aside; UnitsKeepFailingError when it was the last."""
+        assert self.probes is not None
+        self.probes.discard(key)
+        self.set_aside.append(unit)
+        if not self.probes:
+            raise UnitsKeepFailingError(
+                f"the first {self.given_up} units of this run all failed, and so did their halves, the last with: {reason}; "
+                "no unit was labelled, so this is not a few bad rows: fix the cause and rerun (committed units are kept)"
+            )
 
     def _piece_back(self, bisection: _Bisection) -> UnitResult | None:
         bisection.out -= 1
@@ -170,7 +232,8 @@ class UnitFailures:
 
 def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     """The unit whose pieces are all back: their tables joined (in the unit's row order), its failed rows
-    in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it."""
+    in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it;
+    where no row failed and no piece was the machine's failure, no failure: only BISECTED_KEY says why it was split."""
     unit = bisection.unit
     results = [result for _, result in sorted(bisection.results, key=lambda pair: pair[0])]
     parts: dict[str, list[pa.Table]] = {}
@@ -188,9 +251,16 @@ def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     stats["rejected"] += len(bisection.failed_rows)
     stats["attempts"] = bisection.attempts
     failed = len(bisection.failed_rows)
-    stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
     transient = [result.stats[FAILURE_KEY] for result in results if result.stats.get(TRANSIENT_KEY)]
-    if transient:  # a piece the machine failed: the whole unit is redone by the next run
+    stats[BISECTED_KEY] = f"the unit {bisection.reason}; its {len(unit.rows)} rows were labelled in pieces"
+    if not failed and not transient:  # a passing failure: every row is labelled, nothing for --retry-rejected to redo
+        stats[BISECTED_KEY] += ", and none failed"
+    else:
+        stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
+    if not results and bisection.unhealthy_rows == failed:  # no piece could be checked: the checker's fault, not the rows'
+        stats[FAILURE_KEY] += "; no piece of it could be checked, so the checker is unhealthy: a rerun labels it again"
+        stats[TRANSIENT_KEY] = True
+    elif transient:  # a piece the machine failed: the whole unit is redone by the next run
         stats[FAILURE_KEY] += f"; and {transient[0]}"
         stats[TRANSIENT_KEY] = True
     engine = next((result.engine for result in results if result.engine is not None), None)

@@ -14,7 +14,9 @@ pid is not alive, or is another process now (it started at another tick: a resta
 driver is PID 1 again, a reused pid). Processes of one host name in separate PID namespaces (two
 containers given one hostname) are not told apart. A lock in a format this version does not know
 (a newer format, fields it does not know) is never taken over: its holder may live by rules this
-version cannot judge. The takeover is a compare-and-swap (labeler/store/lock_file.py), so of two
+version cannot judge. A labeler before 0.2 does not know this format (its parser refuses the fields it
+does not know and takes the lock for unreadable, so over): a pre-0.2 labeler must not share an output
+with 0.2 or later, whose labels schema and checker changed too. The takeover is a compare-and-swap (labeler/store/lock_file.py), so of two
 drivers taking over one stale lock only one gets it.
 
 Fencing: before every commit and in every heartbeat the holder reads the lock back; if it no longer

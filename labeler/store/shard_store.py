@@ -52,6 +52,7 @@ COMMITTED_KEYS = ("files", "stats", "committed_at", "engine_record")  # what a c
 FAILURE_KEY = "failure"  # in the stats of a unit committed as failed (rows of it in rejected/): why; --retry-rejected redoes it
 # also true in the stats of a unit its machine failed (an unhealthy answer checker), not its rows: every rerun redoes it
 TRANSIENT_KEY = "transient"
+REOPENED_KEY = "reopened"  # in the stats of a TRANSIENT_KEY unit: how many reruns reopened it and failed it again
 FOOTER_READERS = 16  # footers read at once on resume: an object store answers each in tens of milliseconds
 
 _VALIDATORS = {LABELS_DIR: validate_labels, ROLLOUTS_DIR: validate_rollouts, REJECTED_DIR: validate_rejected, JUDGMENTS_DIR: validate_judgments}
@@ -148,11 +149,12 @@ class ShardStore:
         failures: labeler/labeling/unit_failures.py), or with `transient_only` those that their machine
         failed (TRANSIENT_KEY); how many. The run redoes them."""
         assert self.manifest is not None
-        failed = {
-            unit["unit_id"]
-            for unit in self.committed_units()
-            if (stats := unit.get("stats", {})).get(FAILURE_KEY) and (stats.get(TRANSIENT_KEY) or not transient_only)
-        }
+        failed = set()
+        for unit in self.committed_units():
+            if (stats := unit.get("stats", {})).get(FAILURE_KEY) and (stats.get(TRANSIENT_KEY) or not transient_only):
+                failed.add(unit["unit_id"])
+                if transient_only:  # counted, so that a unit the machine fails on every rerun is told apart (commit_unit)
+                    unit[REOPENED_KEY] = stats.get(REOPENED_KEY, 0) + 1
         self._reopen(failed)
         return len(failed)
 
@@ -221,6 +223,8 @@ class ShardStore:
         if unit["state"] == UNIT_COMMITTED:
             return False
         self._check_fence()
+        if (reopened := unit.pop(REOPENED_KEY, None)) and stats.get(TRANSIENT_KEY):  # failed again by the machine
+            stats = {**stats, REOPENED_KEY: reopened}
         files = {}
         for directory, table in tables.items():
             self._write(directory, shard_name, table)

@@ -9,7 +9,7 @@ from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import JOB_KIND_KEY, load_manifest
 from labeler.store.progress import format_duration
-from labeler.store.shard_store import FAILURE_KEY, TRANSIENT_KEY
+from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
 
 def job_status(directory: str) -> dict:
@@ -33,9 +33,13 @@ def job_status(directory: str) -> dict:
         "units_total": total,
         "units_failed": len(failed),  # committed with rows of them in rejected/ (labeler/labeling/unit_failures.py)
         "units_failed_by_the_machine": sum(1 for stats in failed if stats.get(TRANSIENT_KEY)),  # every rerun redoes them
+        # the most reruns that reopened one of those and failed it again (0: none was failed twice)
+        "most_reopenings": max((stats.get(REOPENED_KEY, 0) for stats in failed if stats.get(TRANSIENT_KEY)), default=0),
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
         "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
+        # rows and sampled solutions of committed units that went to rejected/ while labelling (not labelled)
+        "rejected_in_units": totals.get("rejected_in_units", 0),
         "solutions": totals["solutions"],
         "steps": totals["steps"],
         "rollouts": totals["rollouts"],
@@ -56,13 +60,17 @@ def format_status(status: dict) -> str:
     def rate(value: float | None, unit: str) -> str:
         return "n/a" if value is None else f"{value:.1f} {unit}"
 
-    failed = _describe_failed(status["units_failed"], status["units_failed_by_the_machine"])
+    failed = _describe_failed(
+        status["units_failed"], status["units_failed_by_the_machine"], status.get("most_reopenings", 0), status["job"]
+    )
     eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
     return "\n".join(
         [
             f"job       : {status['directory']} ({status['state']}{'' if status['job'] == 'label' else ', labeler ' + status['job']})",
             f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
-            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled, {status['input_rows_rejected']} rejected",
+            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
+            f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
+            f"{status['input_rows_rejected']} rejected on input)",
             f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
             f"tokens    : {status['generated_tokens']} generated",
             f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
@@ -73,15 +81,19 @@ def format_status(status: dict) -> str:
     )
 
 
-def _describe_failed(failed: int, by_machine: int) -> str:
+def _describe_failed(failed: int, by_machine: int, reopenings: int = 0, job: str = "label") -> str:
     if not failed:
         return ""
     parts = []
     if failed > by_machine:
-        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, --retry-rejected labels them again")
+        # labeler import has no --retry-rejected: its rows fail the same way each time, until the input is fixed
+        again = "fix those rows and import them into a new output" if job == "import" else "--retry-rejected labels them again"
+        parts.append(f"{failed - by_machine} failed: rows of them are in rejected/, {again}")
     if by_machine:
         parts.append(f"{by_machine} failed by the machine (an unhealthy answer checker): their rows are in rejected/, "
                      "a rerun labels them again")
+        if reopenings:
+            parts[-1] += f", though one was reopened {reopenings} times and failed again each time: is the checker sick?"
     return f" ({'; '.join(parts)})"
 
 

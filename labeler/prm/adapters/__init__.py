@@ -13,6 +13,15 @@ from __future__ import annotations
 
 from labeler.prm.devices import Placement
 
+# How each adapter reads its PRM, versioned: part of the score cache's key (labeler/decoding/prm_scores.py),
+# so that scores an older reading kept are scored again. Bump an adapter's when its scores change.
+SCORING_VERSIONS = {
+    "math-shepherd": 2,  # 2: the "+"/"-" and tag token ids as the model card takes them
+    "rlhflow": 1,
+    "qwen-prm": 1,
+}
+CHECKPOINT_SCORING_VERSION = 1  # this project's own trained PRMs (checkpoint:DIR)
+
 
 def load_public_scorer(
     kind: str, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str
