@@ -311,3 +311,18 @@ def test_step_n_is_refused_where_the_solutions_own_steps_are_headed_step_k():
         assert parsed.index is None and "headed 'Step k:'" in parsed.problem, critique
         assert parse_critique(critique, n_steps=3, steps=["Tom has 5 apples.", "5 + 3 = 9.", "So 9."]).index in (1, 2)
     assert parse_critique("The earliest error is in paragraph 1.\n\\boxed{1}", n_steps=3, steps=headed).index == 1
+
+
+@pytest.mark.parametrize(
+    "critique",
+    [
+        "Check.\n\\boxed{2}\n\n(the earliest error is in\nparagraph 2)",
+        "Paragraph 2 is wrong.\nFinal answer: \\boxed{2}\n(paragraph\n2)",
+    ],
+)
+def test_a_reason_after_the_box_that_spans_lines_is_read_or_refused_never_a_crash(critique):
+    """The text after the box is read across lines, the closing only from the last two: a box outside the closing
+    raised IndexError, which failed the whole judge unit instead of refusing (or reading) one critique."""
+    parsed = parse_critique(critique, 5)
+    assert parsed.index in (2, None)
+    assert parsed.index is not None or parsed.reason

@@ -350,9 +350,12 @@ def _computes(text: str, value: int) -> bool:
 
 def _without_answer(closing: str, boxed: bool) -> str:
     """The closing without what states its answer: its last box, or its answer line."""
-    if boxed:
-        content, start, end = _boxes(closing)[-1]
+    boxes = _boxes(closing) if boxed else []
+    if boxes:
+        content, start, end = boxes[-1]
         return _with_boxes_opened(closing[:start] + " " + closing[end:])
+    if boxed:  # the box sits above the closing (a reason after it ran over lines): the closing holds no answer
+        return _with_boxes_opened(closing)
     return closing.rsplit("\n", 1)[0] if "\n" in closing else ""
 
 
