@@ -327,3 +327,15 @@ def test_resuming_an_output_of_another_schema_version_is_refused(dataset, tmp_pa
         run(cfg, checker, generator, allow_engine_change=allow_engine_change)
     assert generator.calls == [] and manifest_of(out)["totals"]["units_committed"] == 2
     assert run(cfg, checker, overwrite=True).units_run_now == 4
+
+
+def test_a_judge_output_of_an_older_labels_schema_still_resumes():
+    """A judge job writes judgments (JUDGMENTS_SCHEMA_VERSION, unchanged by labels 1.5): the labels schema its
+    manifest recorded must not refuse its resume; a labeling, import or consensus output of another one is refused."""
+    from labeler.store.manifest import check_same_schema
+
+    old = {"schema_version": "1.4"}
+    check_same_schema(old | {"job": "judge"}, "out", "judge")
+    for kind in (None, "import", "consensus"):
+        with pytest.raises(ConfigMismatchError, match="schema 1.4"):
+            check_same_schema(old | ({"job": kind} if kind else {}), "out", kind)

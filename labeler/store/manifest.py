@@ -244,9 +244,16 @@ def check_same_job(
         )
 
 
-def check_same_schema(existing: dict, directory: str | Path) -> None:
+WRITES_JUDGMENTS = "judge"  # the job kind whose shards are judgments (schemas/judgments.py), not labels
+
+
+def check_same_schema(existing: dict, directory: str | Path, kind: str | None = None) -> None:
     """Refuse to resume an output whose shards were written under another labels schema: resuming would
-    mix shards of both versions in one table, with nothing to say so (whatever --allow-engine-change says)."""
+    mix shards of both versions in one table, with nothing to say so (whatever --allow-engine-change says).
+    A judge output writes judgments, whose schema the labels version does not speak for: it is not refused here
+    (a change to the judgments schema must record and check its own version)."""
+    if kind == WRITES_JUDGMENTS:
+        return
     found = existing.get("schema_version", NOT_RECORDED)
     if found != SCHEMA_VERSION:
         raise ConfigMismatchError(
