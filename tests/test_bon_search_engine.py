@@ -148,7 +148,7 @@ def test_bon_end_to_end(bon_run, problems_file, prms, engine_starts, capsys):
     assert len(labels) == 4 + 3 + 2 * 4 and {r["strategy"] for r in labels} == {"final-answer"}
     assert results["rows_rejected"] == 1 and results["problems"] == 4 and results["pool_size"] == {"min": 3, "max": 4}
     # each candidate's verdict is the checker's on its last step; given solutions as written
-    candidates, answers = [], {}
+    candidates, answers, extracted = [], {}, {}
     with AnswerChecker() as checker:
         for row in labels:
             checked = row["label_method"][-1] == "final_answer"
@@ -156,13 +156,14 @@ def test_bon_end_to_end(bon_run, problems_file, prms, engine_starts, capsys):
             correct = checked and check.verdict.value == "correct"
             assert (checked and row["hard_labels"][-1]) == correct
             candidates.append({**row, "correct": correct})
-            answers[row["solution_id"]] = check.extracted if checked else None
+            answers[row["solution_id"]] = check.extracted if checked else None  # an unlabelled check's answer is not voted
+            extracted[row["solution_id"]] = check.extracted
     given = {(r["problem"], "\n\n".join(r["steps"])): r["correct"] for r in candidates if r["solution_tokens"] == 0}
     assert given == {(p, s): c for (p, _), solutions in GIVEN.items() for s, c in solutions}
     sampled = [r for r in candidates if r["solution_tokens"] > 0]
     assert len(sampled) == 8 and results["tokens_per_candidate"] == pytest.approx(sum(r["solution_tokens"] for r in sampled) / 8)
 
-    assert {sid: check["extracted_answer"] for sid, check in checks.items()} == {sid: a for sid, a in answers.items() if sid in checks}
+    assert {sid: check["extracted_answer"] for sid, check in checks.items()} == {sid: a for sid, a in extracted.items() if sid in checks}
     expected = expected_curves(candidates, answers, [prms[0]], [1, 2, 4])
     assert results["n"] == [1, 2, 4] and results["problems_capped"] == [0, 0, 1]  # the 3-candidate pool at N = 4
     for name, key in (("pass", "pass"), ("majority", "majority"), ("random", "random")):

@@ -79,8 +79,8 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
         # work, whatever the timing (waiting on one of its methods would queue behind its units).
         assign, killed = WorkerPool.assign, []
 
-        def assign_then_kill_once(pool, worker):
-            assign(pool, worker)
+        def assign_then_kill_once(pool, worker, alone=False):
+            assign(pool, worker, alone)
             if not killed and units_committed(clustered) >= 1:
                 killed.append(worker)
                 ray.kill(worker, no_restart=True)
