@@ -53,7 +53,9 @@ class WorkUnit:
     index: int
     unit_id: str
     rows: tuple[PlannedRow, ...]
-    piece: bool = False  # a piece of a unit being bisected (labeler/labeling/unit_failures.py): its checker health is judged strictly
+    # a piece of a unit bisected because its checker timed out too often (labeler/labeling/unit_failures.py):
+    # judged on its timeout share alone, without MIN_TIMEOUTS, so that the row whose answers time out is found
+    strict_timeouts: bool = False
 
     @property
     def shard_name(self) -> str:

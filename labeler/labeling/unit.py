@@ -97,9 +97,9 @@ def finish_unit(
     unit, rejected = generated.unit, list(generated.rejected)
     outcome = generated.pending.finish(generated.watch.wrap(checker))
     rejected_tokens = generated.rejected_tokens + outcome.failed_tokens
-    # no labels from a checker that could not check: the unit fails, to be retried, then bisected (a piece
-    # is judged on its share alone, so that one row whose answers always time out is found)
-    unhealthy = generated.watch.verdict(config.max_timeout_share, 1 if unit.piece else MIN_TIMEOUTS)
+    # no labels from a checker that could not check: the unit fails, to be retried, then bisected (a piece of
+    # a unit bisected for that is judged on its share alone, so that one row whose answers always time out is found)
+    unhealthy = generated.watch.verdict(config.max_timeout_share, 1 if unit.strict_timeouts else MIN_TIMEOUTS)
     if unhealthy is not None:
         raise CheckerUnhealthyError(unhealthy)
     for solution, reason in outcome.failed:

@@ -28,7 +28,9 @@ checker, a bug that one input triggers) or when the engine or worker under it di
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
-split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
+split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup
+(so too is a run that ends, or has BROKEN_SETUP_AFTER units given up, with only rows that failed alone
+before any unit was labelled: those are set aside like the halves, never rejected by a broken setup);
 an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
 the machine's trouble, not the rows' fault.
 """
@@ -78,6 +80,7 @@ class _Bisection:
     results: list[tuple[int, UnitResult]] = field(default_factory=list)  # by the position of the piece's first row
     failed_rows: list[RejectedRow] = field(default_factory=list)
     unhealthy_rows: int = 0  # of failed_rows, those the answer checker could not check
+    strict_timeouts: bool = False  # given up because its checker timed out: its pieces are judged strictly
 
 
 class UnitFailures:
@@ -98,6 +101,7 @@ class UnitFailures:
         # poison rows from a broken setup, and the halves that failed meanwhile, set aside (not split: no row written off)
         self.probes: set[tuple] | None = None
         self.set_aside: list[WorkUnit] = []
+        self.last_reason = ""  # of the last unit set aside
         self.queue: deque | None = None
         self.lock = threading.RLock()  # lost() calls failed()
 
@@ -149,16 +153,31 @@ class UnitFailures:
             if bisection is None:
                 self.given_up += 1
                 where = f" {self.where}" if self.where else ""
-                bisection = self.bisections[unit.unit_id] = _Bisection(unit, f"failed {attempts} times{where}: {reason}", attempts, out=1)
+                bisection = self.bisections[unit.unit_id] = _Bisection(
+                    unit, f"failed {attempts} times{where}: {reason}", attempts, out=1, strict_timeouts=unhealthy
+                )
             if len(unit.rows) > 1:
                 middle = len(unit.rows) // 2
-                pieces = (replace(unit, rows=unit.rows[:middle], piece=True), replace(unit, rows=unit.rows[middle:], piece=True))
+                # strict only where the timeouts were the failure: a piece of a unit split for another error keeps
+                # MIN_TIMEOUTS, so that one slow answer among a few rows does not fail (and reject) them
+                strict = bisection.strict_timeouts
+                pieces = (
+                    replace(unit, rows=unit.rows[:middle], strict_timeouts=strict),
+                    replace(unit, rows=unit.rows[middle:], strict_timeouts=strict),
+                )
                 halves = f"its {len(unit.rows)} rows are labelled in two halves to find those that fail"
                 self.progress.warn(f"{name} failed ({reason}); {halves}")
                 queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
                 bisection.out += 1  # one piece out replaced by two
                 if self.probes is None and self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
-                    self._probe_halves(queue)
+                    self._probe_halves(queue, reason)
+                return None
+            if self.labelled == 0:  # no unit labelled yet: this may be a broken setup, not a bad row, so none is written off
+                self.progress.warn(f"{name} failed alone ({reason}) with no unit labelled yet: set aside, tried again once one is")
+                self.set_aside.append(unit)
+                self.last_reason = reason
+                if self.probes is None and self.given_up >= BROKEN_SETUP_AFTER:
+                    self._probe_halves(queue, reason)
                 return None
             row = unit.rows[0].source
             self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
@@ -201,21 +220,40 @@ class UnitFailures:
         with self.lock:
             return self.losses[_key(unit)] > 0
 
-    def _probe_halves(self, queue: deque) -> None:
+    def _probe_halves(self, queue: deque, reason: str) -> None:
         """BROKEN_SETUP_AFTER units given up, none labelled: their halves go to the front of the queue, to tell
-        poison rows (some half is labelled) from a broken setup (every half fails too)."""
+        poison rows (some half is labelled) from a broken setup (every half fails too). UnitsKeepFailingError
+        when there are none (units of one row each, set aside already)."""
         halves = [unit for unit in queue if unit.unit_id in self.bisections]
+        if not halves:
+            raise UnitsKeepFailingError(
+                f"the first {self.given_up} units of this run all failed alone, the last with: {reason}; no unit was "
+                "labelled, so this is not a few bad rows: fix the cause and rerun (committed units are kept)"
+            )
         for unit in halves:
             queue.remove(unit)
         queue.extendleft(reversed(halves))
         self.probes = {_key(unit) for unit in halves}
         self.progress.warn(f"the first {self.given_up} units of this run failed and none was labelled: their halves are tried first")
 
+    def finished(self) -> None:
+        """The executor's queue is empty and nothing runs: UnitsKeepFailingError when units were set aside because
+        none was labelled (every unit of this run failed: nothing tells a bad row from a broken setup)."""
+        with self.lock:
+            if self.set_aside:
+                rows = sum(len(unit.rows) for unit in self.set_aside)
+                raise UnitsKeepFailingError(
+                    f"every unit of this run failed and none was labelled ({rows} rows set aside, not rejected), the last "
+                    f"with: {self.last_reason}; fix the cause and rerun (committed units are kept; a row that breaks "
+                    "every run is best taken out of the input)"
+                )
+
     def _probe_failed(self, unit: WorkUnit, key: tuple, reason: str) -> None:
         """A half tried to tell a broken setup failed, none labelled yet: set aside; UnitsKeepFailingError when it was the last."""
         assert self.probes is not None
         self.probes.discard(key)
         self.set_aside.append(unit)
+        self.last_reason = reason
         if not self.probes:
             raise UnitsKeepFailingError(
                 f"the first {self.given_up} units of this run all failed, and so did their halves, the last with: {reason}; "
