@@ -5,6 +5,7 @@ temp file left behind; a corrupt manifest says the ways out, and both work (--ov
 import errno
 import json
 import os
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -292,3 +293,22 @@ def test_a_unit_found_broken_is_pending_before_its_record_goes(dataset, tmp_path
 
 def unit_id(output: Path, index: int) -> str:
     return json.loads((output / "manifest.json").read_text())["units"][index]["unit_id"]
+
+
+@pytest.mark.parametrize("recorded", ["1.4", None])
+def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_path, checker, monkeypatch, recorded):
+    """Records left by an older prm-labeler (another schema, or none recorded before 0.2) are refused, as a resume
+    refuses such a manifest: a rebuild must not mix shards of two schemas in one table."""
+    output = tmp_path / "out"
+    cfg = crash_with_records_left(dataset, output, checker, monkeypatch)
+    for name in os.listdir(output / "commits"):
+        path = output / "commits" / name
+        record = json.loads(path.read_text())
+        if recorded is None:
+            del record["schema_version"]
+        else:
+            record["schema_version"] = recorded
+        path.write_text(json.dumps(record))
+    truncate(output / "manifest.json")
+    with pytest.raises(ConfigMismatchError, match=rf"labels schema {re.escape(recorded or '(not recorded)')}.*--overwrite"):
+        run(cfg, checker, rebuild_manifest=True)

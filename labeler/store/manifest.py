@@ -35,6 +35,7 @@ COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
 OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
 RECORD_CONFIG_HASH = "config_hash"  # the job's, to check records against on a rebuild; not folded into the unit
+RECORD_SCHEMA_VERSION = "schema_version"  # the labels schema its shards were written under; likewise (absent before 0.2)
 NOT_RECORDED = "(not recorded)"
 # What kind of job wrote the output: "judge" (labeler judge), "consensus" (labeler consensus); absent
 # in the manifests of labeling jobs (labeler label), which had no such key before the other kinds.
@@ -176,12 +177,21 @@ def load_manifest(output: str | Path | OutputLocation) -> dict | None:
     return document
 
 
-def rebuild_manifest(document: dict, records: list[dict], directory: str) -> int:
+def rebuild_manifest(document: dict, records: list[dict], directory: str, kind: str | None = None) -> int:
     """Fold the commit records into a new manifest of the same job (after a manifest was lost):
-    the number folded. Records of another config or of units this plan does not hold are refused
-    (ConfigMismatchError). The job's engine record is known by its id only, that of its first
+    the number folded. Records of another config, of units this plan does not hold, or (but for a judge
+    job, `kind`) of shards written under another labels schema are refused (ConfigMismatchError), as a
+    resume refuses them. The job's engine record is known by its id only, that of its first
     committed unit, until an engine with that id starts and fills it in (ShardStore.use_engine)."""
     config_hash = document["config_hash"]
+    if kind != WRITES_JUDGMENTS:
+        schemas = sorted({str(record.get(RECORD_SCHEMA_VERSION, NOT_RECORDED)) for record in records} - {SCHEMA_VERSION})
+        if schemas:
+            raise ConfigMismatchError(
+                f"{directory}: commits/ holds units written under labels schema {', '.join(schemas)}, and this version of "
+                f"prm-labeler writes schema {SCHEMA_VERSION}; rebuilding would mix both in one table; use another "
+                "--output, or --overwrite to start over"
+            )
     other = sorted({record[RECORD_CONFIG_HASH] for record in records if record.get(RECORD_CONFIG_HASH, config_hash) != config_hash})
     if other:
         raise ConfigMismatchError(

@@ -26,6 +26,7 @@ from labeler.store.manifest import (
     COMMITS_DIR,
     MANIFEST_NAME,
     RECORD_CONFIG_HASH,
+    RECORD_SCHEMA_VERSION,
     check_same_engine,
     commit_record_name,
     compact,
@@ -39,6 +40,7 @@ from labeler.store.manifest import (
 from labeler.store.location import OutputLocation
 from schemas import validate_judgments, validate_labels, validate_rejected, validate_rollouts
 from schemas.manifest import UNIT_COMMITTED, UNIT_PENDING
+from schemas.tables import SCHEMA_VERSION
 
 LABELS_DIR = "labels"
 ROLLOUTS_DIR = "rollouts"
@@ -231,6 +233,7 @@ class ShardStore:
             files[directory] = f"{directory}/{shard_name}"
         record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
         record[RECORD_CONFIG_HASH] = self.manifest["config_hash"]
+        record[RECORD_SCHEMA_VERSION] = SCHEMA_VERSION
         if engine_record is not None:
             record["engine_record"] = engine_record
         write_commit_record(self.location, record)
