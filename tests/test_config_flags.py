@@ -107,6 +107,8 @@ def test_label_validation_messages_name_the_flags():
         LabelConfig(input="i", output="o", model="m", rollouts=0)
     with pytest.raises(ValueError, match="--strategy must be one of exhaustive, first-error, adaptive"):
         LabelConfig(input="i", output="o", model="m", strategy="greedy")
+    with pytest.raises(ValueError, match="--min-counted-rollouts 5 is more than --rollouts 4"):
+        LabelConfig(input="i", output="o", model="m", rollouts=4, min_counted_rollouts=5)
 
 
 # The hash changes only with a setting that changes labels (last: --max-steps and --min-rollout-tokens, schema 1.3); moving

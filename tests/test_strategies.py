@@ -110,6 +110,15 @@ def test_adaptive_stops_each_prefix_once_settled(checker):
     assert [s.n_rollouts for s in narrow.labelled[0].steps[3:5]] == [8, 8]  # never narrow enough: all N
 
 
+def test_adaptive_does_not_stop_a_wrong_prefix_before_min_counted_rollouts(checker):
+    """0 of 4 is settled by a 0.5-wide interval, but with --min-counted-rollouts 6 stopping there would leave
+    the step unlabelled: adaptive samples on to 6 and labels it 0."""
+    outcome, _ = run("adaptive", [solution(6, 3)], checker, round_size=2, ci_width=0.5, min_counted_rollouts=6)
+    steps = outcome.labelled[0].steps[3:5]
+    assert [s.n_rollouts for s in steps] == [6, 6] and [s.measured_by for s in steps] == ["early_stop", "early_stop"]
+    assert [hard(outcome.labelled[0])[i] for i in (3, 4)] == [False, False]
+
+
 def test_adaptive_draws_a_prefix_of_exhaustive_rollouts_and_keeps_hard_labels(checker):
     solutions = [solution(k, w, sid=f"s{k}-{w}") for k, w in [(6, 2), (9, -1), (12, 11), (3, 0)]]
     exhaustive, _ = run("exhaustive", solutions, checker, miss_every=2)

@@ -285,7 +285,8 @@ class LabelConfig(JobSettings):
         at_least=1,
         help="a step none of whose rollouts is correct is hard 0 only when at least this many of its rollouts were "
         "counted (not cut, not still thinking, not timed out); with fewer it is unlabelled with the reason, and no label "
-        "is inferred from it. Whatever this says, such a step most of whose rollouts timed out is unlabelled",
+        "is inferred from it (adaptive samples on until this many counted); at most --rollouts. Whatever this says, "
+        "such a step most of whose rollouts timed out is unlabelled",
         group=ROLLOUTS,
     )
     max_timeout_share: float = setting(
@@ -358,6 +359,8 @@ class LabelConfig(JobSettings):
             raise ValueError("--stop must not be empty")
         if self.strategy == "final-answer" and self.final_step != "check":
             raise ValueError("--strategy final-answer labels the last step by checking its answer: it needs --final-step check")
+        if self.min_counted_rollouts > self.rollouts:  # no step could ever be hard 0: every wrong step unlabelled
+            raise ValueError(f"--min-counted-rollouts {self.min_counted_rollouts} is more than --rollouts {self.rollouts}: no step could ever be labelled 0")
 
     @property
     def sampling(self) -> SamplingSettings:

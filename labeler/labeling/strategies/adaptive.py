@@ -49,7 +49,7 @@ def sample(solutions: Sequence[Solution], generator: Generator, checker: Checker
 def _settled(step, settings: StrategySettings) -> bool:
     if step.n_correct > 0 or step.n_sampled >= settings.rollouts:
         return True
-    if step.n_rollouts == 0:  # every rollout so far was cut: nothing to estimate from yet
+    if step.n_rollouts < settings.min_counted_rollouts:  # too few counted to call it 0 yet: stopping would leave it unlabelled
         return False
     low, high = wilson_interval(step.n_correct, step.n_rollouts)
     return high - low < settings.ci_width
