@@ -295,10 +295,12 @@ def unit_id(output: Path, index: int) -> str:
     return json.loads((output / "manifest.json").read_text())["units"][index]["unit_id"]
 
 
-@pytest.mark.parametrize("recorded", ["1.4", None])
-def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_path, checker, monkeypatch, recorded):
-    """Records left by an older prm-labeler (another schema, or none recorded before 0.2) are refused, as a resume
-    refuses such a manifest: a rebuild must not mix shards of two schemas in one table."""
+@pytest.mark.parametrize("recorded, in_shards, refused", [("1.4", None, True), (None, None, False), (None, "1.4", True)])
+def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_path, checker, monkeypatch, recorded, in_shards, refused):
+    """Records of another labels schema are refused, as a resume refuses such a manifest: a rebuild must not mix
+    shards of two schemas in one table. An older record that does not say is judged by its labels shard."""
+    import pyarrow as pa
+
     output = tmp_path / "out"
     cfg = crash_with_records_left(dataset, output, checker, monkeypatch)
     for name in os.listdir(output / "commits"):
@@ -309,6 +311,14 @@ def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_
         else:
             record["schema_version"] = recorded
         path.write_text(json.dumps(record))
+        if in_shards is not None:  # the shard as an older labeler wrote it
+            shard = output / record["files"]["labels"]
+            table = pq.read_table(shard)
+            column = table.schema.get_field_index("schema_version")
+            pq.write_table(table.set_column(column, "schema_version", pa.array([in_shards] * table.num_rows)), shard)
     truncate(output / "manifest.json")
-    with pytest.raises(ConfigMismatchError, match=rf"labels schema {re.escape(recorded or '(not recorded)')}.*--overwrite"):
-        run(cfg, checker, rebuild_manifest=True)
+    if refused:
+        with pytest.raises(ConfigMismatchError, match=rf"labels schema {re.escape(recorded or in_shards)}.*--overwrite"):
+            run(cfg, checker, rebuild_manifest=True)
+    else:
+        assert run(cfg, checker, rebuild_manifest=True).units_run_now == 2  # the recorded units kept

@@ -111,56 +111,24 @@ class TimingOutChecker:
         return [CheckResult(Verdict.TIMEOUT, None) for _ in pairs]
 
 
-class SickForChecker:
-    """Delegates to a real checker but times out on every answer to the references in `sick` (a checker
-    that went sick once the first unit was labelled)."""
-
-    def __init__(self, inner, sick: set[str]):
-        self.inner, self.sick = inner, sick
-
-    def __getattr__(self, name):  # describe() too: the engine record is the real checker's
-        return getattr(self.inner, name)
-
-    def check_many(self, pairs, questions=None):
-        from labeler.checking import CheckResult, Verdict
-
-        verdicts = list(self.inner.check_many(pairs, questions))
-        return [CheckResult(Verdict.TIMEOUT, None) if ref in self.sick else v for (_, ref), v in zip(pairs, verdicts)]
-
-
-SECOND_UNIT = {str(i - 1) for i in range(8, 14)}  # the references of rows 6-11: unit 1 at shard size 6
-
-
 def test_a_unit_the_checker_could_not_check_is_recorded_failed_and_a_plain_rerun_labels_it(dataset, tmp_path, checker, capfd):
-    """Unit 0 is labelled, then the checker checks none of unit 1: committed as the machine's failure, its rows
-    in rejected/ with the reason, and a plain rerun labels it."""
     clean = tmp_path / "clean"
-    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=6)
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
     out = tmp_path / "out"
-    summary = label(dataset, out, SickForChecker(checker, SECOND_UNIT), lambda: ScriptedGenerator(PROBLEMS), shard_size=6)
-    assert summary.solutions == 6 and summary.rejected_rows == 6
-    unit = json.loads((out / "manifest.json").read_text())["units"][1]
+    summary = label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    assert summary.solutions == 0 and summary.rejected_rows == len(PROBLEMS)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
     assert "checker timed out" in unit["stats"]["failure"] and unit["stats"]["transient"] is True
     status = job_status(str(out))
     assert status["units_failed"] == status["units_failed_by_the_machine"] == 1
     assert "failed by the machine" in format_status(status) and "a rerun labels them again" in format_status(status)
     capfd.readouterr()
 
-    rerun = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=6)  # no --retry-rejected
+    rerun = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)  # no --retry-rejected
     assert rerun.units_run_now == 1 and rerun.rejected_rows == 0
     assert "1 units that an earlier run could not label (an unhealthy answer checker)" in capfd.readouterr().err
     assert labels_of(out) == labels_of(clean)
     assert pq.read_table(out / "rejected").num_rows == 0 and job_status(str(out))["units_failed"] == 0
-
-
-def test_a_checker_that_checks_nothing_stops_the_job_and_writes_no_row_off(dataset, tmp_path, checker):
-    """A sick checker from the start: no unit can be labelled, so no row is rejected; the job stops with the
-    cause (exit 1 at the CLI), and a rerun with a healthy checker labels everything."""
-    out = tmp_path / "out"
-    with pytest.raises(UnitsKeepFailingError, match="checker timed out"):
-        label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12, retries=0)
-    assert not (out / "rejected").exists() or pq.read_table(out / "rejected").num_rows == 0
-    assert label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12).solutions == len(PROBLEMS)
 
 
 class RaisingChecker:
@@ -366,26 +334,11 @@ def test_a_row_whose_answers_always_time_out_is_found_by_bisection_and_rejected_
     assert label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker)).units_run_now == 0
 
 
-def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(tmp_path, checker, capfd):
-    """Unit 1 of 3 the checker cannot check, on every run; each rerun (with --retry-rejected, so that unit 2,
-    whose poison row was rejected, is redone and labelled) reopens it and fails it again: counted."""
-    problems = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 20)}  # 18 rows: 3 units of 6
-    rows = [{"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {a}"]} for k, (p, a) in enumerate(problems.items())]
-    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
-    poison = "What is 14 minus 1?"  # row 12, in unit 2
-
-    class Poisoned(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            if any(r.user_message.startswith(poison) for r in requests):
-                raise ValueError("the tokenizer choked on this row")
-            return super().generate(requests, sampling)
-
-    out, sick = tmp_path / "out", SickForChecker(checker, SECOND_UNIT)
+def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dataset, tmp_path, capfd):
+    out = tmp_path / "out"
     for run in range(3):
-        config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=6, seed=5)
-        executor = LocalExecutor(lambda: Poisoned(problems), sick, max_unit_retries=0)
-        run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True, retry_rejected=run > 0)
-    unit = json.loads((out / "manifest.json").read_text())["units"][1]
+        label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12, retries=0)
+    [unit] = json.loads((out / "manifest.json").read_text())["units"]
     assert unit["stats"]["transient"] is True and unit["stats"]["reopened"] == 2
     err = capfd.readouterr().err
     assert "reopened 2 times" in err
@@ -470,7 +423,8 @@ def test_a_piece_of_a_unit_bisected_for_another_error_keeps_the_timeout_floor(tm
         for k, (p, a) in enumerate(SLOW_PROBLEMS.items())
     ]  # fmt: skip
     dataset = write_jsonl(tmp_path / "in.jsonl", rows)
-    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=8, shard_size=4, seed=5)
+    # 2 rollouts: a piece of rows 2-3 has 10 checks, so its one timeout is over 5% of them (but under the floor)
+    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=4, seed=5)
     executor = LocalExecutor(lambda: Poisoned(SLOW_PROBLEMS), SlowChecker(checker), max_unit_retries=0)
     summary = run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
     assert "labelled in two halves" in capfd.readouterr().err
@@ -481,36 +435,8 @@ def test_a_piece_of_a_unit_bisected_for_another_error_keeps_the_timeout_floor(tm
     assert row2["n_timeouts"][-1] == 1  # counted apart, not a wrong answer
 
 
-def test_a_broken_setup_with_units_of_one_row_stops_instead_of_rejecting_every_row(dataset, tmp_path, checker):
-    """Shard size 1: every unit is one row, so there is no half to tell a bad row from a broken setup; three
-    such units failing with none labelled stop the job, and no row is written off as rejected."""
-
-    class Broken(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            raise ValueError("the engine is misconfigured")
-
-    with pytest.raises(UnitsKeepFailingError, match="failed alone"):
-        label(dataset, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0, shard_size=1)
-    assert not (tmp_path / "out" / "rejected").exists() or pq.read_table(tmp_path / "out" / "rejected").num_rows == 0
-
-
-def test_a_run_of_two_failing_one_row_units_stops_without_rejecting_them(dataset, tmp_path, checker):
-    """Fewer units than BROKEN_SETUP_AFTER, all failing: the run ends with them set aside and stops."""
-    rows = [{"id": f"q{k}", "problem": p, "answer": a, "steps": ["Take 1.", f"The answer is: {a}"]} for k, (p, a) in enumerate(list(PROBLEMS.items())[:2])]
-    small = write_jsonl(tmp_path / "small.jsonl", rows)
-
-    class Broken(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            raise ValueError("the engine is misconfigured")
-
-    with pytest.raises(UnitsKeepFailingError, match="2 rows set aside"):
-        label(small, tmp_path / "out", checker, lambda: Broken(PROBLEMS), retries=0, shard_size=1)
-    assert not (tmp_path / "out" / "rejected").exists() or pq.read_table(tmp_path / "out" / "rejected").num_rows == 0
-
-
-def test_a_poison_row_in_a_one_row_unit_is_rejected_once_another_unit_is_labelled(dataset, tmp_path, checker):
-    """Shard size 1, row 0 poisoned: it fails before any unit is labelled, so it is set aside, then tried
-    again once row 1 is labelled, and rejected alone; the other rows are labelled."""
+def test_a_poison_row_in_a_one_row_unit_is_rejected_alone(dataset, tmp_path, checker):
+    """Shard size 1, row 0 poisoned: it fails alone and is rejected with the reason; the other rows are labelled."""
     first = "What is 2 minus 1?"
 
     class FirstPoisoned(ScriptedGenerator):

@@ -75,7 +75,6 @@ class LocalExecutor:
                     continue
                 self._settle(in_flight, failures, queue, commit)
                 in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
-        failures.finished()
 
     def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
         progress.log(f"loading model {self.model_name or task.config.model}")

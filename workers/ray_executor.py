@@ -157,7 +157,6 @@ class RayExecutor:
                 )
             if result is not None:
                 commit(result)
-        failures.finished()
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
             for node in nodes.lost(now=True):
                 progress.warn(self._loss(node, pool, []))

@@ -273,7 +273,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
     )
     warnings = []
     if rebuild:
-        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output)
+        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, location=store.location)
         if corrupt or folded:
             warnings.append(f"{store.location.display('manifest.json')} rebuilt from the {folded} commit records in commits/; the other units are written again")
     store.start(manifest)

@@ -370,7 +370,7 @@ def open_output(
         # the engine settings as asked for; what the engines resolved them to is in engine_records
         manifest["engine"] = config.engine_settings()
         if rebuild_manifest:  # from the records left in commits/ (none after --overwrite)
-            folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output, job_kind)
+            folded = fold_into_new_manifest(manifest, read_commit_records(store.location), config.output, job_kind, store.location)
             if corrupt or folded:
                 where = store.location.display(MANIFEST_NAME)
                 warnings.append(f"{where} rebuilt from the {folded} commit records in commits/; the other units are redone")

@@ -28,9 +28,7 @@ checker, a bug that one input triggers) or when the engine or worker under it di
 Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
-split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup
-(so too is a run that ends, or has BROKEN_SETUP_AFTER units given up, with only rows that failed alone
-before any unit was labelled: those are set aside like the halves, never rejected by a broken setup);
+split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
 an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
 the machine's trouble, not the rows' fault.
 """
@@ -101,7 +99,6 @@ class UnitFailures:
         # poison rows from a broken setup, and the halves that failed meanwhile, set aside (not split: no row written off)
         self.probes: set[tuple] | None = None
         self.set_aside: list[WorkUnit] = []
-        self.last_reason = ""  # of the last unit set aside
         self.queue: deque | None = None
         self.lock = threading.RLock()  # lost() calls failed()
 
@@ -170,14 +167,7 @@ class UnitFailures:
                 queue.extend(pieces)  # at the back: other units go first, so a broken setup is told by them
                 bisection.out += 1  # one piece out replaced by two
                 if self.probes is None and self.labelled == 0 and self.given_up >= BROKEN_SETUP_AFTER:
-                    self._probe_halves(queue, reason)
-                return None
-            if self.labelled == 0:  # no unit labelled yet: this may be a broken setup, not a bad row, so none is written off
-                self.progress.warn(f"{name} failed alone ({reason}) with no unit labelled yet: set aside, tried again once one is")
-                self.set_aside.append(unit)
-                self.last_reason = reason
-                if self.probes is None and self.given_up >= BROKEN_SETUP_AFTER:
-                    self._probe_halves(queue, reason)
+                    self._probe_halves(queue)
                 return None
             row = unit.rows[0].source
             self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
@@ -220,40 +210,21 @@ class UnitFailures:
         with self.lock:
             return self.losses[_key(unit)] > 0
 
-    def _probe_halves(self, queue: deque, reason: str) -> None:
+    def _probe_halves(self, queue: deque) -> None:
         """BROKEN_SETUP_AFTER units given up, none labelled: their halves go to the front of the queue, to tell
-        poison rows (some half is labelled) from a broken setup (every half fails too). UnitsKeepFailingError
-        when there are none (units of one row each, set aside already)."""
+        poison rows (some half is labelled) from a broken setup (every half fails too)."""
         halves = [unit for unit in queue if unit.unit_id in self.bisections]
-        if not halves:
-            raise UnitsKeepFailingError(
-                f"the first {self.given_up} units of this run all failed alone, the last with: {reason}; no unit was "
-                "labelled, so this is not a few bad rows: fix the cause and rerun (committed units are kept)"
-            )
         for unit in halves:
             queue.remove(unit)
         queue.extendleft(reversed(halves))
         self.probes = {_key(unit) for unit in halves}
         self.progress.warn(f"the first {self.given_up} units of this run failed and none was labelled: their halves are tried first")
 
-    def finished(self) -> None:
-        """The executor's queue is empty and nothing runs: UnitsKeepFailingError when units were set aside because
-        none was labelled (every unit of this run failed: nothing tells a bad row from a broken setup)."""
-        with self.lock:
-            if self.set_aside:
-                rows = sum(len(unit.rows) for unit in self.set_aside)
-                raise UnitsKeepFailingError(
-                    f"every unit of this run failed and none was labelled ({rows} rows set aside, not rejected), the last "
-                    f"with: {self.last_reason}; fix the cause and rerun (committed units are kept; a row that breaks "
-                    "every run is best taken out of the input)"
-                )
-
     def _probe_failed(self, unit: WorkUnit, key: tuple, reason: str) -> None:
         """A half tried to tell a broken setup failed, none labelled yet: set aside; UnitsKeepFailingError when it was the last."""
         assert self.probes is not None
         self.probes.discard(key)
         self.set_aside.append(unit)
-        self.last_reason = reason
         if not self.probes:
             raise UnitsKeepFailingError(
                 f"the first {self.given_up} units of this run all failed, and so did their halves, the last with: {reason}; "

@@ -35,7 +35,7 @@ COMMITS_DIR = "commits"
 RECORD_KEYS = ("unit_id", "files", "stats", "committed_at")
 OPTIONAL_RECORD_KEYS = ("engine_record",)  # absent in jobs started before engine records, and in units no engine labelled
 RECORD_CONFIG_HASH = "config_hash"  # the job's, to check records against on a rebuild; not folded into the unit
-RECORD_SCHEMA_VERSION = "schema_version"  # the labels schema its shards were written under; likewise (absent before 0.2)
+RECORD_SCHEMA_VERSION = "schema_version"  # the labels schema its shards were written under; likewise (absent in older records)
 NOT_RECORDED = "(not recorded)"
 # What kind of job wrote the output: "judge" (labeler judge), "consensus" (labeler consensus); absent
 # in the manifests of labeling jobs (labeler label), which had no such key before the other kinds.
@@ -177,15 +177,33 @@ def load_manifest(output: str | Path | OutputLocation) -> dict | None:
     return document
 
 
-def rebuild_manifest(document: dict, records: list[dict], directory: str, kind: str | None = None) -> int:
+def record_schema_version(location: OutputLocation, record: dict) -> str:
+    """The labels schema a commit record's shards were written under: as recorded, or for an older record
+    that does not say, as its labels shard says (its schema_version column); NOT_RECORDED when neither does."""
+    if RECORD_SCHEMA_VERSION in record:
+        return str(record[RECORD_SCHEMA_VERSION])
+    labels = record.get("files", {}).get("labels")
+    if labels is None:
+        return NOT_RECORDED
+    try:
+        versions = set(location.read_table(labels, ["schema_version"]).column("schema_version").to_pylist())
+    except Exception:  # no such column (before schema versions), or a shard that cannot be read
+        return NOT_RECORDED
+    return versions.pop() if len(versions) == 1 else NOT_RECORDED
+
+
+def rebuild_manifest(
+    document: dict, records: list[dict], directory: str, kind: str | None = None, location: OutputLocation | None = None
+) -> int:
     """Fold the commit records into a new manifest of the same job (after a manifest was lost):
     the number folded. Records of another config, of units this plan does not hold, or (but for a judge
-    job, `kind`) of shards written under another labels schema are refused (ConfigMismatchError), as a
+    job, `kind`) of shards written under another labels schema (read in `location`) are refused (ConfigMismatchError), as a
     resume refuses them. The job's engine record is known by its id only, that of its first
     committed unit, until an engine with that id starts and fills it in (ShardStore.use_engine)."""
     config_hash = document["config_hash"]
     if kind != WRITES_JUDGMENTS:
-        schemas = sorted({str(record.get(RECORD_SCHEMA_VERSION, NOT_RECORDED)) for record in records} - {SCHEMA_VERSION})
+        location = location or _location(directory)
+        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION})
         if schemas:
             raise ConfigMismatchError(
                 f"{directory}: commits/ holds units written under labels schema {', '.join(schemas)}, and this version of "

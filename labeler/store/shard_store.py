@@ -24,9 +24,11 @@ import pyarrow as pa
 from labeler.store.errors import StorageError
 from labeler.store.manifest import (
     COMMITS_DIR,
+    JOB_KIND_KEY,
     MANIFEST_NAME,
     RECORD_CONFIG_HASH,
     RECORD_SCHEMA_VERSION,
+    WRITES_JUDGMENTS,
     check_same_engine,
     commit_record_name,
     compact,
@@ -233,7 +235,8 @@ class ShardStore:
             files[directory] = f"{directory}/{shard_name}"
         record = {"unit_id": unit_id, "files": files, "stats": stats, "committed_at": now_iso()}
         record[RECORD_CONFIG_HASH] = self.manifest["config_hash"]
-        record[RECORD_SCHEMA_VERSION] = SCHEMA_VERSION
+        if self.manifest.get(JOB_KIND_KEY) != WRITES_JUDGMENTS:  # judgments have their own schema
+            record[RECORD_SCHEMA_VERSION] = SCHEMA_VERSION
         if engine_record is not None:
             record["engine_record"] = engine_record
         write_commit_record(self.location, record)
