@@ -295,7 +295,10 @@ def unit_id(output: Path, index: int) -> str:
     return json.loads((output / "manifest.json").read_text())["units"][index]["unit_id"]
 
 
-@pytest.mark.parametrize("recorded, in_shards, refused", [("1.4", None, True), (None, None, False), (None, "1.4", True)])
+@pytest.mark.parametrize(
+    "recorded, in_shards, refused",
+    [("1.4", None, True), (None, None, False), (None, "1.4", True), (None, "deleted", False), (None, "empty", False)],
+)
 def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_path, checker, monkeypatch, recorded, in_shards, refused):
     """Records of another labels schema are refused, as a resume refuses such a manifest: a rebuild must not mix
     shards of two schemas in one table. An older record that does not say is judged by its labels shard."""
@@ -311,8 +314,12 @@ def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_
         else:
             record["schema_version"] = recorded
         path.write_text(json.dumps(record))
-        if in_shards is not None:  # the shard as an older labeler wrote it
-            shard = output / record["files"]["labels"]
+        shard = output / record["files"]["labels"]
+        if in_shards == "deleted":  # nothing to mix: the resume's shard check redoes the unit
+            shard.unlink()
+        elif in_shards == "empty":  # a unit whose solutions were all rejected
+            pq.write_table(pq.read_table(shard).slice(0, 0), shard)
+        elif in_shards is not None:  # the shard as an older labeler wrote it
             table = pq.read_table(shard)
             column = table.schema.get_field_index("schema_version")
             pq.write_table(table.set_column(column, "schema_version", pa.array([in_shards] * table.num_rows)), shard)
@@ -321,4 +328,4 @@ def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_
         with pytest.raises(ConfigMismatchError, match=rf"labels schema {re.escape(recorded or in_shards)}.*--overwrite"):
             run(cfg, checker, rebuild_manifest=True)
     else:
-        assert run(cfg, checker, rebuild_manifest=True).units_run_now == 2  # the recorded units kept
+        assert run(cfg, checker, rebuild_manifest=True).units_run_now == (4 if in_shards == "deleted" else 2)  # kept, or redone

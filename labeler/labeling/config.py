@@ -285,7 +285,7 @@ class LabelConfig(JobSettings):
         at_least=1,
         help="a step none of whose rollouts is correct is hard 0 only when at least this many of its rollouts were "
         "counted (not cut, not still thinking, not timed out); with fewer it is unlabelled with the reason, and no label "
-        "is inferred from it (adaptive samples on until this many counted); at most --rollouts. Whatever this says, "
+        "is inferred from it (adaptive samples on until this many counted, or N were sampled); at most --rollouts. Whatever this says, "
         "such a step most of whose rollouts timed out is unlabelled",
         group=ROLLOUTS,
     )

@@ -177,18 +177,26 @@ def load_manifest(output: str | Path | OutputLocation) -> dict | None:
     return document
 
 
-def record_schema_version(location: OutputLocation, record: dict) -> str:
+def record_schema_version(location: OutputLocation, record: dict) -> str | None:
     """The labels schema a commit record's shards were written under: as recorded, or for an older record
-    that does not say, as its labels shard says (its schema_version column); NOT_RECORDED when neither does."""
+    that does not say, as its labels shard says (its schema_version column; NOT_RECORDED for a shard with rows
+    and no such column). None where there is nothing to mix: no labels file, an empty one, or one that cannot be
+    read (the resume's shard check redoes such a unit, or names the storage error)."""
     if RECORD_SCHEMA_VERSION in record:
         return str(record[RECORD_SCHEMA_VERSION])
-    labels = record.get("files", {}).get("labels")
+    files = record.get("files")
+    labels = files.get("labels") if isinstance(files, dict) else None
     if labels is None:
-        return NOT_RECORDED
+        return None
     try:
-        versions = set(location.read_table(labels, ["schema_version"]).column("schema_version").to_pylist())
-    except Exception:  # no such column (before schema versions), or a shard that cannot be read
+        table = location.read_table(labels)
+    except Exception:  # deleted or cut short: not this check's to judge
+        return None
+    if table.num_rows == 0:
+        return None
+    if "schema_version" not in table.column_names:
         return NOT_RECORDED
+    versions = set(table.column("schema_version").to_pylist())
     return versions.pop() if len(versions) == 1 else NOT_RECORDED
 
 
@@ -203,7 +211,7 @@ def rebuild_manifest(
     config_hash = document["config_hash"]
     if kind != WRITES_JUDGMENTS:
         location = location or _location(directory)
-        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION})
+        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION, None})
         if schemas:
             raise ConfigMismatchError(
                 f"{directory}: commits/ holds units written under labels schema {', '.join(schemas)}, and this version of "
