@@ -360,7 +360,9 @@ class LabelConfig(JobSettings):
         if self.strategy == "final-answer" and self.final_step != "check":
             raise ValueError("--strategy final-answer labels the last step by checking its answer: it needs --final-step check")
         if self.min_counted_rollouts > self.rollouts:  # no step could ever be hard 0: every wrong step unlabelled
-            raise ValueError(f"--min-counted-rollouts {self.min_counted_rollouts} is more than --rollouts {self.rollouts}: no step could ever be labelled 0")
+            raise ValueError(
+                f"--min-counted-rollouts {self.min_counted_rollouts} is more than --rollouts {self.rollouts}: no step could ever be labelled 0"
+            )
 
     @property
     def sampling(self) -> SamplingSettings:
