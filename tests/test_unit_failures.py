@@ -52,10 +52,14 @@ def labels_of(out: Path) -> list[dict]:
 
 
 class PoisonedGenerator(ScriptedGenerator):
-    """Raises on every request of one problem, like a row that breaks the engine each time."""
+    """Raises on every request of the `poisoned` problems, like rows that break the engine each time."""
+
+    def __init__(self, answers, poisoned: tuple[str, ...] = (POISON,)):
+        super().__init__(answers)
+        self.poisoned = poisoned
 
     def generate(self, requests, sampling):
-        if any(r.user_message.startswith(POISON) for r in requests):
+        if any(r.user_message.startswith(problem) for r in requests for problem in self.poisoned):
             raise ValueError("the tokenizer choked on this row")
         return super().generate(requests, sampling)
 
@@ -348,15 +352,8 @@ def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dat
 def test_poison_rows_in_the_first_three_units_are_bisected_not_taken_for_a_broken_setup(dataset, tmp_path, checker, capfd):
     """One bad row in each of units 0, 1 and 2: the first three units fail with none labelled, but their
     halves are tried before the job is called broken, and their good halves are labelled."""
-    bad = {"What is 2 minus 1?", "What is 6 minus 1?", "What is 10 minus 1?"}
-
-    class ThreePoisoned(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            if any(r.user_message.startswith(problem) for r in requests for problem in bad):
-                raise ValueError("the tokenizer choked on this row")
-            return super().generate(requests, sampling)
-
-    summary = label(dataset, tmp_path / "out", checker, lambda: ThreePoisoned(PROBLEMS), retries=0, shard_size=4)
+    bad = ("What is 2 minus 1?", "What is 6 minus 1?", "What is 10 minus 1?")
+    summary = label(dataset, tmp_path / "out", checker, lambda: PoisonedGenerator(PROBLEMS, bad), retries=0, shard_size=4)
     assert summary.solutions == len(PROBLEMS) - 3 and summary.rejected_rows == 3
     assert sorted(r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()) == ["q0", "q4", "q8"]
 
@@ -409,14 +406,6 @@ def test_a_piece_of_a_unit_bisected_for_another_error_keeps_the_timeout_floor(tm
     labelled: only a unit bisected for its timeouts has its pieces judged without the floor."""
     from tests.fakes import SlowChecker
 
-    poison = "What is 2 minus 1?"
-
-    class Poisoned(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            if any(r.user_message.startswith(poison) for r in requests):
-                raise ValueError("the tokenizer choked on this row")
-            return super().generate(requests, sampling)
-
     rows = [
         {"id": f"q{k}", "problem": p, "answer": a,
          "steps": [f"Take 1 from {k + 2}.", "Then more.", f"The answer is: {a}" + (" SLOW!" if k == 2 else "")]}
@@ -425,7 +414,8 @@ def test_a_piece_of_a_unit_bisected_for_another_error_keeps_the_timeout_floor(tm
     dataset = write_jsonl(tmp_path / "in.jsonl", rows)
     # 2 rollouts: a piece of rows 2-3 has 10 checks, so its one timeout is over 5% of them (but under the floor)
     config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=2, shard_size=4, seed=5)
-    executor = LocalExecutor(lambda: Poisoned(SLOW_PROBLEMS), SlowChecker(checker), max_unit_retries=0)
+    row_0 = ("What is 2 minus 1?",)
+    executor = LocalExecutor(lambda: PoisonedGenerator(SLOW_PROBLEMS, row_0), SlowChecker(checker), max_unit_retries=0)
     summary = run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
     assert "labelled in two halves" in capfd.readouterr().err
     [rejected] = pq.read_table(tmp_path / "out" / "rejected").to_pylist()
@@ -437,14 +427,7 @@ def test_a_piece_of_a_unit_bisected_for_another_error_keeps_the_timeout_floor(tm
 
 def test_a_poison_row_in_a_one_row_unit_is_rejected_alone(dataset, tmp_path, checker):
     """Shard size 1, row 0 poisoned: it fails alone and is rejected with the reason; the other rows are labelled."""
-    first = "What is 2 minus 1?"
-
-    class FirstPoisoned(ScriptedGenerator):
-        def generate(self, requests, sampling):
-            if any(r.user_message.startswith(first) for r in requests):
-                raise ValueError("the tokenizer choked on this row")
-            return super().generate(requests, sampling)
-
-    summary = label(dataset, tmp_path / "out", checker, lambda: FirstPoisoned(PROBLEMS), retries=0, shard_size=1)
+    row_0 = ("What is 2 minus 1?",)
+    summary = label(dataset, tmp_path / "out", checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=1)
     assert summary.solutions == len(PROBLEMS) - 1 and summary.rejected_rows == 1
     assert [r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()] == ["q0"]
