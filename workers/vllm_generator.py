@@ -6,6 +6,7 @@ prefix, and prefixes of the same solution, share their prompt's KV cache.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -48,6 +49,17 @@ def cpu_native_dtype(cpuinfo: str | None = None) -> str:
 
 # Used when a tokenizer has no chat template (base models).
 _PLAIN_TEMPLATE = "Problem: {user}\n\nSolution:\n"
+
+
+def _declared_context(model: str) -> int | None:
+    """The context a local model folder's config.json declares (max_position_embeddings), or None:
+    the CPU default of 2048 tokens must not exceed it (the world model has 1024), or vLLM refuses."""
+    try:
+        with open(os.path.join(model, "config.json")) as handle:
+            value = json.load(handle).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 # The engines whose core runs in this process: the open ones (VLLMGenerator ids), and the closed ones
@@ -94,7 +106,7 @@ class VLLMGenerator:
             kwargs["enforce_eager"] = True  # graph compilation costs minutes on CPU, saves little
             # On CPU, gpu_memory_utilization would reserve that fraction of all RAM; size the KV cache instead.
             kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * 2**30)
-            kwargs.setdefault("max_model_len", max_model_len or 2048)
+            kwargs.setdefault("max_model_len", max_model_len or min(2048, _declared_context(model) or 2048))
             kwargs["max_num_batched_tokens"] = kwargs["max_model_len"]
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization

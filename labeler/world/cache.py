@@ -1,0 +1,94 @@
+"""The world model in the cache: trained once (`make world`), then loaded like the embedded model.
+
+The folder's name carries a fingerprint of its settings, so a changed setting trains a new model
+beside the old one. The folder appears whole or not at all (trained in a temporary folder, then
+renamed), and a file lock keeps two processes from training it at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from labeler.world.accuracy import greedy_accuracy
+from labeler.world.problems import make_problems
+from labeler.world.training import WorldModelSettings, train_world_model
+
+__all__ = ["HELD_OUT_SPLITS", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
+
+# Bumped whenever the problems, the tokenizer or the training change: a new folder, trained anew.
+WORLD_VERSION = 1
+MARKER = "world_model.json"  # written last: the folder is complete
+# The splits the bench draws from, and how many problems of each the training must never see.
+HELD_OUT_SPLITS = {"label": 2000, "test": 2000, "bon": 2000}
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def models_cache_dir(cache_dir: Path | None = None) -> Path:
+    """<cache>/models, where the embedded model (workers/embedded_model.py) and the world model live:
+    `cache_dir`, else $PRM_LABELER_CACHE, else $XDG_CACHE_HOME/prm-labeler, else ~/.cache/prm-labeler."""
+    if cache_dir is None:
+        if os.environ.get("PRM_LABELER_CACHE"):
+            cache_dir = Path(os.environ["PRM_LABELER_CACHE"])
+        elif os.environ.get("XDG_CACHE_HOME"):
+            cache_dir = Path(os.environ["XDG_CACHE_HOME"]) / "prm-labeler"
+        else:
+            cache_dir = Path.home() / ".cache" / "prm-labeler"
+    return Path(cache_dir).expanduser() / "models"
+
+
+def world_model_dir(settings: WorldModelSettings = WorldModelSettings(), cache_dir: Path | None = None) -> Path:
+    """<cache>/models/world-<fingerprint of the version and settings>, beside the embedded model."""
+    fingerprint = hashlib.sha256(json.dumps([WORLD_VERSION, asdict(settings)], sort_keys=True).encode()).hexdigest()[:10]
+    return models_cache_dir(cache_dir) / f"world-{fingerprint}"
+
+
+def held_out_texts(seed: int = 0) -> set[str]:
+    """The problem texts of the bench's splits, kept out of training."""
+    return {p.text for split, n in HELD_OUT_SPLITS.items() for p in make_problems(n, split, seed)}
+
+
+def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cache_dir: Path | None = None,
+                       log: Callable[[str], None] = _log, accuracy_problems: int = 200) -> Path:  # fmt: skip
+    """The folder of the trained world model, training it first when the cache has none. Its
+    greedy accuracy on `accuracy_problems` held-out problems is measured after training, logged and
+    recorded in the marker."""
+    target = world_model_dir(settings, cache_dir)
+    if (target / MARKER).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    from filelock import FileLock
+
+    with FileLock(str(target) + ".lock"):
+        if (target / MARKER).exists():  # another process trained it while we waited
+            return target
+        log(f"training the world model into {target} (once)")
+        start = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            train_world_model(tmp, settings, held_out=held_out_texts(settings.seed), log=log)
+            trained = time.monotonic() - start
+            accuracy = greedy_accuracy(tmp, make_problems(accuracy_problems, "test", settings.seed))
+            record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy}
+            (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
+            tmp.chmod(0o755)  # mkdtemp makes it private
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        log(f"world model ready in {time.monotonic() - start:.0f} s ({trained:.0f} s training): {target}")
+        log(f"world model: greedy accuracy from the problem on held-out problems: {accuracy['correct']}/{accuracy['problems']}")
+    return target

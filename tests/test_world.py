@@ -1,0 +1,111 @@
+"""The world's problems, injected errors and tokenizer (labeler/world/)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labeler.checking.extraction import extract_answer
+from labeler.world.problems import MAX_EVENTS, MAX_VALUE, MIN_EVENTS, inject_error, make_problem, make_problems, processbench_rows, solution_steps
+
+ARITHMETIC = re.compile(r": (\d+) ([-+*/]) (\d+) = (\d+)\.")
+APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a // b}
+
+
+def arithmetic(step: str) -> tuple[int, str, int, int]:
+    match = ARITHMETIC.search(step)
+    assert match, step
+    a, op, b, c = match.groups()
+    return int(a), op, int(b), int(c)
+
+
+problems = st.builds(lambda seed, n: make_problem(random.Random(seed), "p", n), st.integers(0, 10**9), st.integers(MIN_EVENTS, MAX_EVENTS))
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems)
+def test_a_solution_is_right_at_every_step_and_states_the_answer(problem):
+    steps = solution_steps(problem)
+    assert len(steps) == len(problem.events)
+    before = problem.start
+    for step, value in zip(steps, problem.values):
+        a, op, b, c = arithmetic(step)
+        assert a == before and c == value and APPLY[op](a, b) == c and 0 <= c <= MAX_VALUE
+        if op == "/":
+            assert a % 2 == 0
+        before = c
+    assert steps[-1].endswith(f"\nThe answer is: {problem.answer}")
+    assert extract_answer(steps[-1]) == str(problem.answer)
+    assert all(sentence.sentence in problem.text for sentence in problem.events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems, st.integers(0, 10**9), st.data())
+def test_an_injected_error_is_the_first_and_is_carried_to_a_wrong_answer(problem, seed, data):
+    position = data.draw(st.integers(0, len(problem.events) - 1))
+    try:
+        wrong = inject_error(problem, position, random.Random(seed))
+    except ValueError as error:
+        assert "no error" in str(error)
+        return
+    right = solution_steps(problem)
+    assert wrong[:position] == right[:position]
+    assert wrong[position] != right[position]
+    a, op, b, c = arithmetic(wrong[position])
+    before = problem.start if position == 0 else problem.values[position - 1]
+    assert a == before  # the step starts from the right value: the error is in this step
+    event = problem.events[position]
+    slipped = APPLY[op](a, b) != c
+    misread = op != {"*2": "*", "*3": "*", "/2": "/"}.get(event.kind, event.kind)
+    assert slipped or misread
+    carried = c
+    for step in wrong[position + 1 :]:  # every later step is right on the wrong value
+        a, op, b, c = arithmetic(step)
+        assert a == carried and APPLY[op](a, b) == c and 0 <= c <= MAX_VALUE
+        carried = c
+    assert extract_answer(wrong[-1]) == str(carried) != str(problem.answer)
+
+
+def test_rows_say_their_first_error_and_splits_do_not_overlap():
+    rows = list(processbench_rows(make_problems(300, "label"), 0.5, seed=3))
+    erroneous = [row for row in rows if row["label"] >= 0]
+    assert 100 < len(erroneous) < 200
+    for row in rows:
+        stated = extract_answer(row["steps"][-1])
+        assert (stated == row["answer"]) == (row["label"] == -1)
+    assert {r["label"] for r in erroneous} >= set(range(MIN_EVENTS))  # errors at every early position
+    texts = {split: {p.text for p in make_problems(300, split)} for split in ("train", "label", "test", "bon")}
+    assert len(texts["train"]) == 300
+    assert not texts["label"] & texts["test"] and not texts["label"] & texts["bon"]
+
+
+def test_a_position_outside_the_solution_is_refused():
+    problem = make_problems(1, "test")[0]
+    with pytest.raises(ValueError, match="outside"):
+        inject_error(problem, len(problem.events), random.Random(0))
+
+
+def test_the_tokenizer_cuts_a_prompt_where_a_training_sequence_does(tmp_path):
+    """A prompt ending with the step separator (or the template's newline) tokenizes as the same text
+    inside a training sequence, so the model continues a prefix as it learned to."""
+    from labeler.inputs.traces import render_trace
+    from labeler.world.tokenizer import train_tokenizer
+    from labeler.world.training import prompt_text
+
+    problems = make_problems(200, "train")
+    tokenizer = train_tokenizer([render_trace(solution_steps(p), 0) for p in problems], tmp_path)
+    for problem in problems[:50]:
+        steps = solution_steps(problem)
+        head = prompt_text(tokenizer, problem.text)
+        whole = tokenizer(head + render_trace(steps, 0), add_special_tokens=False)["input_ids"]
+        for k in range(len(steps)):
+            prompt = head + render_trace(steps[:k], 0, open_end=True)
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            assert whole[: len(ids)] == ids
+        assert tokenizer.decode(whole) == head + render_trace(steps, 0)
+    digits = tokenizer(" 47 + 19 = 66", add_special_tokens=False)["input_ids"]
+    assert [tokenizer.decode([i]) for i in digits] == [" 4", "7", " +", " 1", "9", " =", " 6", "6"]

@@ -1,0 +1,85 @@
+"""bench/world.py's whole path in seconds: a world model trained for a few steps (incompetent: the
+figures are not the point), every command of the bench in this process on one real vLLM engine."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+QUICK = dict(train_problems=300, steps=20, batch_size=16)
+
+
+class KeepOpen:
+    """The session's engine for every command: a command's close leaves it open for the next."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+@pytest.fixture(scope="module")
+def world_model(tmp_path_factory):
+    from labeler.world.cache import ensure_world_model
+    from labeler.world.training import WorldModelSettings
+
+    return ensure_world_model(WorldModelSettings(**QUICK), cache_dir=tmp_path_factory.mktemp("cache"), accuracy_problems=10)
+
+
+def test_the_world_model_is_built_once_with_its_accuracy_recorded(world_model, tmp_path):
+    from labeler.world.cache import MARKER, ensure_world_model, world_model_dir
+    from labeler.world.training import WorldModelSettings
+
+    record = json.loads((world_model / MARKER).read_text())
+    assert record["settings"]["steps"] == QUICK["steps"]
+    assert record["held_out_greedy_accuracy"]["problems"] == 10
+    assert 0 <= record["held_out_greedy_accuracy"]["correct"] <= 10
+    assert ensure_world_model(WorldModelSettings(**QUICK), cache_dir=world_model.parents[1]) == world_model  # cached: not trained again
+    assert world_model_dir(WorldModelSettings(**{**QUICK, "steps": 21}), world_model.parents[1]) != world_model
+
+
+def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path, monkeypatch):
+    import workers.vllm_generator as vllm_generator
+    from bench.world import Commands, parser, report, run_world
+    from labeler.cli import main
+
+    engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
+    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeepOpen(engine))
+
+    def in_process(args: list[str]) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(args) == 0, args
+        return out.getvalue()
+
+    args = parser().parse_args(["--model", str(world_model), "--work", str(tmp_path / "work"), "--label-problems", "4", "--test-problems", "4",
+                                "--bon-problems", "2", "--rollouts", "2", "--candidates", "2", "--epochs", "1", "--beams", "1",
+                                "--proposals", "2"])  # fmt: skip
+    try:
+        results = run_world(args, Commands(in_process))
+    finally:
+        engine.close()
+    assert [t["step"] for t in results["timings"]] == [
+        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "import true labels",
+        "train PRM on MC labels", "train PRM on true labels", "eval PRMs", "bon", "search",
+    ]  # fmt: skip
+    assert all(t["command"].startswith("labeler ") for t in results["timings"])
+    assert results["tokens"]["exhaustive-2"] > 0
+    assert set(results["first_error_agreement"]) == {"first-error-2", "adaptive-2"}
+    for side in ("right", "wrong"):
+        counts = results["prefix_accuracy"][side]
+        assert 0 <= counts["correct"] <= counts["counted"]
+    assert results["bon"]["candidates"] == 4
+    text = report(results)
+    for heading in ("Completer", "Monte-Carlo labels against the known first errors", "PRMs on the held-out", "best-of-N", "beam search"):
+        assert heading in text
+    assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]
