@@ -109,3 +109,17 @@ def test_the_tokenizer_cuts_a_prompt_where_a_training_sequence_does(tmp_path):
         assert tokenizer.decode(whole) == head + render_trace(steps, 0)
     digits = tokenizer(" 47 + 19 = 66", add_special_tokens=False)["input_ids"]
     assert [tokenizer.decode([i]) for i in digits] == [" 4", "7", " +", " 1", "9", " =", " 6", "6"]
+
+
+def test_a_cpu_engine_takes_the_context_a_model_folder_declares(tmp_path):
+    """The world model declares 1024 positions: the CPU default of 2048 would make vLLM refuse it."""
+    import json
+
+    from workers.vllm_generator import _declared_context
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 1024}))
+    assert _declared_context(str(tmp_path)) == 1024
+    (tmp_path / "config.json").write_text("{not json")
+    assert _declared_context(str(tmp_path)) is None
+    assert _declared_context(str(tmp_path / "missing")) is None
+    assert _declared_context("Qwen/Qwen2.5-Math-7B-Instruct") is None  # a hub id: vLLM's own default applies
