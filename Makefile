@@ -36,10 +36,10 @@ cluster: setup
 bench: setup
 	$(PY) bench/overhead.py
 
-# The world model (labeler/world/): a small Llama trained on generated arithmetic problems into the cache, once (about 20 minutes).
+# The world model (labeler/world/): a small Llama trained on generated arithmetic problems into the cache, once (20 to 30 minutes on 2 cores).
 world: setup
 	$(PY) -m labeler.world
 
-# Label quality where the truth is known (bench/world.py, about 25 minutes after `make world`).
+# Label quality where the truth is known (bench/world.py, about 20 minutes after `make world`).
 world-bench: world
 	$(PY) bench/world.py

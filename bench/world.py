@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from labeler.decoding.comparison import format_summary  # noqa: E402
 from labeler.decoding.reranking import format_table  # noqa: E402
+from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
 
 
@@ -49,7 +51,7 @@ def subprocess_runner(args: list[str]) -> str:
     """One labeler command in its own process (its imports and engine start in its time); its stdout."""
     done = subprocess.run([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"labeler {' '.join(args)} exited {done.returncode}")
+        raise SystemExit(f"labeler {shlex.join(args)} exited {done.returncode}")
     return done.stdout
 
 
@@ -60,7 +62,7 @@ class Commands:
         self.runner, self.timings = runner, []
 
     def __call__(self, name: str, args: list[str]) -> str:
-        command = "labeler " + " ".join(args)
+        command = "labeler " + shlex.join(args)
         print(f"[world] {name}: {command}", file=sys.stderr, flush=True)
         started = time.perf_counter()
         stdout = self.runner(args)
@@ -75,10 +77,28 @@ def write_jsonl(path: Path, rows) -> Path:
     return path
 
 
+def checked(args: argparse.Namespace) -> list[int]:
+    """The exhaustive runs' N, after every flag is checked (SystemExit naming the flag)."""
+    try:
+        rollouts = [int(n) for n in args.rollouts.split(",")]
+    except ValueError:
+        raise SystemExit(f"--rollouts {args.rollouts!r}: give N as positive integers separated by commas, e.g. 2,4,8,16") from None
+    if min(rollouts) < 1 or len(set(rollouts)) < len(rollouts):
+        raise SystemExit(f"--rollouts {args.rollouts!r}: every N must be at least 1, and none twice")
+    for flag in ("label_problems", "test_problems", "bon_problems", "candidates", "epochs", "beams", "proposals"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
+    for split, flag in (("label", "label_problems"), ("test", "test_problems"), ("bon", "bon_problems")):
+        if getattr(args, flag) > HELD_OUT_SPLITS[split]:
+            raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the world model was kept from only the first "
+                             f"{HELD_OUT_SPLITS[split]} problems of the {split} split")  # fmt: skip
+    return rollouts
+
+
 def strategies(rollouts: list[int]) -> list[tuple[str, list[str]]]:
-    """(name, flags) of each labelling run: exhaustive at every N, first-error and adaptive at the largest."""
+    """(name, flags) of each labelling run: exhaustive at every N (ascending), first-error and adaptive at the largest."""
     top = max(rollouts)
-    runs = [(f"exhaustive-{n}", ["--strategy", "exhaustive", "--rollouts", str(n)]) for n in rollouts]
+    runs = [(f"exhaustive-{n}", ["--strategy", "exhaustive", "--rollouts", str(n)]) for n in sorted(rollouts)]
     runs.append((f"first-error-{top}", ["--strategy", "first-error", "--rollouts", str(top)]))
     runs.append((f"adaptive-{top}", ["--strategy", "adaptive", "--rollouts", str(top), "--round-size", "4"]))
     return runs
@@ -124,13 +144,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run_world(args: argparse.Namespace, commands: Commands) -> dict:
-    """Every command of the bench through `commands`; the figures (also written to WORK/world.json)."""
-    if args.model is None:
-        from labeler.world.cache import ensure_world_model
-
-        args.model = str(ensure_world_model())
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-world-"))
+    """Every command of the bench through `commands`; the figures (also written to WORK/world.json).
+    Bad flags, and a --work folder that holds an earlier run, stop it (SystemExit) before anything runs."""
+    rollouts = checked(args)
+    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-world-"))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"--work {work} holds an earlier run (its commands would resume, not run): pass a new or empty folder")
     work.mkdir(parents=True, exist_ok=True)
+    if args.model is None:
+        from labeler.world import cache
+
+        args.model = str(cache.ensure_world_model())
+    args.model = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model  # the commands run in ROOT
     label_rows = list(processbench_rows(make_problems(args.label_problems, "label", args.seed), 0.5, args.seed))
     test_rows = list(processbench_rows(make_problems(args.test_problems, "test", args.seed), 0.5, args.seed + 1))
     bon_rows = [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in make_problems(args.bon_problems, "bon", args.seed)]
@@ -140,7 +165,6 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     print(f"world model {args.model}; outputs in {work}", file=sys.stderr, flush=True)
 
     common = ["--model", args.model, "--temperature", str(args.temperature), "--seed", str(args.seed), "--quiet"]
-    rollouts = [int(n) for n in args.rollouts.split(",")]
     runs = strategies(rollouts)
     tokens = {}
     for name, flags in runs:
@@ -152,6 +176,7 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     exhaustive = f"exhaustive-{max(rollouts)}"
     accuracy = prefix_accuracy(work / exhaustive, truth)
     agreement = {name: first_error_agreement(work / name, work / exhaustive) for name, _ in runs if name != exhaustive}
+    found = {name: errors_found(work / name, label_rows) for name, _ in runs}
 
     commands("import true labels", ["import", "--input", str(label_file), "--preset", "processbench", "--output", str(work / "true"), "--quiet"])
     prm_labels = args.prm_labels or exhaustive
@@ -171,11 +196,29 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
 
     marker = Path(args.model) / "world_model.json"
     built = json.loads(marker.read_text()) if marker.exists() else None
-    results = {"model": args.model, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "timings": commands.timings,
-               "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "prefix_accuracy": accuracy,
-               "prm_labels": prm_labels, "temperature": args.temperature, "prm_quality": prm_quality, "bon": bon, "search": search}  # fmt: skip
+    results = {"model": args.model, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
+               "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
+               "prm_labels": prm_labels, "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION, "prm_quality": prm_quality, "bon": bon, "search": search}  # fmt: skip
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
+
+
+def errors_found(labels_dir: Path, rows: list[dict]) -> dict:
+    """Of the solutions with an injected error, how many have it as their first_error, apart for errors
+    in the last step (found by checking the stated answer, `--final-step check`: no rollouts) and
+    errors in an earlier step (found by the rollouts)."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(labels_dir / "labels"), format="parquet").to_table(columns=["problem_id", "first_error"])
+    predicted = {row["problem_id"]: row["first_error"] for row in table.to_pylist()}
+    out = {"last_step": {"found": 0, "errors": 0}, "earlier": {"found": 0, "errors": 0}}
+    for row in rows:
+        if row["label"] < 0:
+            continue
+        side = out["last_step" if row["label"] == len(row["steps"]) - 1 else "earlier"]
+        side["errors"] += 1
+        side["found"] += predicted.get(row["id"]) == row["label"]
+    return out
 
 
 def first_error_agreement(labels_dir: Path, reference_dir: Path) -> dict:
@@ -209,8 +252,15 @@ def report(results: dict) -> str:
     accuracy, bon = results["prefix_accuracy"], results["bon"]
     from_problem = bon["candidates_correct"] / bon["candidates"] if bon["candidates"] else None
     lines.append(f"Completer (the world model; sampled at temperature {results['temperature']}):")
-    if results["model_record"]:
-        greedy = results["model_record"]["held_out_greedy_accuracy"]
+    record = results["model_record"]
+    if record and record.get("world_version") != results["world_version"]:
+        lines.append(f"  WARNING: the model was built for world version {record.get('world_version')}, this code is version "
+                     f"{results['world_version']}: it learned other problems or prompts")  # fmt: skip
+    if record and record["settings"]["seed"] != results["seed"]:
+        lines.append(f"  WARNING: the model was trained with seed {record['settings']['seed']}, the bench's problems use seed "
+                     f"{results['seed']}: they were not kept out of its training")  # fmt: skip
+    if record:
+        greedy = record["held_out_greedy_accuracy"]
         lines.append(f"  from the problem, greedy: {greedy['correct']}/{greedy['problems']} held-out problems right (measured when it was built)")
     lines.append(f"  from the problem, sampled: {_share(from_problem)} of {bon['candidates']} best-of-N candidates right")
     for side in ("right", "wrong"):
@@ -219,8 +269,13 @@ def report(results: dict) -> str:
     lines.append("")
     lines.append("Monte-Carlo labels against the known first errors (label split):")
     lines.append(format_comparison(results["label_quality"]))
+    lines.append("Injected errors found (first_error = the known one), by where they are:")
+    for name, found in results["errors_found"].items():
+        last, earlier = found["last_step"], found["earlier"]
+        lines.append(f"  {name:<16} earlier steps (by rollouts) {earlier['found']}/{earlier['errors']}, "
+                     f"last step (by the answer check) {last['found']}/{last['errors']}")  # fmt: skip
     lines.append("")
-    runs, exhaustive = results["runs"], results["runs"][-3]
+    runs, exhaustive = results["runs"], results["reference_run"]
     base = results["tokens"][exhaustive]
     lines.append(f"Generated tokens per labelling run, and first errors equal to {exhaustive}'s (of the solutions both determine):")
     for name in runs:

@@ -79,8 +79,10 @@ def test_rows_say_their_first_error_and_splits_do_not_overlap():
         assert (stated == row["answer"]) == (row["label"] == -1)
     assert {r["label"] for r in erroneous} >= set(range(MIN_EVENTS))  # errors at every early position
     texts = {split: {p.text for p in make_problems(300, split)} for split in ("train", "label", "test", "bon")}
-    assert len(texts["train"]) == 300
-    assert not texts["label"] & texts["test"] and not texts["label"] & texts["bon"]
+    assert all(len(t) == 300 for t in texts.values())
+    for a in texts:
+        for b in texts:
+            assert a == b or not texts[a] & texts[b], (a, b)
 
 
 def test_a_position_outside_the_solution_is_refused():
@@ -123,3 +125,105 @@ def test_a_cpu_engine_takes_the_context_a_model_folder_declares(tmp_path):
     assert _declared_context(str(tmp_path)) is None
     assert _declared_context(str(tmp_path / "missing")) is None
     assert _declared_context("Qwen/Qwen2.5-Math-7B-Instruct") is None  # a hub id: vLLM's own default applies
+
+
+def test_a_batch_is_made_from_fewer_examples_than_the_batch_size():
+    from labeler.world.training import _batches
+
+    ids, labels, mask = next(_batches([([1, 2, 3], 1)] * 10, 32, random.Random(0), 0))
+    assert ids.shape == (10, 3) and int(mask.sum()) == 30 and (labels[:, 0] == -100).all()
+
+
+def test_the_world_version_pins_what_the_model_learned():
+    """The cached world model is keyed by WORLD_VERSION and its settings: a change to the problems,
+    the solutions or the prompt the model learned from must bump the version (and this digest)."""
+    import hashlib
+
+    from labeler.inputs.traces import render_trace
+    from labeler.labeling.prompts import user_message
+    from labeler.world.cache import WORLD_VERSION
+
+    problems = make_problems(50, "train")
+    text = "".join(user_message(p.text) + render_trace(solution_steps(p), 0) for p in problems)
+    text += "".join(json_rows(processbench_rows(make_problems(50, "label"), 0.5, seed=0)))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert (WORLD_VERSION, digest) == (1, DIGEST_OF_VERSION_1), f"bump WORLD_VERSION in labeler/world/cache.py and set the digest to {digest}"
+
+
+def json_rows(rows):
+    import json
+
+    return [json.dumps(row, sort_keys=True) for row in rows]
+
+
+DIGEST_OF_VERSION_1 = "78cdb63e1ae0b5c6"  # the problems and prompt the cached world model of version 1 learned
+
+
+# bench/world.py's logic, with a runner that records the commands instead of running them.
+
+
+def bench_args(tmp_path, *flags):
+    from bench.world import parser
+
+    return parser().parse_args(["--model", str(tmp_path / "model"), *flags])
+
+
+class Stop(Exception):
+    pass
+
+
+def test_the_bench_passes_absolute_paths_to_its_commands(tmp_path, monkeypatch):
+    """The commands run in the repository's root: a relative --work or --model would name other folders."""
+    from bench.world import Commands, run_world
+
+    seen = []
+
+    def runner(args):
+        seen.append(args)
+        raise Stop
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model").mkdir()
+    args = bench_args(tmp_path, "--work", "w", "--label-problems", "3")
+    args.model = "model"
+    with pytest.raises(Stop):
+        run_world(args, Commands(runner))
+    paths = [seen[0][i + 1] for i, a in enumerate(seen[0]) if a in ("--input", "--output", "--model")]
+    assert len(paths) == 3 and all(p.startswith(str(tmp_path)) for p in paths), paths
+    assert (tmp_path / "w" / "label.jsonl").exists()
+
+
+def test_the_bench_refuses_a_folder_that_holds_a_run_and_bad_flags_before_any_model(tmp_path, monkeypatch):
+    import labeler.world.cache
+    from bench.world import Commands, run_world
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was looked up before the flags were checked")
+
+    def runner(args):
+        raise AssertionError("no command may run")
+
+    monkeypatch.setattr(labeler.world.cache, "ensure_world_model", no_model)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "label.jsonl").write_text("{}\n")
+    for flags, message in [
+        (["--work", str(tmp_path / "used")], "holds an earlier run"),
+        (["--rollouts", ""], "--rollouts"),
+        (["--rollouts", "4,4"], "--rollouts"),
+        (["--rollouts", "0,2"], "--rollouts"),
+        (["--label-problems", "0"], "--label-problems"),
+        (["--bon-problems", "0"], "--bon-problems"),
+        (["--test-problems", "0"], "--test-problems"),
+        (["--label-problems", "2001"], "kept from only the first 2000"),
+    ]:
+        args = bench_args(tmp_path, *flags)
+        args.model = None
+        with pytest.raises(SystemExit, match=message):
+            run_world(args, Commands(runner))
+
+
+def test_the_report_compares_with_the_largest_exhaustive_run_whatever_the_order():
+    from bench.world import strategies
+
+    runs = strategies([16, 8])
+    assert [name for name, _ in runs] == ["exhaustive-8", "exhaustive-16", "first-error-16", "adaptive-16"]

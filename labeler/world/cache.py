@@ -23,7 +23,8 @@ from labeler.world.training import WorldModelSettings, train_world_model
 
 __all__ = ["HELD_OUT_SPLITS", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
 
-# Bumped whenever the problems, the tokenizer or the training change: a new folder, trained anew.
+# Bumped whenever the problems, the prompt, the tokenizer or the training change: a new folder, trained
+# anew (tests/test_world.py pins the problems and the prompt to this version).
 WORLD_VERSION = 1
 MARKER = "world_model.json"  # written last: the folder is complete
 # The splits the bench draws from, and how many problems of each the training must never see.
@@ -82,7 +83,9 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
             accuracy = greedy_accuracy(tmp, make_problems(accuracy_problems, "test", settings.seed))
             record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy}
             (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
-            tmp.chmod(0o755)  # mkdtemp makes it private
+            tmp.chmod(0o755)  # mkdtemp makes it private; the files, readable by all, like the folder
+            for path in tmp.iterdir():
+                path.chmod(0o644)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)

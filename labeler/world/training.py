@@ -115,7 +115,7 @@ def _batches(examples, batch_size: int, rng: random.Random, pad_id: int):
 
     while True:
         order = sorted(rng.sample(range(len(examples)), len(examples)), key=lambda i: len(examples[i][0]) + rng.random() * 8)
-        chunks = [order[i : i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
+        chunks = [order[i : i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)] or [order]  # fewer than a batch: one
         rng.shuffle(chunks)
         for chunk in chunks:
             width = max(len(examples[i][0]) for i in chunk)
