@@ -92,6 +92,9 @@ def checked(args: argparse.Namespace) -> list[int]:
         if getattr(args, flag) > HELD_OUT_SPLITS[split]:
             raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the world model was kept from only the first "
                              f"{HELD_OUT_SPLITS[split]} problems of the {split} split")  # fmt: skip
+    names = [name for name, _ in strategies(rollouts)]
+    if args.prm_labels is not None and args.prm_labels not in names:
+        raise SystemExit(f"--prm-labels {args.prm_labels!r}: one of the bench's labelling runs, {', '.join(names)}")
     return rollouts
 
 
@@ -148,6 +151,8 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     Bad flags, and a --work folder that holds an earlier run, stop it (SystemExit) before anything runs."""
     rollouts = checked(args)
     work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-world-"))
+    if work.exists() and not work.is_dir():
+        raise SystemExit(f"--work {work} is not a folder")
     if work.exists() and any(work.iterdir()):
         raise SystemExit(f"--work {work} holds an earlier run (its commands would resume, not run): pass a new or empty folder")
     work.mkdir(parents=True, exist_ok=True)
@@ -194,7 +199,7 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
                                             "--beams", str(args.beams), "--proposals", str(args.proposals), "--max-steps", "12",
                                             "--step-max-new-tokens", "48", *sampling]))  # fmt: skip
 
-    marker = Path(args.model) / "world_model.json"
+    marker = Path(args.model) / "world_model.json"  # args.model is resolved above when it is a folder
     built = json.loads(marker.read_text()) if marker.exists() else None
     results = {"model": args.model, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
@@ -256,11 +261,11 @@ def report(results: dict) -> str:
     if record and record.get("world_version") != results["world_version"]:
         lines.append(f"  WARNING: the model was built for world version {record.get('world_version')}, this code is version "
                      f"{results['world_version']}: it learned other problems or prompts")  # fmt: skip
-    if record and record["settings"]["seed"] != results["seed"]:
+    if record and record.get("settings", {}).get("seed") != results["seed"]:
         lines.append(f"  WARNING: the model was trained with seed {record['settings']['seed']}, the bench's problems use seed "
                      f"{results['seed']}: they were not kept out of its training")  # fmt: skip
     if record:
-        greedy = record["held_out_greedy_accuracy"]
+        greedy = record.get("held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
         lines.append(f"  from the problem, greedy: {greedy['correct']}/{greedy['problems']} held-out problems right (measured when it was built)")
     lines.append(f"  from the problem, sampled: {_share(from_problem)} of {bon['candidates']} best-of-N candidates right")
     for side in ("right", "wrong"):
@@ -269,11 +274,12 @@ def report(results: dict) -> str:
     lines.append("")
     lines.append("Monte-Carlo labels against the known first errors (label split):")
     lines.append(format_comparison(results["label_quality"]))
-    lines.append("Injected errors found (first_error = the known one), by where they are:")
+    lines.append("Injected errors found (first_error = the known one), by where the error is (a last-step error is read off its "
+                 "stated answer, but missed when rollouts call an earlier right step wrong):")  # fmt: skip
     for name, found in results["errors_found"].items():
         last, earlier = found["last_step"], found["earlier"]
         lines.append(f"  {name:<16} earlier steps (by rollouts) {earlier['found']}/{earlier['errors']}, "
-                     f"last step (by the answer check) {last['found']}/{last['errors']}")  # fmt: skip
+                     f"last step (answer checked) {last['found']}/{last['errors']}")  # fmt: skip
     lines.append("")
     runs, exhaustive = results["runs"], results["reference_run"]
     base = results["tokens"][exhaustive]

@@ -215,6 +215,8 @@ def test_the_bench_refuses_a_folder_that_holds_a_run_and_bad_flags_before_any_mo
         (["--bon-problems", "0"], "--bon-problems"),
         (["--test-problems", "0"], "--test-problems"),
         (["--label-problems", "2001"], "kept from only the first 2000"),
+        (["--work", str(tmp_path / "used" / "label.jsonl")], "not a folder"),
+        (["--prm-labels", "exhaustive-3"], "--prm-labels"),
     ]:
         args = bench_args(tmp_path, *flags)
         args.model = None

@@ -24,7 +24,8 @@ from labeler.world.training import WorldModelSettings, train_world_model
 __all__ = ["HELD_OUT_SPLITS", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
 
 # Bumped whenever the problems, the prompt, the tokenizer or the training change: a new folder, trained
-# anew (tests/test_world.py pins the problems and the prompt to this version).
+# anew (tests/test_world.py pins the problems and the user turn to this version; the chat template and the
+# tokenizer's and trainer's code need the bump by hand).
 WORLD_VERSION = 1
 MARKER = "world_model.json"  # written last: the folder is complete
 # The splits the bench draws from, and how many problems of each the training must never see.
