@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from labeler.decoding.comparison import format_summary  # noqa: E402
 from labeler.decoding.reranking import format_table  # noqa: E402
+from labeler.store.reader import read_labels_table  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
 
@@ -110,11 +111,7 @@ def strategies(rollouts: list[int]) -> list[tuple[str, list[str]]]:
 def prefix_accuracy(labels_dir: Path, truth: dict[str, int]) -> dict:
     """The completer's success rate from right prefixes (steps before the known first error) and from
     wrong ones (at or after it): correct rollouts over counted rollouts, from each step's counts."""
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(str(labels_dir / "labels"), format="parquet").to_table(
-        columns=["problem_id", "label_method", "n_correct", "n_rollouts"]
-    )
+    table = read_labels_table(labels_dir, ["problem_id", "label_method", "n_correct", "n_rollouts"])
     sums = {"right": [0, 0], "wrong": [0, 0]}
     for row in table.to_pylist():
         first_error = truth[row["problem_id"]]
@@ -212,9 +209,7 @@ def errors_found(labels_dir: Path, rows: list[dict]) -> dict:
     """Of the solutions with an injected error, how many have it as their first_error, apart for errors
     in the last step (found by checking the stated answer, `--final-step check`: no rollouts) and
     errors in an earlier step (found by the rollouts)."""
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(str(labels_dir / "labels"), format="parquet").to_table(columns=["problem_id", "first_error"])
+    table = read_labels_table(labels_dir, ["problem_id", "first_error"])
     predicted = {row["problem_id"]: row["first_error"] for row in table.to_pylist()}
     out = {"last_step": {"found": 0, "errors": 0}, "earlier": {"found": 0, "errors": 0}}
     for row in rows:
@@ -229,10 +224,8 @@ def errors_found(labels_dir: Path, rows: list[dict]) -> dict:
 def first_error_agreement(labels_dir: Path, reference_dir: Path) -> dict:
     """How often a run's first_error equals the reference run's, over the solutions both determine (a
     first_error with an unlabelled step before it is undetermined, in either run: counted apart)."""
-    import pyarrow.dataset as ds
-
     def first_errors(path: Path) -> dict:
-        table = ds.dataset(str(path / "labels"), format="parquet").to_table(columns=["problem_id", "solution_id", "first_error", "label_method"])
+        table = read_labels_table(path, ["problem_id", "solution_id", "first_error", "label_method"])
         out = {}
         for row in table.to_pylist():
             determined = "unlabelled" not in row["label_method"][: row["first_error"] + 1 if row["first_error"] >= 0 else None]
