@@ -10,14 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
-
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+from labeler.world.tokenizer import CHAT_TEMPLATE, EOT, IM_END, IM_START  # the same ChatML turns as the world model
 
 
 def _corpus(rng: random.Random, lines: int = 400) -> list[str]:
