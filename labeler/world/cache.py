@@ -21,7 +21,7 @@ from labeler.world.accuracy import greedy_accuracy
 from labeler.world.problems import make_problems
 from labeler.world.training import WorldModelSettings, train_world_model
 
-__all__ = ["HELD_OUT_SPLITS", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
+__all__ = ["HELD_OUT_SPLITS", "build_once", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
 
 # Bumped whenever the problems, the prompt, the tokenizer or the training change: a new folder, trained
 # anew (tests/test_world.py pins the problems and the user turn to this version; the chat template and the
@@ -66,33 +66,44 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
     greedy accuracy on `accuracy_problems` held-out problems is measured after training, logged and
     recorded in the marker."""
     target = world_model_dir(settings, cache_dir)
-    if (target / MARKER).exists():
+
+    def train(tmp: Path) -> None:
+        log(f"training the world model into {target} (once)")
+        start = time.monotonic()
+        train_world_model(tmp, settings, held_out=held_out_texts(settings.seed), log=log)
+        trained = time.monotonic() - start
+        accuracy = greedy_accuracy(tmp, make_problems(accuracy_problems, "test", settings.seed))
+        record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy}
+        (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
+        for path in tmp.iterdir():  # readable by all, like the folder
+            path.chmod(0o644)
+        log(f"world model ready in {time.monotonic() - start:.0f} s ({trained:.0f} s training): {target}")
+        log(f"world model: greedy accuracy from the problem on held-out problems: {accuracy['correct']}/{accuracy['problems']}")
+
+    return build_once(target, MARKER, train)
+
+
+def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
+    """`target`, unless it holds `marker` already, first built by `build(folder)` into a temporary folder
+    beside it that is then renamed into place: it appears whole or not at all (`build` writes the
+    marker last). A file lock keeps two processes from building it at once. Returns `target`."""
+    if (target / marker).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
 
     from filelock import FileLock
 
     with FileLock(str(target) + ".lock"):
-        if (target / MARKER).exists():  # another process trained it while we waited
+        if (target / marker).exists():  # another process built it while we waited
             return target
-        log(f"training the world model into {target} (once)")
-        start = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            train_world_model(tmp, settings, held_out=held_out_texts(settings.seed), log=log)
-            trained = time.monotonic() - start
-            accuracy = greedy_accuracy(tmp, make_problems(accuracy_problems, "test", settings.seed))
-            record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy}
-            (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
-            tmp.chmod(0o755)  # mkdtemp makes it private; the files, readable by all, like the folder
-            for path in tmp.iterdir():
-                path.chmod(0o644)
-            if target.exists():
+            build(tmp)
+            tmp.chmod(0o755)  # mkdtemp makes it private
+            if target.exists():  # a leftover without marker, e.g. copied in by hand
                 shutil.rmtree(target)
             os.replace(tmp, target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        log(f"world model ready in {time.monotonic() - start:.0f} s ({trained:.0f} s training): {target}")
-        log(f"world model: greedy accuracy from the problem on held-out problems: {accuracy['correct']}/{accuracy['problems']}")
     return target
