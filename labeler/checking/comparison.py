@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from labeler.checking import forms
+from labeler.checking import forms, numeric
 from labeler.checking.normalisation import _equation_rhs, _Fast, _fast_compare, _mc_letter, _Norm, _normalise, _numbers_equal, _parse_number
 from labeler.checking.quantities import _UNITS as UNITS
 from labeler.checking.quantities import MULTIPLIERS, UNIT_SIZES, conflict, lemma
@@ -294,7 +294,24 @@ def _atoms(pn: _Norm, rn: _Norm, question: Question | None = None) -> Decision:
         if p_vars != r_vars:
             # "2m" is not 2 (math-verify would read m as metres), "2w" is not "2x"
             return _done(Verdict.INCORRECT, f"different variables ({', '.join(sorted(p_vars)) or 'none'} vs {', '.join(sorted(r_vars)) or 'none'})", pn.spaced, rn.spaced)
-    return Decision(None, "symbolic: math-verify equivalence", ("plain", tuple(symbolic_variants(pn, rn)), tuple(symbolic_variants(rn, pn))), pn.spaced, rn.spaced)
+    pred_variants, ref_variants = tuple(symbolic_variants(pn, rn)), tuple(symbolic_variants(rn, pn))
+    differ = _values_differ(pred_variants, ref_variants)
+    if differ is not None:
+        return _done(Verdict.INCORRECT, f"constant values differ ({differ[0]:.6g} vs {differ[1]:.6g})", pn.spaced, rn.spaced)
+    return Decision(None, "symbolic: math-verify equivalence", ("plain", pred_variants, ref_variants), pn.spaced, rn.spaced)
+
+
+def _values_differ(pred_variants: tuple[str, ...], ref_variants: tuple[str, ...]) -> tuple[float, float] | None:
+    """The values of the first pair when every reading of the prediction is a constant whose value clearly
+    differs from every reading of the reference (numeric.py): the symbolic layer could only say incorrect."""
+    first = None
+    for p in pred_variants:
+        for r in ref_variants:
+            differ = numeric.clearly_different(p, r)
+            if differ is None:
+                return None
+            first = first or differ
+    return first
 
 
 def _fast_rule_name(pn: _Norm, rn: _Norm, fast: _Fast) -> str:

@@ -1,0 +1,131 @@
+"""The in-process value test before the symbolic layer (labeler/checking/numeric.py): what it reads, what it
+refuses, and, as a property, that every expression it reads has the value math-verify's LaTeX grammar gives it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from labeler.checking import numeric
+from labeler.checking.checker import AnswerChecker
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("42", 42.0),
+        ("-3.5", -3.5),
+        ("\\frac{1}{2}", 0.5),
+        ("\\frac{5\\sqrt{2}}{3}", 5 * math.sqrt(2) / 3),
+        ("2\\sqrt{3}", 2 * math.sqrt(3)),
+        ("3\\pi", 3 * math.pi),
+        ("\\sqrt[3]{27}", 3.0),
+        ("2^{10}", 1024.0),
+        ("2^3", 8.0),
+        ("(1+2) \\cdot (3+4)", 21.0),
+        ("1 - 2 \\cdot 3", -5.0),
+        ("\\frac{\\pi}{4} + 1", math.pi / 4 + 1),
+        ("-\\frac{1}{3}", -1 / 3),
+    ],
+)
+def test_reads_constant_expressions(text, expected):
+    assert numeric.value(text) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x + 1",  # a variable
+        "2e",  # a letter that may be a constant
+        "\\sin 30",  # a function
+        "1,000",  # a digit group or a list
+        "2 3",  # one number or a product
+        "2(3)",  # math-verify: a mixed number, 5
+        "(2)(3)",
+        "(2)\\frac{1}{3}",  # math-verify: 7/3
+        "\\frac{0}{1}\\frac{1}{1}",  # math-verify: 1
+        "3\\frac{1}{2}",  # a mixed number in some readings
+        "2^10",  # LaTeX reads 2^1 then 0
+        "2^3^2",  # no agreed grouping
+        "\\sqrt{-4}",  # complex
+        "(-8)^{\\frac{1}{3}}",  # complex in sympy's reading
+        "10^{10^{10}}",  # too large to compute
+        "\\frac{1}{0}",
+        "1/0",
+        "(1+2",
+        "",
+        "\\boxed{3}",
+        "50\\%",
+    ],
+)
+def test_refuses_what_it_cannot_read_the_same_way(text):
+    assert numeric.value(text) is None
+
+
+def test_clearly_different_only_beyond_rounding():
+    assert numeric.clearly_different("\\frac{1}{3}", "0.5") == pytest.approx((1 / 3, 0.5))
+    assert numeric.clearly_different("\\frac{1}{3}", "0.3333333") is None  # within math-verify's 6 decimal places
+    assert numeric.clearly_different("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}") is None  # equal: the symbolic layer decides
+    assert numeric.clearly_different("x", "2") is None
+
+
+def test_the_checker_answers_different_constants_without_the_pool():
+    with AnswerChecker(workers=1) as checker:
+        result = checker.check("The answer is $\\boxed{\\frac{5\\sqrt{2}}{3}}$.", "\\frac{7}{3}")
+        assert result.verdict.value == "incorrect"
+        assert result.rule.startswith("constant values differ")
+        assert checker._pool is None  # noqa: SLF001 - decided in-process
+        # equal values are still the symbolic layer's to decide
+        assert checker.check("$\\boxed{\\frac{\\sqrt{2}}{2}}$", "\\frac{1}{\\sqrt{2}}").verdict.value == "correct"
+
+
+# -- property: where numeric reads an expression, math-verify reads the same value -------------------------
+
+_leaf = st.one_of(
+    st.integers(0, 99).map(str),
+    st.sampled_from(["0.5", "2.25", "\\pi", "\\sqrt{2}", "\\sqrt{3}", "\\sqrt[3]{5}"]),
+)
+
+
+def _combine(children):
+    return st.one_of(
+        st.tuples(children, st.sampled_from(["+", "-", "\\cdot", "\\times", "/", "\\div"]), children).map(lambda t: f"{t[0]} {t[1]} {t[2]}"),
+        st.tuples(children, children).map(lambda t: f"\\frac{{{t[0]}}}{{{t[1]}}}"),
+        children.map(lambda c: f"\\sqrt{{{c}}}"),
+        children.map(lambda c: f"({c})"),
+        children.map(lambda c: f"-{c}"),
+        st.tuples(children, st.integers(0, 4)).map(lambda t: f"({t[0]})^{{{t[1]}}}"),
+        st.tuples(st.integers(1, 9), children).map(lambda t: f"{t[0]}({t[1]})"),
+        st.tuples(children, children).map(lambda t: f"{t[0]}{t[1]}"),
+        st.tuples(st.integers(1, 9), st.sampled_from(["\\pi", "\\sqrt{2}", "\\sqrt{7}"])).map(lambda t: f"{t[0]}{t[1]}"),
+    )
+
+
+_expressions = st.recursive(_leaf, _combine, max_leaves=6)
+
+
+def _math_verify_value(text: str) -> complex | None:
+    from math_verify import LatexExtractionConfig, parse
+
+    parsed = parse("\\boxed{" + text + "}", extraction_config=[LatexExtractionConfig(boxed_match_priority=0)], fallback_mode="no_fallback")
+    if not parsed:
+        return None
+    try:
+        return complex(parsed[0].evalf(30))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_expressions)
+def test_every_value_read_is_math_verifys(text):
+    ours = numeric.value(text)
+    if ours is None:
+        return
+    theirs = _math_verify_value(text)
+    assert theirs is not None, f"math-verify does not read {text!r}, which numeric reads as {ours}"
+    assert abs(theirs.imag) <= 1e-9 * max(1.0, abs(theirs)), text
+    assert theirs.real == pytest.approx(ours, rel=1e-9, abs=1e-12), text
