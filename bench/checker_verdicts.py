@@ -90,10 +90,14 @@ def compare(old: dict, new: dict) -> int:
         renamed = sum(1 for k in keys if k in a and k in b and a[k][:2] == b[k][:2] and a[k][2] != b[k][2])
         print(f"{group:42} {len(keys):5} pairs  {len(changed):3} differ  {renamed:4} decided by another rule")
         for k in changed[:10]:
-            print(f"    {k}: {a.get(k)} -> {b.get(k)}")
+            print(f"    {k}: {_short(a.get(k))} -> {_short(b.get(k))}")
         differing += len(changed)
     print("SAME VERDICTS" if not differing else f"DIFFERENT: {differing} pairs")
     return differing
+
+
+def _short(entry: list | None) -> list | None:
+    return None if entry is None else [v if not isinstance(v, str) or len(v) <= 80 else v[:60] + f"... ({len(v)} chars)" for v in entry]
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ would take (sleeping, so the CPU is free, like a GPU's time), to stand in for a 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import time
@@ -74,17 +75,17 @@ def processbench_pool(rows: Iterable[dict]) -> dict[str, list[tuple[str, int]]]:
     return pool
 
 
-def recorded_pool(output: Path) -> dict[str, list[tuple[str, int]]]:
-    """problem -> the rollouts a labeling output recorded for it (text, tokens)."""
+def recorded_pool(output: Path) -> dict[str, list[tuple]]:
+    """problem -> the rollouts a labeling output recorded for it (text, tokens, finish reason)."""
     import pyarrow.parquet as pq
 
     labels = pq.read_table(output / "labels", columns=["solution_id", "problem"]).to_pylist()
     problem_of = {row["solution_id"]: row["problem"] for row in labels}
     rollouts = pq.read_table(output / "rollouts", columns=["solution_id", "text", "tokens", "finish_reason"]).to_pylist()
-    pool: dict[str, list[tuple[str, int]]] = {}
+    pool: dict[str, list[tuple]] = {}
     for r in rollouts:
         if r["finish_reason"] != "final_answer_check" and r["solution_id"] in problem_of:
-            pool.setdefault(problem_of[r["solution_id"]], []).append((r["text"], r["tokens"]))
+            pool.setdefault(problem_of[r["solution_id"]], []).append((r["text"], r["tokens"], r["finish_reason"]))
     return pool
 
 
@@ -141,22 +142,28 @@ class ReplayGenerator:
     """The labeler's Generator (labeler/labeling/generation.py) over a pool of completions, no engine.
 
     A request gets `n` texts of its problem's pool, drawn with its seed (rollout r with seed + r, as vLLM
-    does), so that a rerun replays the same completions. `tokens_per_second`: sleep as long as an engine of
-    that speed takes for the tokens returned (None: return at once)."""
+    does), so that a rerun replays the same completions; a recorded completion keeps its finish reason,
+    the others stop (none is cut). `tokens_per_second`: sleep as long as an engine of that speed takes for
+    the tokens returned (None: return at once). `stats_file`: a folder where it keeps, after every call, its
+    busy seconds and the times of its first and last call (one file per generator, for Ray workers too)."""
 
-    def __init__(self, pool: dict[str, list[tuple[str, int]]], tokens_per_second: float | None = None, model_name: str = "replay"):
+    def __init__(self, pool: dict[str, list[tuple]], tokens_per_second: float | None = None, stats_file: Path | None = None,
+                 model_name: str = "replay"):  # fmt: skip
         from labeler.labeling.prompts import user_message
 
         # the labeler's prompts name the problem in its instruction (labeler/labeling/prompts.py)
         self.pool = {user_message(problem): texts for problem, texts in pool.items()}
         self.tokens_per_second = tokens_per_second
         self.model_name = model_name
-        self.tokens = 0  # returned so far
-        self.sleeping = 0.0  # seconds slept, standing in for the engine
+        self.stats_path = None if stats_file is None else Path(stats_file) / f"replay-{os.getpid()}-{id(self)}.json"
+        self.busy = 0.0  # seconds spent generating (sleeping, standing in for the engine)
+        self.first_start: float | None = None
+        self.last_end = 0.0
 
     def generate(self, requests, sampling):
         from labeler.labeling.generation import Completion, GenerationResult
 
+        started = time.time()
         results, tokens = [], 0
         for request in requests:
             candidates = self.pool.get(request.user_message)
@@ -164,17 +171,18 @@ class ReplayGenerator:
                 raise KeyError(f"replay: no completions recorded for the problem of {request.user_message[:80]!r}")
             completions = []
             for r in range(request.n):
-                text, n_tokens = candidates[random.Random(request.seed + r).randrange(len(candidates))]
-                n_tokens = min(n_tokens, sampling.max_new_tokens)
-                finish = "stop" if n_tokens < sampling.max_new_tokens else "length"
-                completions.append(Completion(text, n_tokens, finish, budget=sampling.max_new_tokens))
+                text, n_tokens, *finish = candidates[random.Random(request.seed + r).randrange(len(candidates))]
+                completions.append(Completion(text, n_tokens, finish[0] if finish else "stop", budget=sampling.max_new_tokens))
                 tokens += n_tokens
             results.append(GenerationResult(tuple(completions)))
-        self.tokens += tokens
         if self.tokens_per_second:
-            pause = tokens / self.tokens_per_second
-            self.sleeping += pause
-            time.sleep(pause)
+            time.sleep(max(0.0, tokens / self.tokens_per_second - (time.time() - started)))
+        ended = time.time()
+        self.busy += ended - started
+        self.first_start = started if self.first_start is None else self.first_start
+        self.last_end = ended
+        if self.stats_path is not None:
+            self.stats_path.write_text(json.dumps({"busy": self.busy, "first_start": self.first_start, "last_end": self.last_end}))
         return results
 
     def close(self) -> None:

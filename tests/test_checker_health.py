@@ -175,7 +175,8 @@ def test_the_self_test_is_cheap():
         assert c._pool.self_tests == 2
 
 
-TOWERS = [(f"\\boxed{{{b}^{{{b}^{{{b}^{{100}}}}}}}}", "5") for b in (2, 3, 5, 6, 7)]
+# factorials of power towers: a tower alone against a number is decided in-process (labeler/checking/numeric.py)
+TOWERS = [("\\boxed{%d^{%d^{%d^{100}}}!}" % (b, b, b), "5") for b in (2, 3, 5, 6, 7)]
 
 
 def test_slow_inputs_in_a_row_stay_timeouts_after_a_passing_self_test():

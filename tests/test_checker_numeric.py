@@ -129,3 +129,34 @@ def test_every_value_read_is_math_verifys(text):
     assert theirs is not None, f"math-verify does not read {text!r}, which numeric reads as {ours}"
     assert abs(theirs.imag) <= 1e-9 * max(1.0, abs(theirs)), text
     assert theirs.real == pytest.approx(ours, rel=1e-9, abs=1e-12), text
+
+
+@pytest.mark.parametrize("huge", ["10^{10^{10^{10}}}", "2^{3^{4^{5^{6}}}}", "99999!", "10^{400}", "-10^{400}"])
+def test_numbers_too_large_to_compute_differ_from_any_readable_value(huge):
+    assert numeric.value(huge) is None
+    differ = numeric.clearly_different(huge, "23")
+    assert differ is not None and math.isinf(differ[0]) and differ[1] == 23.0
+    assert numeric.clearly_different(huge, "x") is None  # nothing read on the other side: the symbolic layer's
+    assert numeric.clearly_different(huge, huge) is None
+
+
+@pytest.mark.parametrize("not_huge", ["10^{200}", "2^{10}", "170!", "10^{x}", "10^{400} - 10^{400}", "(10)^{400}"])
+def test_only_a_bare_power_or_factorial_is_known_to_be_huge(not_huge):
+    assert numeric._huge(not_huge) is None  # noqa: SLF001
+
+
+def test_a_power_tower_is_incorrect_at_once_not_a_timeout():
+    with AnswerChecker(workers=1, timeout_s=1.0) as checker:
+        result = checker.check("So the answer is $\\boxed{10^{10^{10^{10}}}}$.", "7425")
+        assert (result.verdict.value, result.rule) == ("incorrect", "constant values differ (a number too large to compute vs 7425)")
+        assert checker._pool is None  # noqa: SLF001
+
+
+def test_an_answer_of_hundreds_of_digits_is_decided_at_once():
+    with AnswerChecker(workers=1) as checker:
+        long_integer = checker.check("The answer is " + "9" * 3000 + ".", "23")
+        assert (long_integer.verdict.value, long_integer.rule) == ("incorrect", "an integer of 3000 digits: far from the reference's value")
+        # a long decimal may round to the reference: not known, so not incorrect
+        assert checker.check("The answer is 0." + "3" * 500, "\\frac{1}{3}").verdict.value == "unparseable"
+        assert checker.check("The answer is " + "7" * 500, "7" * 500).verdict.value == "correct"
+        assert checker._pool is None  # noqa: SLF001

@@ -24,13 +24,15 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
+from labeler.checking import numeric
 from labeler.checking.comparison import Decision, compare
 from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer, extract_answer_traced
-from labeler.checking.normalisation import _is_plain_number_reference, _Norm, _normalise
+from labeler.checking.normalisation import _MAX_NUMBER_DIGITS, _is_plain_number_reference, _Norm, _normalise
 from labeler.checking.pool import _Pool
 from labeler.checking.question import Question, read_question
 from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Explanation, Verdict
@@ -45,13 +47,15 @@ logger = logging.getLogger(__name__)
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
+# 6: constants whose values clearly differ, power towers and huge factorials against a readable value, and integers of
+#    hundreds of digits are incorrect in-process (they were symbolic verdicts, timeouts or unparseable; issue 25)
 # 5: a leading phrase's number stays the answer when it names the quantity asked and the main clause's does not, or the
 #    asking words are the phrase's; money or a percent last is another quantity than the one asked (review of 4)
 # 4: a number in a circumstance that opens a closing sentence is not its answer ("After 3 days, she has 42 apples."; issue 23)
 # 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups
 #    against one number (red team 1)
 # 2: shapes of answers (issue 12)
-CHECKER_VERSION = 5
+CHECKER_VERSION = 6
 
 
 def _default_workers() -> int:
@@ -102,6 +106,8 @@ class AnswerChecker:
         self._lock = threading.Lock()  # the pool: one batch at a time
         # symbolic verdicts by (pred variants, ref variants); timeouts are not cached
         self._cache = _VerdictCache(self.CACHE_SIZE)
+        # in-process decisions by (extracted answer, reference answer, question): compare() is pure
+        self._decisions = _VerdictCache(self.CACHE_SIZE)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -219,17 +225,39 @@ class AnswerChecker:
             return _Outcome(Verdict.UNPARSEABLE, r.missing, extracted, how, ref)
         if r.over_long:
             # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
-            verdict = Verdict.CORRECT if extracted.strip() == ref.strip() else Verdict.UNPARSEABLE
-            return _Outcome(verdict, "over-long answer: exact match only", extracted, how, ref)
+            if extracted.strip() == ref.strip():
+                return _Outcome(Verdict.CORRECT, "over-long answer: exact match only", extracted, how, ref)
+            if _BARE_INTEGER.fullmatch(extracted.strip()) and numeric.value(ref) is not None:
+                # an integer of hundreds of digits is beyond every value numeric reads (below 1e250)
+                digits = len(extracted.strip().lstrip("-"))
+                return _Outcome(Verdict.INCORRECT, f"an integer of {digits} digits: far from the reference's value", extracted, how, ref)
+            return _Outcome(Verdict.UNPARSEABLE, "over-long answer: exact match only", extracted, how, ref)
+        verdict, rule, d, task = self._decided(extracted, ref, question, r)
+        return _Outcome(verdict, rule, extracted, how, ref, d, task)
+
+    def _decided(self, extracted: str, ref: str, question: str | None, r: "Reading") -> tuple:
+        """(verdict, rule, decision, task) of an extracted answer against a reference: a pure function of the
+        two answers and the question, memoised (the rollouts of one prefix repeat a handful of answers)."""
+        key = (extracted, ref, question)
+        decided = self._decisions.get(key)
+        if decided is not None:
+            return decided
         pn, rn = r.answer_form, r.reference_form
         d = compare(pn, rn, r.question)
         if d.verdict is not None:
-            return _Outcome(d.verdict, d.rule, extracted, how, ref, d)
-        if len(pn.spaced) > MAX_ANSWER_CHARS:
-            return _Outcome(Verdict.UNPARSEABLE, "answer too long for the symbolic layer", extracted, how, ref, d)
-        if len(rn.spaced) > MAX_ANSWER_CHARS:
-            return _Outcome(Verdict.INCORRECT, "reference too long for the symbolic layer", extracted, how, ref, d)
-        return _Outcome(None, d.rule, extracted, how, ref, d, d.task)
+            decided = (d.verdict, d.rule, d, None)
+        elif len(pn.spaced) > MAX_ANSWER_CHARS:
+            decided = (Verdict.UNPARSEABLE, "answer too long for the symbolic layer", d, None)
+        elif len(rn.spaced) > MAX_ANSWER_CHARS:
+            decided = (Verdict.INCORRECT, "reference too long for the symbolic layer", d, None)
+        else:
+            decided = (None, d.rule, d, d.task)
+        self._decisions.put(key, decided)
+        return decided
+
+
+_LONG_DIGIT_RUN = re.compile(r"\d{%d}" % (_MAX_NUMBER_DIGITS + 1))
+_BARE_INTEGER = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +289,9 @@ def read_answers(prediction: str, reference: str, question: str | None = None, *
     )
     if extracted is None:
         return Reading(ref, None, how, "no answer in the prediction", question=q)
-    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
+    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS or _LONG_DIGIT_RUN.search(extracted):
+        # a number of hundreds of digits is a model looping, not an answer; the normal forms' patterns
+        # would also take seconds on it
         return Reading(ref, extracted, how, over_long=True, question=q)
     pn = _normalise(extracted)
     if not pn.text:
@@ -332,7 +362,7 @@ def _validated(pairs, questions=None) -> list[tuple[str, str, str | None]]:
 
 
 class _VerdictCache:
-    """Bounded map of symbolic verdicts, every read and write under its own lock (not the pool's:
+    """Bounded map of verdicts (or decisions), every read and write under its own lock (not the pool's:
     a cache hit must not wait for another thread's batch of symbolic checks)."""
 
     def __init__(self, max_size: int):
@@ -340,11 +370,11 @@ class _VerdictCache:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, Verdict] = {}
 
-    def get(self, key: Hashable) -> Verdict | None:
+    def get(self, key: Hashable):
         with self._lock:
             return self._entries.get(key)
 
-    def put(self, key: Hashable, verdict: Verdict) -> None:
+    def put(self, key: Hashable, verdict) -> None:
         with self._lock:
             if len(self._entries) >= self.max_size:
                 self._entries.clear()

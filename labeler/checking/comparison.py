@@ -297,7 +297,8 @@ def _atoms(pn: _Norm, rn: _Norm, question: Question | None = None) -> Decision:
     pred_variants, ref_variants = tuple(symbolic_variants(pn, rn)), tuple(symbolic_variants(rn, pn))
     differ = _values_differ(pred_variants, ref_variants)
     if differ is not None:
-        return _done(Verdict.INCORRECT, f"constant values differ ({differ[0]:.6g} vs {differ[1]:.6g})", pn.spaced, rn.spaced)
+        shown = ["a number too large to compute" if math.isinf(v) else f"{v:.6g}" for v in differ]
+        return _done(Verdict.INCORRECT, f"constant values differ ({shown[0]} vs {shown[1]})", pn.spaced, rn.spaced)
     return Decision(None, "symbolic: math-verify equivalence", ("plain", pred_variants, ref_variants), pn.spaced, rn.spaced)
 
 

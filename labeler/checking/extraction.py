@@ -262,6 +262,7 @@ def _last_phrase(text: str) -> tuple[int, str] | None:
     return best
 
 
+_CUE_WINDOW = 200  # characters before the end of a lead where its cue may start
 _CONCLUSION_CUE = re.compile(
     r"(?:\b(?:is|are|was|were|be|equals?|becomes?|gives?|get|obtain|yields?|at)|=|:)\s*(?:therefore|thus|then|approximately|about|exactly|simply|just|equal\s+to|given\s+by)?\s*:?\s*$",
     re.IGNORECASE,
@@ -333,7 +334,8 @@ def _last_conclusion(text: str) -> tuple[int, str] | None:
         before = para[:first].rstrip()
         sentence = before[_sentence_start(before) :]
         lead = sentence
-        if not (_CONCLUSION_CUE.search(lead) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE) or _INTRO_PHRASE.fullmatch(lead)):
+        # the cue ends the lead: searched from near its end (from the start it is quadratic on a long lead)
+        if not (_CONCLUSION_CUE.search(lead, max(0, len(lead.rstrip()) - _CUE_WINDOW)) or re.fullmatch(r"\W*(?:therefore|thus|so|hence|finally)\W*", lead, re.IGNORECASE) or (lead.rstrip().endswith(",") and _INTRO_PHRASE.fullmatch(lead))):
             continue
         if content.rstrip().endswith((",", ";")):
             continue  # the sentence goes on

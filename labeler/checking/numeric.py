@@ -50,15 +50,61 @@ def value(text: str) -> float | None:
 
 
 def clearly_different(a: str, b: str) -> tuple[float, float] | None:
-    """(value of a, value of b) when both are constant expressions whose values clearly differ, else None."""
+    """(value of a, value of b) when both are constant expressions whose values clearly differ, else None.
+    A power tower or factorial too large to compute ("10^{10^{10}}", "99999!") has the value +-inf here: it
+    differs from every value that can be read."""
     va = value(a)
-    if va is None:
-        return None
     vb = value(b)
-    if vb is None:
+    if va is None and vb is not None:
+        va = _huge(a)
+    elif vb is None and va is not None:
+        vb = _huge(b)
+    if va is None or vb is None:
         return None
+    if math.isinf(va) or math.isinf(vb):
+        return va, vb
     scale = max(1.0, abs(va), abs(vb))
     return (va, vb) if abs(va - vb) > RELATIVE_MARGIN * scale else None
+
+
+_FACTORIAL = re.compile(r"\s*(-?)\s*(\d+)\s*!\s*")
+
+
+def _huge(text: str) -> float | None:
+    """+-inf when `text` is certainly larger in size than any value `value` reads: a factorial of 171 or
+    more, or a power a^{e} (a >= 2, nothing else around it) whose exponent is readable and too large, or
+    is itself such a power; else None."""
+    m = _FACTORIAL.fullmatch(text)
+    if m is not None:
+        return (-math.inf if m.group(1) else math.inf) if int(m.group(2)) > 170 else None
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    sign = 1.0
+    if tokens[0][1] == "-":
+        sign, tokens = -1.0, tokens[1:]
+    if len(tokens) < 3 or tokens[0][0] != "num" or tokens[1][1] != "^" or float(tokens[0][1]) < 2:
+        return None
+    base = float(tokens[0][1])
+    exponent = tokens[2:]
+    if exponent[0][1] == "{" and exponent[-1][1] == "}" and _balanced(exponent[1:-1]):
+        exponent = exponent[1:-1]
+    elif len(exponent) != 1:
+        return None
+    inner = " ".join(token for _, token in exponent)
+    e = value(inner)
+    if e is None:
+        return sign * math.inf if _huge(inner) == math.inf else None
+    return sign * math.inf if e * math.log10(base) > 300 else None
+
+
+def _balanced(tokens: list[tuple[str, str]]) -> bool:
+    depth = 0
+    for _, token in tokens:
+        depth += {"{": 1, "}": -1}.get(token, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _tokens(text: str) -> list[tuple[str, str]] | None:
