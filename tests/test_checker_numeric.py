@@ -159,4 +159,6 @@ def test_an_answer_of_hundreds_of_digits_is_decided_at_once():
         # a long decimal may round to the reference: not known, so not incorrect
         assert checker.check("The answer is 0." + "3" * 500, "\\frac{1}{3}").verdict.value == "unparseable"
         assert checker.check("The answer is " + "7" * 500, "7" * 500).verdict.value == "correct"
+        # leading zeros are no digits of size (review of issue 25): not known, so not incorrect
+        assert checker.check("The answer is \\boxed{" + "0" * 401 + "5}", "5").verdict.value == "unparseable"
         assert checker._pool is None  # noqa: SLF001

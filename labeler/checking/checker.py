@@ -227,9 +227,10 @@ class AnswerChecker:
             # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
             if extracted.strip() == ref.strip():
                 return _Outcome(Verdict.CORRECT, "over-long answer: exact match only", extracted, how, ref)
-            if _BARE_INTEGER.fullmatch(extracted.strip()) and numeric.value(ref) is not None:
-                # an integer of hundreds of digits is beyond every value numeric reads (below 1e250)
-                digits = len(extracted.strip().lstrip("-"))
+            significant = extracted.strip().lstrip("-").lstrip("0")
+            if _BARE_INTEGER.fullmatch(extracted.strip()) and len(significant) > 300 and numeric.value(ref) is not None:
+                # an integer of hundreds of significant digits is beyond every value numeric reads (below 1e250)
+                digits = len(significant)
                 return _Outcome(Verdict.INCORRECT, f"an integer of {digits} digits: far from the reference's value", extracted, how, ref)
             return _Outcome(Verdict.UNPARSEABLE, "over-long answer: exact match only", extracted, how, ref)
         verdict, rule, d, task = self._decided(extracted, ref, question, r)
