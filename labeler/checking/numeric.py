@@ -76,7 +76,9 @@ def _huge(text: str) -> float | None:
     is itself such a power; else None."""
     m = _FACTORIAL.fullmatch(text)
     if m is not None:
-        return (-math.inf if m.group(1) else math.inf) if int(m.group(2)) > 170 else None
+        digits = m.group(2).lstrip("0")
+        # compared by length first: int() of thousands of digits raises (Python's digit limit)
+        return (-math.inf if m.group(1) else math.inf) if len(digits) > 3 or int(digits or "0") > 170 else None
     tokens = _tokens(text)
     if tokens is None:
         return None
