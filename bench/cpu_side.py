@@ -10,7 +10,7 @@ model, degenerate ones) in place of the engine and measures that work alone, on 
    that is per core.
 2. label   -- the whole labeling job (plan, rounds, checks, label math, tables, commits) on the
    replayed completions, as fast as the CPU side goes: verdicts and labelled steps per CPU-second, and
-   the share of each stage in the job's CPU time.
+   each stage's wall seconds (on all threads) as a share of the job's CPU-seconds.
 3. gpu     -- the same job with the replay waiting as long as an engine of --gpu-rate tokens/s would
    (sleeping: the CPU is free, as it is while a GPU works), in this process and on 1 and 2 Ray
    workers: the share of the labeling time the engine was busy (100%: it never waited for the CPU side).
@@ -272,7 +272,7 @@ def part_label(args, families, work: Path) -> None:
         print(f"   {verdicts / cpu:.0f} verdicts and {summary.steps_labelled / cpu:.0f} labelled steps per CPU-second; "
               f"keeps up with {summary.generated_tokens / cpu:.0f} generated tokens/s per core")  # fmt: skip
         timed = sum(stages.seconds.values())
-        print("   stage (wall seconds on all threads; the symbolic pool's are the front end's wait on it)  share of the CPU time")
+        print("   stage (wall seconds on all threads, the symbolic pool's the front end's wait on it)  as a share of the job's CPU-seconds")
         for stage, seconds in sorted(stages.seconds.items(), key=lambda kv: -kv[1]):
             print(f"   {stage:36} {seconds:7.3f} s  {100 * seconds / cpu:5.1f}%")
         print(f"   {'other (threads, GC)':36} {max(0.0, cpu - timed):7.3f} s  {100 * max(0.0, cpu - timed) / cpu:5.1f}%", flush=True)

@@ -257,8 +257,13 @@ class AnswerChecker:
         return decided
 
 
-_LONG_DIGIT_RUN = re.compile(r"\d{%d}" % (_MAX_NUMBER_DIGITS + 1))
 _BARE_INTEGER = re.compile(r"-?\d+")
+
+
+def _huge_integer(text: str) -> bool:
+    """A bare integer of more than _MAX_NUMBER_DIGITS significant digits."""
+    text = text.strip()
+    return len(text) > _MAX_NUMBER_DIGITS and _BARE_INTEGER.fullmatch(text) is not None and len(text.lstrip("-").lstrip("0")) > _MAX_NUMBER_DIGITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +295,9 @@ def read_answers(prediction: str, reference: str, question: str | None = None, *
     )
     if extracted is None:
         return Reading(ref, None, how, "no answer in the prediction", question=q)
-    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS or _LONG_DIGIT_RUN.search(extracted):
-        # a number of hundreds of digits is a model looping, not an answer; the normal forms' patterns
-        # would also take seconds on it
+    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS or _huge_integer(extracted):
+        # an integer of hundreds of significant digits is a model looping, not an answer (a decimal's long run of
+        # digits, "0.333...", or zeros before an integer, "000...05", are read as numbers)
         return Reading(ref, extracted, how, over_long=True, question=q)
     pn = _normalise(extracted)
     if not pn.text:
