@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
+# 7: a long decimal or zeros before an integer are read as numbers again (6 had them over-long, unparseable)
 # 6: constants whose values clearly differ, power towers and huge factorials against a readable value, and integers of
 #    hundreds of digits are incorrect in-process (they were symbolic verdicts, timeouts or unparseable; issue 25)
 # 5: a leading phrase's number stays the answer when it names the quantity asked and the main clause's does not, or the
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 # 3: prose sentences, units asked on every path, bases, exact decimals, labelled values ("Total: $1,250"), digit groups
 #    against one number (red team 1)
 # 2: shapes of answers (issue 12)
-CHECKER_VERSION = 6
+CHECKER_VERSION = 7
 
 
 def _default_workers() -> int:
