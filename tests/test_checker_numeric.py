@@ -173,3 +173,48 @@ def test_an_answer_of_hundreds_of_digits_is_decided_at_once():
 def test_long_runs_of_digits_outside_a_huge_integer_are_numbers(prediction, reference, verdict):
     with AnswerChecker(workers=1) as checker:
         assert checker.check(prediction, reference).verdict.value == verdict
+
+
+# Review of issue 25: inputs whose verdicts an in-process shortcut changed; each is checker v5's (314e099) verdict.
+_HUGE = "1" + "0" * 401
+
+
+def _boxed(s: str) -> str:
+    return "The answer is $\\boxed{" + s + "}$."
+
+
+@pytest.mark.parametrize(
+    "prediction, reference, verdict",
+    [
+        (_boxed(_HUGE), "10^{401}", "correct"),  # an integer of 402 digits is a number, not a model looping
+        (_boxed(_HUGE), "{:,}".format(int(_HUGE)), "correct"),
+        (_boxed(_HUGE), "0" + _HUGE, "correct"),
+        (_boxed(_HUGE), _HUGE + " \\text{ ways}", "correct"),
+        (_boxed("-" + _HUGE), "-10^{401}", "correct"),
+        (_boxed(_HUGE), "2^{1333}", "incorrect"),
+        # a tuple: the symbolic layer's verdict is its first component's that is not correct
+        (_boxed("(\\ldots, \\sqrt{2})"), "(\\cos(1), \\sqrt{3})", "unparseable"),
+        (_boxed("(\\#, \\sqrt{2})"), "(\\cos(1), \\sqrt{3})", "unparseable"),
+        (_boxed("a=\\ldots, b=\\sqrt{2}"), "a=\\cos(1), b=\\sqrt{3}", "unparseable"),
+        (_boxed("[\\ldots, \\sqrt{2}]"), "[\\cos(1), \\sqrt{3}]", "unparseable"),
+        (_boxed("(\\sqrt{2}, \\ldots)"), "(\\sqrt{3}, \\cos(1))", "incorrect"),
+        (_boxed("((1, \\sqrt{2}), \\ldots)"), "((\\cos(1), \\sqrt{3}), 4)", "incorrect"),
+        # digits of other scripts are not math-verify's
+        (_boxed("\u0663\\sqrt{2}"), "\\sqrt{2}", "unparseable"),
+        # "5 hours and 30 minutes" after a dot is still read as checker v5 read it
+        ("The trip takes .5 hours and 30 minutes.", "330", "correct"),
+    ],
+)
+def test_shortcuts_keep_the_symbolic_layers_verdict(prediction, reference, verdict):
+    with AnswerChecker(workers=1) as checker:
+        assert checker.check(prediction, reference, "Find the ordered pair.").verdict.value == verdict
+
+
+def test_a_set_element_unequal_in_value_to_every_reference_element_is_decided_in_process():
+    with AnswerChecker(workers=1) as checker:
+        tower = checker.check("Thus $\\boxed{2^{3^{4^{5^{6}}}}}$.", "3,\\!110,\\!400", "Find all solutions.")
+        assert tower.verdict.value == "incorrect" and "differs in value from every element" in tower.rule  # a timeout before
+        assert checker.check("$\\boxed{1+\\sqrt{19}, 2}$", "1 \\pm \\sqrt{19}", "Find all solutions.").verdict.value == "incorrect"
+        assert checker._pool is None  # noqa: SLF001
+        # an element the grammar cannot read leaves the matching to math-verify
+        assert checker.check("$\\boxed{3, x}$", "3, 5", "Find all solutions.").rule.endswith("elements matched by math-verify")

@@ -32,7 +32,7 @@ from typing import Hashable, Sequence
 from labeler.checking import numeric
 from labeler.checking.comparison import Decision, compare
 from labeler.checking.extraction import MAX_ANSWER_CHARS, _extract_reference, extract_answer, extract_answer_traced
-from labeler.checking.normalisation import _MAX_NUMBER_DIGITS, _is_plain_number_reference, _Norm, _normalise
+from labeler.checking.normalisation import _is_plain_number_reference, _Norm, _normalise
 from labeler.checking.pool import _Pool
 from labeler.checking.question import Question, read_question
 from labeler.checking.verdicts import CheckerUnavailable, CheckResult, Explanation, Verdict
@@ -224,15 +224,14 @@ class AnswerChecker:
         extracted, how, ref = r.answer, r.how, r.reference
         if r.missing is not None:
             return _Outcome(Verdict.UNPARSEABLE, r.missing, extracted, how, ref)
+        if r.over_long and extracted.strip() == ref.strip():
+            return _Outcome(Verdict.CORRECT, "over-long answer: exact match only", extracted, how, ref)
+        digits = _significant_digits(extracted)
+        if digits > 300 and numeric.value(ref) is not None:
+            # an integer of hundreds of significant digits is beyond every value numeric reads (below 1e250)
+            return _Outcome(Verdict.INCORRECT, f"an integer of {digits} digits: far from the reference's value", extracted, how, ref)
         if r.over_long:
             # Not an answer (a model rambling inside \boxed{}): only an exact match counts.
-            if extracted.strip() == ref.strip():
-                return _Outcome(Verdict.CORRECT, "over-long answer: exact match only", extracted, how, ref)
-            significant = extracted.strip().lstrip("-").lstrip("0")
-            if _BARE_INTEGER.fullmatch(extracted.strip()) and len(significant) > 300 and numeric.value(ref) is not None:
-                # an integer of hundreds of significant digits is beyond every value numeric reads (below 1e250)
-                digits = len(significant)
-                return _Outcome(Verdict.INCORRECT, f"an integer of {digits} digits: far from the reference's value", extracted, how, ref)
             return _Outcome(Verdict.UNPARSEABLE, "over-long answer: exact match only", extracted, how, ref)
         verdict, rule, d, task = self._decided(extracted, ref, question, r)
         return _Outcome(verdict, rule, extracted, how, ref, d, task)
@@ -261,10 +260,10 @@ class AnswerChecker:
 _BARE_INTEGER = re.compile(r"-?\d+")
 
 
-def _huge_integer(text: str) -> bool:
-    """A bare integer of more than _MAX_NUMBER_DIGITS significant digits."""
+def _significant_digits(text: str) -> int:
+    """The significant digits of a bare integer ("-000123": 3); 0 for anything else."""
     text = text.strip()
-    return len(text) > _MAX_NUMBER_DIGITS and _BARE_INTEGER.fullmatch(text) is not None and len(text.lstrip("-").lstrip("0")) > _MAX_NUMBER_DIGITS
+    return len(text.lstrip("-").lstrip("0")) if _BARE_INTEGER.fullmatch(text) else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,9 +295,7 @@ def read_answers(prediction: str, reference: str, question: str | None = None, *
     )
     if extracted is None:
         return Reading(ref, None, how, "no answer in the prediction", question=q)
-    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS or _huge_integer(extracted):
-        # an integer of hundreds of significant digits is a model looping, not an answer (a decimal's long run of
-        # digits, "0.333...", or zeros before an integer, "000...05", are read as numbers)
+    if len(extracted) > 4 * MAX_ANSWER_CHARS or len(ref) > 4 * MAX_ANSWER_CHARS:
         return Reading(ref, extracted, how, over_long=True, question=q)
     pn = _normalise(extracted)
     if not pn.text:

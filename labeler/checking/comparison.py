@@ -47,6 +47,9 @@ class Decision:
     pred_form: str = ""
     ref_form: str = ""
     notes: list[str] = field(default_factory=list)
+    # An incorrect decided in-process by value (numeric.py) where the symbolic layer used to decide: its task, so
+    # that a tuple holding it still gets the verdict that task sequence gives (_all_of)
+    stands_for: tuple | None = None
 
 
 def _done(verdict: Verdict, rule: str, pf: str, rf: str) -> Decision:
@@ -298,7 +301,8 @@ def _atoms(pn: _Norm, rn: _Norm, question: Question | None = None) -> Decision:
     differ = _values_differ(pred_variants, ref_variants)
     if differ is not None:
         shown = ["a number too large to compute" if math.isinf(v) else f"{v:.6g}" for v in differ]
-        return _done(Verdict.INCORRECT, f"constant values differ ({shown[0]} vs {shown[1]})", pn.spaced, rn.spaced)
+        rule = f"constant values differ ({shown[0]} vs {shown[1]})"
+        return Decision(Verdict.INCORRECT, rule, None, pn.spaced, rn.spaced, stands_for=("plain", pred_variants, ref_variants))
     return Decision(None, "symbolic: math-verify equivalence", ("plain", pred_variants, ref_variants), pn.spaced, rn.spaced)
 
 
@@ -313,6 +317,19 @@ def _values_differ(pred_variants: tuple[str, ...], ref_variants: tuple[str, ...]
                 return None
             first = first or differ
     return first
+
+
+def _unmatched_by_value(p_variants, r_variants, p_open, r_open) -> tuple[str, int] | None:
+    """("prediction" or "reference", index) of an open element whose value clearly differs from every element of
+    the other side (numeric.py), when every predicted element is a constant numeric reads: math-verify parses them
+    all then, so its matching could only say incorrect (a power tower among "3, 110, 400" was a timeout there)."""
+    if not all(any(numeric.readable(v) for v in item) for item in p_variants):
+        return None
+    for side, items, others, open_ in (("prediction", p_variants, r_variants, p_open), ("reference", r_variants, p_variants, r_open)):
+        for i in sorted(open_):
+            if all(_values_differ(items[i], other) is not None for other in others):
+                return side, i
+    return None
 
 
 def _fast_rule_name(pn: _Norm, rn: _Norm, fast: _Fast) -> str:
@@ -345,12 +362,19 @@ def _component(p: str, r: str, depth: int) -> Decision:
 def _all_of(decisions: list[Decision], rule: str, pf: str, rf: str) -> Decision:
     """Every component must match: one wrong component decides; pending ones go to the symbolic layer together."""
     for d in decisions:
-        if d.verdict in (Verdict.INCORRECT, Verdict.UNPARSEABLE):
+        if d.verdict in (Verdict.INCORRECT, Verdict.UNPARSEABLE) and d.stands_for is None:
             return _done(Verdict.INCORRECT, f"{rule}: a component differs ({d.pred_form} vs {d.ref_form}: {d.rule})", pf, rf)
-    pending = tuple(d.task for d in decisions if d.verdict is None)
-    if not pending:
+    # The symbolic layer runs the pending components in order, and the first that is not correct gives the verdict
+    # (symbolic.run_task "all"); a component known wrong by value decides only when no pending one comes before it.
+    symbolic = [d for d in decisions if d.verdict is None or d.stands_for is not None]
+    if not symbolic:
         return _done(Verdict.CORRECT, rule, pf, rf)
-    return Decision(None, rule + " (symbolic for some components)", ("all", pending), pf, rf)
+    tasks = ("all", tuple(d.task if d.verdict is None else d.stands_for for d in symbolic))
+    first = symbolic[0]
+    if first.verdict is Verdict.INCORRECT:
+        why = f"{rule}: a component differs ({first.pred_form} vs {first.ref_form}: {first.rule})"
+        return Decision(Verdict.INCORRECT, why, None, pf, rf, stands_for=tasks)
+    return Decision(None, rule + " (symbolic for some components)", tasks, pf, rf)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +458,7 @@ def _functions(pn: _Norm, rn: _Norm, question: Question | None, depth: int) -> D
         r_expr, target = rfun.expr, rfun.var
     d = _component(p_expr, r_expr, depth)
     rule = f"functions of {target} (variable renamed), then {d.rule}"
-    return Decision(d.verdict, rule, d.task, p_expr, r_expr)
+    return Decision(d.verdict, rule, d.task, p_expr, r_expr, stands_for=d.stands_for)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,9 +589,13 @@ def _as_set(p_items: list[str], r_items: list[str], rule: str, depth: int) -> De
                 break
     if not p_open and not r_open:
         return _done(Verdict.CORRECT, f"{rule}: every element matched", pf, rf)
-    task = (
-        "match",
-        tuple(tuple(symbolic_variants(n, n)) for n in pns),
-        tuple(tuple(symbolic_variants(n, n)) for n in rns),
-    )
+    p_variants = tuple(tuple(symbolic_variants(n, n)) for n in pns)
+    r_variants = tuple(tuple(symbolic_variants(n, n)) for n in rns)
+    unmatched = _unmatched_by_value(p_variants, r_variants, p_open, r_open)
+    if unmatched is not None:
+        side, i = unmatched
+        item = p_items[i] if side == "prediction" else r_items[i]
+        why = f"{rule}: {item} of the {side} differs in value from every element of the other side"
+        return Decision(Verdict.INCORRECT, why, None, pf, rf, stands_for=("match", p_variants, r_variants))
+    task = ("match", p_variants, r_variants)
     return Decision(None, f"{rule}: elements matched by math-verify", task, pf, rf)

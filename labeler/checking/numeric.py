@@ -26,7 +26,7 @@ RELATIVE_MARGIN = 1e-6
 _MAX_MAGNITUDE = 1e250  # beyond it a float product or power could overflow before we notice
 _MAX_TOKENS = 400
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d+|\d+|\.\d+)|(?P<cmd>\\[A-Za-z]+)|(?P<op>[-+*/^(){}\[\]]))")
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d+|\d+|\.\d+)|(?P<cmd>\\[A-Za-z]+)|(?P<op>[-+*/^(){}\[\]]))", re.ASCII)  # no other digits
 _COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times", "\\div"}
 
 
@@ -49,6 +49,11 @@ def value(text: str) -> float | None:
     return v if math.isfinite(v) and abs(v) < _MAX_MAGNITUDE else None
 
 
+def readable(text: str) -> bool:
+    """Whether `text` is a constant expression of the grammar above, or a number too large to compute."""
+    return value(text) is not None or _huge(text) is not None
+
+
 def clearly_different(a: str, b: str) -> tuple[float, float] | None:
     """(value of a, value of b) when both are constant expressions whose values clearly differ, else None.
     A power tower or factorial too large to compute ("10^{10^{10}}", "99999!") has the value +-inf here: it
@@ -67,7 +72,7 @@ def clearly_different(a: str, b: str) -> tuple[float, float] | None:
     return (va, vb) if abs(va - vb) > RELATIVE_MARGIN * scale else None
 
 
-_FACTORIAL = re.compile(r"\s*(-?)\s*(\d+)\s*!\s*")
+_FACTORIAL = re.compile(r"\s*(-?)\s*(\d+)\s*!\s*", re.ASCII)
 
 
 def _huge(text: str) -> float | None:

@@ -174,7 +174,7 @@ _AFTER_HEAD_ONLY = frozenset("of per a an".split())  # "bags of flour", "miles p
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
 _UNIT_INCHES = {"inch": 1, "foot": 12, "yard": 36}
 _MIXED = re.compile(
-    r"(?<![\d.])(?P<a>\d+(?:\.\d+)?)\s*(?P<ua>[A-Za-z]+)\s*(?:,\s*|\s+)(?:and\s+)?(?P<b>\d+(?:\.\d+)?)\s*(?P<ub>[A-Za-z]+)(?![A-Za-z])",
+    r"(?<!\d)(?P<a>\d+(?:\.\d+)?)\s*(?P<ua>[A-Za-z]+)\s*(?:,\s*|\s+)(?:and\s+)?(?P<b>\d+(?:\.\d+)?)\s*(?P<ub>[A-Za-z]+)(?![A-Za-z])",
 )
 class _Num:
     __slots__ = ("start", "end", "text", "unit", "percent", "currency")
