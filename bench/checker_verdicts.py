@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import logging
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def snapshot(data: Path) -> dict:
 def compare(old: dict, new: dict) -> int:
     """Print the differences; the number of pairs whose verdict or extracted answer differ."""
     differing = 0
+    transitions: Counter = Counter()
     for group in sorted(set(old) | set(new)):
         a, b = old.get(group, {}), new.get(group, {})
         keys = sorted(set(a) | set(b))
@@ -92,7 +94,10 @@ def compare(old: dict, new: dict) -> int:
         for k in changed[:10]:
             print(f"    {k}: {_short(a.get(k))} -> {_short(b.get(k))}")
         differing += len(changed)
+        transitions.update((group.split("/")[0], (a.get(k) or [None])[0], (b.get(k) or [None])[0]) for k in changed)
     print("SAME VERDICTS" if not differing else f"DIFFERENT: {differing} pairs")
+    for (family, was, now), count in sorted(transitions.items()):
+        print(f"    {family}: {was} -> {now}: {count} pairs" + ("" if was != now else " (the same verdict, another extracted answer)"))
     return differing
 
 
