@@ -166,6 +166,27 @@ def test_the_pool_proves_itself_once_at_start():
         assert c._pool.self_tests == 1
 
 
+def test_start_proves_the_pool_before_any_check_and_the_first_check_does_not_again():
+    with AnswerChecker(timeout_s=5.0, workers=1) as c:
+        c.start()
+        assert c._pool is not None and c._pool.proven and c._pool.self_tests == 1
+        assert c.check(*SYMBOLIC).verdict is C
+        assert c._pool.self_tests == 1
+
+
+def test_a_start_that_fails_before_the_engine_is_raised_at_the_first_check(monkeypatch, caplog):
+    from labeler.labeling.checker_start import start_checker
+
+    monkeypatch.setattr(pool_module, "_worker_main", _die_at_start)
+    with AnswerChecker(timeout_s=2.0, workers=1) as c:
+        with pytest.raises(CheckerUnavailable):
+            c.start()
+        start_checker(c)  # what an executor calls before loading its engine: logged, not raised
+        assert "did not start before the engine" in caplog.text
+        with pytest.raises(CheckerUnavailable):
+            c.check(*SYMBOLIC)
+
+
 def test_the_self_test_is_cheap():
     with AnswerChecker(timeout_s=5.0, workers=1) as c:
         c.check(*SYMBOLIC)  # the worker is up

@@ -339,3 +339,24 @@ def test_a_judge_output_of_an_older_labels_schema_still_resumes():
     for kind in (None, "import", "consensus"):
         with pytest.raises(ConfigMismatchError, match="schema 1.4"):
             check_same_schema(old | ({"job": kind} if kind else {}), "out", kind)
+
+
+def test_the_executor_starts_the_checker_before_loading_the_engine(dataset, tmp_path):
+    """Its worker pool starts (and proves itself) once, before the model loads, not at the first check beside a
+    generating engine (issue 25)."""
+    events = []
+
+    class Recorded(AnswerChecker):
+        def start(self):
+            events.append("checker")
+            super().start()
+            events.append(f"proven {self._pool.proven}")
+
+    def load_engine():
+        events.append("engine")
+        return ScriptedGenerator(PROBLEMS)
+
+    with Recorded(timeout_s=5, workers=1) as checker:
+        run_job(config(dataset, tmp_path / "out"), executor=LocalExecutor(load_engine, checker), model_info={"name": "scripted"}, progress_enabled=False)
+        assert checker._pool.self_tests == 1  # noqa: SLF001
+    assert events[:3] == ["checker", "proven True", "engine"]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from labeler.labeling.checker_watch import CheckerUnhealthyError
+from labeler.labeling.checker_start import start_checker
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
@@ -78,6 +79,7 @@ class LocalExecutor:
 
     def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
         progress.log(f"loading model {self.model_name or task.config.model}")
+        start_checker(self.checker)
         generator = self.generator_factory()
         engine = engine_record(generator, self.checker)
         check_engine(engine)  # before any unit: a refused engine wastes no labeling

@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+from labeler.labeling.checker_start import start_checker
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import Generator
 from labeler.labeling.job import UnitTask
@@ -44,9 +45,10 @@ class LabelingWorker:
         # the other workers there; unbound, the OS spreads them, each on the threads Ray grants it.
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         self.task = task
-        self.generator = generator_factory()
         self.checker_processes = checker_share.here() if checker_factory is not None else 0
         self.checker = checker_factory(workers=self.checker_processes) if checker_factory is not None else None
+        start_checker(self.checker)
+        self.generator = generator_factory()
         self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
 

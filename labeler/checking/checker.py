@@ -121,6 +121,11 @@ class AnswerChecker:
         `last_number`): what the final-step gate asks (module ``states_answer``)."""
         return states_answer(text, reference, question, last_number=self.last_number)
 
+    def start(self) -> None:
+        """Start the symbolic worker pool now and prove it (its self-test), so that a job's checker starts while its
+        model loads rather than at its first check. Raises CheckerUnavailable as that check would."""
+        self._run_symbolic([])
+
     def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
         return self.check_many([(prediction, reference)], None if question is None else [question])[0]
 
