@@ -177,6 +177,7 @@ def test_long_runs_of_digits_outside_a_huge_integer_are_numbers(prediction, refe
 
 # Review of issue 25: inputs whose verdicts an in-process shortcut changed; each is checker v5's (314e099) verdict.
 _HUGE = "1" + "0" * 401
+_LONG_FRACTION = "\\frac{" + "1" * 240 + "}{" + "3" * 240 + "}"
 
 
 def _boxed(s: str) -> str:
@@ -201,6 +202,11 @@ def _boxed(s: str) -> str:
         (_boxed("((1, \\sqrt{2}), \\ldots)"), "((\\cos(1), \\sqrt{3}), 4)", "incorrect"),
         # digits of other scripts are not math-verify's
         (_boxed("\u0663\\sqrt{2}"), "\\sqrt{2}", "unparseable"),
+        # zeros of other scripts are not lstrip-ed as "0": no integer of hundreds of digits (second review of issue 25)
+        (_boxed("\u0660" * 300 + "5"), "5", "correct"),
+        # a value does not decide what the symbolic layer was never given: an answer too long for it
+        (_boxed("(" + ", ".join([_LONG_FRACTION] * 5) + ", x)"), "(1, 1, 1, 1, 1, x)", "unparseable"),
+        (_boxed("\\sqrt{2}+" + "+".join([_LONG_FRACTION] * 5)), "1", "unparseable"),
         # "5 hours and 30 minutes" after a dot is still read as checker v5 read it
         ("The trip takes .5 hours and 30 minutes.", "330", "correct"),
     ],
@@ -218,3 +224,9 @@ def test_a_set_element_unequal_in_value_to_every_reference_element_is_decided_in
         assert checker._pool is None  # noqa: SLF001
         # an element the grammar cannot read leaves the matching to math-verify
         assert checker.check("$\\boxed{3, x}$", "3, 5", "Find all solutions.").rule.endswith("elements matched by math-verify")
+
+
+def test_a_value_does_not_decide_a_set_too_long_for_the_symbolic_layer():
+    with AnswerChecker(workers=1) as checker:
+        long_set = _boxed(", ".join([_LONG_FRACTION] * 5) + ", \\sqrt{2}")
+        assert checker.check(long_set, "1, \\sqrt{2}").verdict.value == "unparseable"  # no question: a set

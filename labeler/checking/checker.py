@@ -47,7 +47,9 @@ logger = logging.getLogger(__name__)
 # The checker's behaviour, as a job records it (labeler/labeling/engine_record.py): bump it with any
 # change that can turn a verdict (extraction, normalisation, the symbolic layer), so that a job
 # resumed on a changed checker is told that its old and new units were checked differently.
-# 7: a long decimal or zeros before an integer are read as numbers again (6 had them over-long, unparseable)
+# 7: a long decimal or zeros before an integer are read as numbers again (6 had them over-long, unparseable); a set
+#    element unequal in value to every element of the other side is incorrect in-process; a tuple's component known
+#    wrong by value decides only when no pending component comes before it (6 let it decide in any place)
 # 6: constants whose values clearly differ, power towers and huge factorials against a readable value, and integers of
 #    hundreds of digits are incorrect in-process (they were symbolic verdicts, timeouts or unparseable; issue 25)
 # 5: a leading phrase's number stays the answer when it names the quantity asked and the main clause's does not, or the
@@ -250,9 +252,9 @@ class AnswerChecker:
             return decided
         pn, rn = r.answer_form, r.reference_form
         d = compare(pn, rn, r.question)
-        if d.verdict is not None:
+        if d.verdict is not None and not (d.stands_for is not None and len(pn.spaced) > MAX_ANSWER_CHARS):
             decided = (d.verdict, d.rule, d, None)
-        elif len(pn.spaced) > MAX_ANSWER_CHARS:
+        elif len(pn.spaced) > MAX_ANSWER_CHARS:  # also where a value decided what the symbolic layer was never given
             decided = (Verdict.UNPARSEABLE, "answer too long for the symbolic layer", d, None)
         elif len(rn.spaced) > MAX_ANSWER_CHARS:
             decided = (Verdict.INCORRECT, "reference too long for the symbolic layer", d, None)
@@ -262,7 +264,7 @@ class AnswerChecker:
         return decided
 
 
-_BARE_INTEGER = re.compile(r"-?\d+")
+_BARE_INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits: other zeros are not lstrip("0")-ed
 
 
 def _significant_digits(text: str) -> int:
