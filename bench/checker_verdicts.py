@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 import logging
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

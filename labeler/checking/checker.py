@@ -124,8 +124,9 @@ class AnswerChecker:
         return states_answer(text, reference, question, last_number=self.last_number)
 
     def start(self) -> None:
-        """Start the symbolic worker pool now and prove it (its self-test), so that a job's checker starts while its
-        model loads rather than at its first check. Raises CheckerUnavailable as that check would."""
+        """Start the symbolic worker pool now and prove it (its self-test), so that a job's checker starts before its
+        model loads rather than at its first check, beside a generating engine. Raises CheckerUnavailable as that check
+        would."""
         self._run_symbolic([])
 
     def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
@@ -252,9 +253,10 @@ class AnswerChecker:
             return decided
         pn, rn = r.answer_form, r.reference_form
         d = compare(pn, rn, r.question)
-        if d.verdict is not None and not (d.stands_for is not None and len(pn.spaced) > MAX_ANSWER_CHARS):
+        too_long = len(pn.spaced) > MAX_ANSWER_CHARS
+        if d.verdict is not None and not (too_long and d.stands_for is not None):
             decided = (d.verdict, d.rule, d, None)
-        elif len(pn.spaced) > MAX_ANSWER_CHARS:  # also where a value decided what the symbolic layer was never given
+        elif too_long:  # also where a value decided what stands for a symbolic task this answer never reaches
             decided = (Verdict.UNPARSEABLE, "answer too long for the symbolic layer", d, None)
         elif len(rn.spaced) > MAX_ANSWER_CHARS:
             decided = (Verdict.INCORRECT, "reference too long for the symbolic layer", d, None)
