@@ -174,6 +174,28 @@ def test_start_proves_the_pool_before_any_check_and_the_first_check_does_not_aga
         assert c._pool.self_tests == 1
 
 
+def test_start_starts_every_worker_so_that_none_starts_beside_the_engine():
+    """A worker started at the first batch of symbolic checks, mid-job, took a second of CPU from a generating engine."""
+    with AnswerChecker(timeout_s=5.0, workers=2) as c:
+        c.start()
+        started = {w.proc.pid for w in c._pool.workers}
+        assert len(started) == 2
+        results = c.check_many([SYMBOLIC, ("\\boxed{\\sqrt{18}}", "3\\sqrt{2}")])
+        assert [r.verdict for r in results] == [C, C]
+        assert {w.proc.pid for w in c._pool.workers} == started
+
+
+def test_the_forkserver_warms_sympy_up_once_for_every_worker_it_forks():
+    """The checker's forkserver imports warm_forkserver, whose warm-up must succeed: else every worker pays it again."""
+    import subprocess
+    import sys
+
+    assert "labeler.checking.warm_forkserver" in pool_module._FORKSERVER_PRELOAD
+    code = "import labeler.checking.warm_forkserver, labeler.checking.symbolic as s; print(s._warmed_up)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
 def test_a_start_that_fails_before_the_engine_is_raised_at_the_first_check(monkeypatch, caplog):
     from labeler.labeling.checker_start import start_checker
 

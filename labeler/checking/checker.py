@@ -124,10 +124,10 @@ class AnswerChecker:
         return states_answer(text, reference, question, last_number=self.last_number)
 
     def start(self) -> None:
-        """Start the symbolic worker pool now and prove it (its self-test), so that a job's checker starts before its
-        model loads rather than at its first check, beside a generating engine. Raises CheckerUnavailable as that check
-        would."""
-        self._run_symbolic([])
+        """Start the symbolic worker pool now, all its workers, and prove it (its self-test), so that a job's checker
+        starts before its model loads rather than at its first checks, beside a generating engine. Raises
+        CheckerUnavailable as that check would."""
+        self._run_symbolic([], start_all=True)
 
     def check(self, prediction: str, reference: str, question: str | None = None) -> CheckResult:
         return self.check_many([(prediction, reference)], None if question is None else [question])[0]
@@ -203,12 +203,12 @@ class AnswerChecker:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _run_symbolic(self, tasks: list[tuple]) -> list[Verdict]:
+    def _run_symbolic(self, tasks: list[tuple], start_all: bool = False) -> list[Verdict]:
         with self._lock:
             try:
                 if self._pool is None:
                     self._pool = _Pool(self.workers, self.timeout_s, self.memory_limit_bytes, self.soft_timeout)
-                return self._pool.run(tasks)
+                return self._pool.run(tasks, start_all)
             except BaseException as exc:
                 # A pool that failed mid-batch is in an unknown state: the next call starts a fresh
                 # one, which must prove itself again.

@@ -123,8 +123,8 @@ class _Worker:
 
 
 # Imported once by the forkserver, so each worker (a new pool, a replacement after a kill) starts
-# in milliseconds instead of importing sympy and math-verify for a second or more.
-_FORKSERVER_PRELOAD = ["sympy", "math_verify", "labeler.checking.pool"]
+# in milliseconds instead of importing sympy and math-verify and warming sympy up for a second or more.
+_FORKSERVER_PRELOAD = ["sympy", "math_verify", "labeler.checking.pool", "labeler.checking.warm_forkserver"]
 
 
 def _pool_context():
@@ -141,8 +141,9 @@ class _Pool:
 
     A worker that overruns its deadline is SIGKILLed and replaced (the task's verdict is
     ``timeout``); one that dies on its own (a crash) gets its task once more, then ``timeout``.
-    Workers start lazily; tasks go only to workers that have finished importing sympy and
-    installed their no-eval guard, so start-up time never counts against a task's deadline.
+    Workers start as tasks need them (all at once with ``start_all``, as ``AnswerChecker.start``
+    asks); tasks go only to workers that have finished importing sympy and installed their no-eval
+    guard, so start-up time never counts against a task's deadline.
 
     Health: the pool answers only after it has passed its self-test (``SELF_TEST``), at start, after
     a worker crashed, and after ``REPROVE_AFTER`` failures in a row (timeouts, crashes, failed
@@ -245,10 +246,11 @@ class _Pool:
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def run(self, tasks: list[tuple]) -> list[Verdict]:
+    def run(self, tasks: list[tuple], start_all: bool = False) -> list[Verdict]:
+        """The verdicts of `tasks`; `start_all`: start every worker now, not only as many as the tasks need."""
         results: list[Verdict | None] = [None] * len(tasks)
         attempts = [0] * len(tasks)
-        self._top_up(len(tasks))  # the self-test runs on the first of them to start
+        self._top_up(self.n_workers if start_all else len(tasks))  # the self-test runs on the first of them to start
         while True:
             if not self.proven:
                 self.prove()

@@ -19,6 +19,31 @@ class UnsafeParseError(ValueError):
     """Raised instead of evaluating a non-numeric string with sympy's parse_expr."""
 
 
+_warmed_up = False
+
+
+def warm_up() -> None:
+    """Load what sympy imports lazily, by running the comparisons once on trusted input: those modules
+    sympify constant strings at import time, which the no-eval guard would refuse. About a second of
+    CPU, once per process: the checker's forkserver runs it as it starts (labeler/checking/
+    warm_forkserver.py), so that the workers forked from it start warm instead of paying it each."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    try:
+        import sympy
+        import sympy.physics.units  # noqa: F401
+
+        x = sympy.Symbol("x")
+        sympy.simplify((x + 1) ** 2 - x**2 - 2 * x - 1)
+        _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"])
+        run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n"))
+        run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",))))
+        _warmed_up = True  # else a worker forked from here tries again
+    except Exception:  # pragma: no cover
+        pass
+
+
 def _install_no_eval_guard() -> None:
     """Make sympy's string parser refuse anything but numeric literals, in this process.
 
@@ -31,19 +56,7 @@ def _install_no_eval_guard() -> None:
 
     if getattr(sympy_parser, "_prm_guarded", False):
         return
-    # sympy imports some modules lazily and they sympify constant strings at import time; load
-    # them now, before the guard, by running the comparisons once on trusted input.
-    try:
-        import sympy
-        import sympy.physics.units  # noqa: F401
-
-        x = sympy.Symbol("x")
-        sympy.simplify((x + 1) ** 2 - x**2 - 2 * x - 1)
-        _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"])
-        run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n"))
-        run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",))))
-    except Exception:  # pragma: no cover
-        pass
+    warm_up()
     original = sympy_parser.stringify_expr
 
     def guarded(s, local_dict, global_dict, transformations):
