@@ -10,7 +10,8 @@ another's KV cache. The jobs run with --no-stop-after-answer so that each of the
 one plain LLM.generate, like the replay's (same stop strings).
 
 What it prints, per arm:
-- ratio: the median of the pairs' ratios (labeler time over bare generate's, in each pair), and each pair's;
+- ratio: the median of the pairs' ratios (labeler time over bare generate's, in each pair), with a 90%
+  bootstrap interval of that median, and each pair's ratio;
 - serial: the labeler's time outside its engine calls (reading, planning, the tokenizer, the last
   unit's checks, the commits that no generation overlaps): what it adds in series to the engine;
 - CPU side: the CPU-seconds of the finishing thread (checks, label math, tables, commits) and of the
@@ -24,7 +25,7 @@ with --truncated incorrect, so that every rollout, garbage included, is checked 
 rollouts are mostly cut by their budget, and cut ones are not checked by default). On a CPU the engine
 and the CPU side share the cores; bench/cpu_side.py --parts gpu measures the GPU case, where they do not.
 
-    .venv/bin/python bench/overhead.py [--models tiny,tiny-checked,embedded] [--pairs 5] [--rows 40] [--embedded-rows 60]
+    .venv/bin/python bench/overhead.py [--models tiny,tiny-checked,embedded] [--pairs 10] [--rows 40] [--embedded-rows 60]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import argparse
 import dataclasses
 import json
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -216,6 +218,7 @@ def measure(arm: Arm, engine, config: LabelConfig, pairs: int) -> dict:
         "labeler_seconds": round(statistics.median(r.seconds for r in labeler), 2),
         "bare_generate_seconds": round(bare_median, 2),
         "ratio": round(statistics.median(pair_ratios), 3),
+        "ratio_90ci": [round(x, 3) for x in median_interval(pair_ratios)],
         "ratio_of_medians": round(statistics.median(r.seconds for r in labeler) / bare_median, 3),
         "pair_ratios": [round(x, 3) for x in pair_ratios],
         "serial_seconds": round(statistics.median(r.serial_s for r in labeler), 3),
@@ -227,6 +230,13 @@ def measure(arm: Arm, engine, config: LabelConfig, pairs: int) -> dict:
         "bare_runs": [round(r.seconds, 2) for r in bare],
         "stolen_seconds": [round(r.stolen_s, 2) for r in runs],
     }
+
+
+def median_interval(values: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """A 90% bootstrap interval of the median of `values` (seeded: the same runs give the same interval)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.05 * resamples)], medians[int(0.95 * resamples) - 1]
 
 
 def start_arm(arm: Arm, source: str):
@@ -259,7 +269,7 @@ def start_arm(arm: Arm, source: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="tiny,tiny-checked,embedded", help="comma list of tiny, tiny-checked, embedded")
-    parser.add_argument("--pairs", type=int, default=5, help="labeler/bare pairs per arm (their order alternates)")
+    parser.add_argument("--pairs", type=int, default=10, help="labeler/bare pairs per arm (their order alternates)")
     parser.add_argument("--rows", type=int, default=40, help="ProcessBench gsm8k rows for the tiny model (8 rollouts each)")
     parser.add_argument("--embedded-rows", type=int, default=60, help="ProcessBench gsm8k rows for the embedded model (4 rollouts each)")
     args = parser.parse_args()
@@ -287,16 +297,15 @@ def main() -> None:
         results.append(result)
         print(json.dumps(result), flush=True)
     print()
-    print(
-        f"{'arm':13} {'tokens':>7} {'labeler s':>9} {'bare s':>7} {'ratio':>6} {'pairs':>29} {'serial s':>8} {'CPU side':>8} {'bare vs bare':>13}"
-    )
+    print(f"{'arm':13} {'tokens':>7} {'labeler s':>9} {'bare s':>7} {'ratio':>6} {'90% interval':>13} {'serial s':>8} {'CPU side':>8}")
     for r in results:
-        pairs = ",".join(f"{x:.2f}" for x in r["pair_ratios"])
-        noise = ",".join(f"{x:.2f}" for x in r["bare_neighbour_ratios"]) or "-"
+        low, high = r["ratio_90ci"]
         print(
             f"{r['model']:13} {r['generated_tokens']:>7} {r['labeler_seconds']:>9} {r['bare_generate_seconds']:>7} {r['ratio']:>6} "
-            f"{pairs:>29} {r['serial_seconds']:>8} {r['cpu_side_share']:>8.1%} {noise:>13}"
+            f"{f'{low:.3f}-{high:.3f}':>13} {r['serial_seconds']:>8} {r['cpu_side_share']:>8.1%}"
         )
+        noise = ", ".join(f"{x:.3f}" for x in r["bare_neighbour_ratios"]) or "-"
+        print(f"{'':13} pairs {', '.join(f'{x:.3f}' for x in r['pair_ratios'])}; bare vs bare {noise}")
 
 
 if __name__ == "__main__":
