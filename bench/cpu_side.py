@@ -7,7 +7,8 @@ model, degenerate ones) in place of the engine and measures that work alone, on 
 
 1. checker -- AnswerChecker.check_many alone, a fresh checker for each family (its caches cold), its
    symbolic pool started beforehand: verdicts per CPU-second (this process and its checker processes),
-   that is per core.
+   that is per core. A worker killed at its deadline takes its CPU-seconds with it (they are not counted),
+   so where checks time out (the degenerate family) verdicts per wall-second is the figure to trust.
 2. label   -- the whole labeling job (plan, rounds, checks, label math, tables, commits) on the
    replayed completions, as fast as the CPU side goes: verdicts and labelled steps per CPU-second, and
    each stage's wall seconds (on all threads) as a share of the job's CPU-seconds.
@@ -195,6 +196,7 @@ def checker_pairs(pool: dict, rows: list[dict]) -> tuple[list, list]:
 
 def part_checker(args, families) -> None:
     print("== 1. checker alone: AnswerChecker.check_many, a fresh checker per family, one symbolic process")
+    print("   (the CPU of a worker killed at its deadline is not counted: where checks time out, read verdicts/wall-s)")
     print(f"{'family':34} {'pairs':>7} {'verdicts/CPU-s':>15} {'verdicts/wall-s':>16} {'symbolic':>9}")
     cases = [(family, *checker_pairs(pool, rows)) for family, (rows, pool) in families.items()]
     final_rows = completions.processbench_rows(limit=max(1, args.rows // 2))
