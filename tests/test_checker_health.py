@@ -196,6 +196,24 @@ def test_the_forkserver_warms_sympy_up_once_for_every_worker_it_forks():
     assert done.stdout.strip() == "True"
 
 
+def test_a_started_checker_and_its_checks_write_nothing_to_stderr():
+    """Its forkserver warms math-verify up with no timeout, which math-verify warns about on every call:
+    those warnings reached the user's stderr (CI: test_label_with_no_model_and_no_input_uses_the_embedded_defaults)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from labeler.checking.checker import AnswerChecker\n"
+        "with AnswerChecker(timeout_s=5.0, workers=2) as c:\n"
+        "    c.start()\n"
+        "    print(c.check_many([(r'\\boxed{\\frac{1}{\\sqrt{2}}}', r'\\frac{\\sqrt{2}}{2}'), ('\\boxed{\\frac{a}{', '3')]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "correct" in done.stdout.lower()
+    assert done.stderr == ""
+
+
 def test_a_start_that_fails_before_the_engine_is_raised_at_the_first_check(monkeypatch, caplog):
     from labeler.labeling.checker_start import start_checker
 

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from multiprocessing.connection import wait as _wait_connections
 
-from labeler.checking.symbolic import _check_no_eval_guard, _install_no_eval_guard, run_task
+from labeler.checking.symbolic import _check_no_eval_guard, _install_no_eval_guard, quiet_library_loggers, run_task
 from labeler.checking.verdicts import CheckerUnavailable, Verdict
 
 logger = logging.getLogger(__name__)
@@ -34,8 +34,7 @@ def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | N
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
         except Exception:
             pass
-    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    logging.getLogger("latex2sympy2_extended").setLevel(logging.CRITICAL)
+    quiet_library_loggers()
     # Without its imports or its guard a worker does not serve: it says why and exits.
     try:
         import sympy  # noqa: F401

@@ -5,6 +5,7 @@ a guard keeps sympy's string parser to numeric literals and bare names."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 from labeler.checking.verdicts import Verdict
@@ -22,6 +23,14 @@ class UnsafeParseError(ValueError):
 _warmed_up = False
 
 
+def quiet_library_loggers() -> None:
+    """math-verify and latex2sympy2_extended log a warning on every call made without a timeout (ours
+    are enforced by the pool's deadline, not by them) and on every unparsable answer: in a checker
+    process those lines would reach the user's stderr, so only their critical messages pass."""
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    logging.getLogger("latex2sympy2_extended").setLevel(logging.CRITICAL)
+
+
 def warm_up() -> None:
     """Load what sympy imports lazily, by running the comparisons once on trusted input: those modules
     sympify constant strings at import time, which the no-eval guard would refuse. About a second of
@@ -30,6 +39,7 @@ def warm_up() -> None:
     global _warmed_up
     if _warmed_up:
         return
+    quiet_library_loggers()
     try:
         import sympy
         import sympy.physics.units  # noqa: F401
