@@ -214,6 +214,69 @@ def test_a_started_checker_and_its_checks_write_nothing_to_stderr():
     assert done.stderr == ""
 
 
+def test_ctrl_c_leaves_the_checker_processes_quiet_and_serving():
+    """Ctrl-C reaches the checker's forkserver and workers with the job's process group: none may print a
+    traceback (one per worker, on the user's stderr) or die; the job stops the pool itself."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, time\n"
+        "from multiprocessing import forkserver\n"
+        "from labeler.checking.checker import AnswerChecker\n"
+        "with AnswerChecker(timeout_s=5.0, workers=2) as c:\n"
+        "    c.start()\n"
+        "    pids = sorted(w.proc.pid for w in c._pool.workers)\n"
+        "    for pid in pids + [forkserver._forkserver._forkserver_pid]:\n"
+        "        os.kill(pid, signal.SIGINT)\n"
+        "    time.sleep(0.5)\n"
+        "    print(c.check_many([(r'\\boxed{\\frac{1}{\\sqrt{2}}}', r'\\frac{\\sqrt{2}}{2}')] * 4))\n"
+        "    print(pids == sorted(w.proc.pid for w in c._pool.workers), c._pool.crashes)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "True 0"
+    assert done.stderr == ""
+
+
+def test_a_worker_whose_parent_is_gone_exits_quietly():
+    """A worker still starting when its job dies finds the pipe closed: it exits, with no traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import multiprocessing\n"
+        "from labeler.checking import pool, symbolic\n"
+        "parent, child = multiprocessing.Pipe()\n"
+        "parent.close()\n"
+        "pool._worker_main(child, None, None, symbolic._install_no_eval_guard)\n"
+        "print('exited')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "exited", "")
+
+
+def test_a_process_whose_sympy_warm_up_fails_refuses_to_install_the_guard():
+    """Without the warm-up the guard refuses what sympy loads lazily, and periodic or set checks would come
+    back unparseable unseen: such a worker must not serve (it refuses, and says why)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from labeler.checking import symbolic\n"
+        "def broken(task):\n"
+        "    raise ValueError('no periodic today')\n"
+        "symbolic.run_task = broken\n"
+        "try:\n"
+        "    symbolic._install_no_eval_guard()\n"
+        "except RuntimeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "sympy's warm-up failed: ValueError('no periodic today')" in done.stdout
+
+
 def test_a_start_that_fails_before_the_engine_is_raised_at_the_first_check(monkeypatch, caplog):
     from labeler.labeling.checker_start import start_checker
 
@@ -413,3 +476,17 @@ def test_threads_hammering_the_checker_get_the_single_threaded_verdicts():
             rounds = [r for f in [ex.submit(hammer, s) for s in range(6)] for r in f.result(timeout=300)]
     for by_index in rounds:
         assert [by_index[i] for i in range(len(HAMMER))] == expected
+
+
+def test_the_benches_count_the_cpu_of_workers_killed_at_their_deadline():
+    """bench/process_cpu.py reads the checker's CPU from its forkserver, which reaps killed workers: their
+    CPU-seconds stay counted (summing the live children dropped them, and subtracted their start)."""
+    from bench.process_cpu import checker_processes_cpu
+
+    with AnswerChecker(timeout_s=1.0, workers=1, soft_timeout=False) as c:
+        c.start()
+        before = checker_processes_cpu()
+        verdicts = c.check_many(TOWERS[:2])
+        spent = checker_processes_cpu() - before
+        assert c._pool.kills == 2 and [r.verdict for r in verdicts] == [Verdict.TIMEOUT] * 2
+    assert spent > 1.0  # two workers, each busy about a second before its kill

@@ -77,7 +77,8 @@ class AnswerChecker:
 
     ``timeout_s``: hard limit of one symbolic comparison (the worker is killed past it); a finite
     number of seconds > 0.
-    ``workers``: worker processes for symbolic work (default: all cores), started on first need.
+    ``workers``: worker processes for symbolic work (default: all cores), all started by ``start``
+    (which a job calls before it loads its model), else on first need.
     ``last_number``: "auto" uses the last-number fallback only when the reference is a plain
     number (word problems); True/False force it.
     ``memory_limit_mb``: address-space limit of each worker (a runaway big-number computation

@@ -27,6 +27,18 @@ class _SoftTimeout(BaseException):
 def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | None, install_guard) -> None:  # pragma: no cover - runs in a child
     import signal
 
+    # Ctrl-C goes to the whole process group: the job stops the pool itself (EOF or close), and a
+    # worker interrupted here would print a traceback to the user's stderr, one per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def send(message) -> bool:
+        """False when the parent is gone (its end of the pipe closed): the worker then just exits."""
+        try:
+            conn.send(message)
+            return True
+        except (OSError, ValueError):
+            return False
+
     if memory_limit_bytes:
         try:
             import resource
@@ -40,20 +52,21 @@ def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | N
         import sympy  # noqa: F401
         import math_verify  # noqa: F401
     except BaseException as exc:
-        conn.send(("refused", f"cannot import sympy/math_verify: {exc!r}"))
+        send(("refused", f"cannot import sympy/math_verify: {exc!r}"))
         return
     try:
         install_guard()
         _check_no_eval_guard()
     except BaseException as exc:
-        conn.send(("refused", f"cannot install its no-eval guard: {exc!r}"))
+        send(("refused", f"cannot install its no-eval guard: {exc!r}"))
         return
 
     def on_alarm(signum, frame):
         raise _SoftTimeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
-    conn.send(("ready", None))
+    if not send(("ready", None)):
+        return
     while True:
         try:
             msg = conn.recv()
@@ -77,9 +90,7 @@ def _worker_main(conn, soft_timeout_s: float | None, memory_limit_bytes: int | N
             verdict = Verdict.TIMEOUT.value
         except Exception:
             verdict = Verdict.UNPARSEABLE.value
-        try:
-            conn.send((task_id, verdict))
-        except (OSError, ValueError):
+        if not send((task_id, verdict)):
             return
 
 

@@ -21,6 +21,7 @@ class UnsafeParseError(ValueError):
 
 
 _warmed_up = False
+_warm_up_error = ""  # why the last warm-up failed
 
 
 def quiet_library_loggers() -> None:
@@ -36,7 +37,7 @@ def warm_up() -> None:
     sympify constant strings at import time, which the no-eval guard would refuse. About a second of
     CPU, once per process: the checker's forkserver runs it as it starts (labeler/checking/
     warm_forkserver.py), so that the workers forked from it start warm instead of paying it each."""
-    global _warmed_up
+    global _warmed_up, _warm_up_error
     if _warmed_up:
         return
     quiet_library_loggers()
@@ -50,8 +51,8 @@ def warm_up() -> None:
         run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n"))
         run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",))))
         _warmed_up = True  # else a worker forked from here tries again
-    except Exception:  # pragma: no cover
-        pass
+    except Exception as exc:  # a worker that cannot warm up refuses to serve (_install_no_eval_guard)
+        _warm_up_error = repr(exc)
 
 
 def _install_no_eval_guard() -> None:
@@ -67,6 +68,8 @@ def _install_no_eval_guard() -> None:
     if getattr(sympy_parser, "_prm_guarded", False):
         return
     warm_up()
+    if not _warmed_up:  # the guard would refuse what sympy loads lazily: periodic and set checks would fail unseen
+        raise RuntimeError(f"sympy's warm-up failed: {_warm_up_error}")
     original = sympy_parser.stringify_expr
 
     def guarded(s, local_dict, global_dict, transformations):
