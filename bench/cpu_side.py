@@ -7,8 +7,7 @@ model, degenerate ones) in place of the engine and measures that work alone, on 
 
 1. checker -- AnswerChecker.check_many alone, a fresh checker for each family (its caches cold), its
    symbolic pool started beforehand: verdicts per CPU-second (this process and its checker processes),
-   that is per core. A worker killed at its deadline takes its CPU-seconds with it (they are not counted),
-   so where checks time out (the degenerate family) verdicts per wall-second is the figure to trust.
+   that is per core; workers killed at their deadline are counted (bench/process_cpu.py).
 2. label   -- the whole labeling job (plan, rounds, checks, label math, tables, commits) on the
    replayed completions, as fast as the CPU side goes: verdicts and labelled steps per CPU-second, and
    each stage's wall seconds (on all threads) as a share of the job's CPU-seconds.
@@ -45,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import completions  # noqa: E402
+from bench.process_cpu import checker_processes_cpu  # noqa: E402
 from labeler.checking.checker import AnswerChecker  # noqa: E402
 from labeler.labeling.config import LabelConfig  # noqa: E402
 
@@ -99,7 +99,8 @@ def family_rows(family: str, args) -> list[dict]:
 
 
 class CpuClock:
-    """CPU seconds of this process (all threads) and of its child processes alive at the reading."""
+    """CPU seconds of this process (all threads) and of the answer checker's processes, those killed
+    at their deadline included (bench/process_cpu.py)."""
 
     def __init__(self):
         import psutil
@@ -108,13 +109,7 @@ class CpuClock:
         self.start = self._read()
 
     def _read(self) -> float:
-        total = sum(self.me.cpu_times()[:2])
-        for child in self.me.children(recursive=True):
-            try:
-                total += sum(child.cpu_times()[:2])
-            except Exception:  # gone since the listing
-                pass
-        return total
+        return sum(self.me.cpu_times()[:2]) + checker_processes_cpu()
 
     def seconds(self) -> float:
         return self._read() - self.start

@@ -15,10 +15,14 @@ What it prints, per arm:
 - serial: the labeler's time outside its engine calls (reading, planning, the tokenizer, the last
   unit's checks, the commits that no generation overlaps): what it adds in series to the engine;
 - CPU side: the CPU-seconds of the finishing thread (checks, label math, tables, commits) and of the
-  checker's worker processes, which run beside the engine and, on a CPU, take cores from it;
+  checker's processes (its workers, those killed at their deadline included: bench/process_cpu.py),
+  which run beside the engine and, on a CPU, take cores from it; the share printed adds them to the
+  serial seconds over the bare time, an upper bound (the last unit's checks are in both);
 - noise: the ratio of the two bare runs that stand side by side (B B in L B B L), what the machine's
   own jitter gives with no change at all, and the seconds stolen by the hypervisor (/proc/stat) in
-  each run. A ratio within that noise measures the machine, not the labeler.
+  each run (CPU-seconds of all cores). A ratio within that noise measures the machine, not the labeler.
+  The bare replay sends the engine calls the labeler made, as it made them (prompts, parameters,
+  seeds): a note on stderr says so if their generated tokens differ.
 Target (issue 25): ratio <= 1.05 over at least 50k generated tokens, on the tiny random model (about
 as fast as one GPU with a small math model) and the embedded SmolLM2. The arm `tiny-checked` labels
 with --truncated incorrect, so that every rollout, garbage included, is checked (the tiny model's
@@ -48,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.process_cpu import checker_processes_cpu  # noqa: E402
 from labeler.checking.checker import AnswerChecker  # noqa: E402
 from labeler.labeling.config import LabelConfig  # noqa: E402
 from labeler.labeling.job import SAMPLE_INPUT, run_job  # noqa: E402
@@ -72,7 +77,8 @@ class Run:
     stolen_s: float  # CPU time the hypervisor gave to others during the run (both cores)
     engine_s: float = 0.0  # labeler: wall seconds inside LLM.generate
     finisher_cpu_s: float = 0.0  # labeler: CPU of the finishing thread
-    checker_cpu_s: float = 0.0  # labeler: CPU of the checker's worker processes
+    checker_cpu_s: float = 0.0  # labeler: CPU of the checker's processes (bench/process_cpu.py)
+    checker_kills: int = 0  # labeler: checker workers killed at their deadline
     tokens: int = 0
     calls: list = field(default_factory=list, repr=False)
 
@@ -82,20 +88,22 @@ class Run:
 
 
 class RecordingGenerator:
-    """Passes calls through to the engine, keeps each call's requests for the bare replay and times
-    the engine's own call (LLM.generate) apart from what the generator does around it."""
+    """Passes calls through to the engine, keeps each engine call's prompts and sampling parameters,
+    as the generator sent them to LLM.generate (budgets shortened near the context limit, stop
+    strings, seeds), for the bare replay, and times the engine's own calls apart from what the
+    generator does around them."""
 
     def __init__(self, engine):
         self.engine = engine
         self.model_name = engine.model_name
-        self.calls = []
+        self.calls = []  # (prompts, params) of each LLM.generate call
         self.engine_s = 0.0
 
     def generate(self, requests, sampling):
-        self.calls.append((list(requests), sampling))
         llm_generate = self.engine._generate
 
         def timed(prompts, params):
+            self.calls.append((list(prompts), list(params)))
             started = time.perf_counter()
             try:
                 return llm_generate(prompts, params)
@@ -131,35 +139,12 @@ def stolen_seconds() -> float:
         return 0.0
 
 
-def children_cpu() -> float:
-    """CPU seconds of this process's children alive now (the checker's worker processes)."""
-    import psutil
-
-    total = 0.0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            total += sum(child.cpu_times()[:2])
-        except psutil.Error:  # gone since the listing
-            pass
-    return total
-
-
 def bare_replay(engine, calls) -> Run:
-    """Time LLM.generate alone over the recorded calls (prompts tokenized beforehand, untimed)."""
-    from vllm.inputs import TokensPrompt
-
-    prepared = []
-    for requests, sampling in calls:
-        ids = engine._token_ids([engine.render(r) for r in requests])
-        prompts = [TokensPrompt(prompt_token_ids=i) for i in ids]
-        params = [
-            engine._params(sampling, n=r.n, seed=r.seed, max_tokens=sampling.max_new_tokens, stop=list(sampling.stop)) for r in requests
-        ]
-        prepared.append((prompts, params))
+    """Time LLM.generate alone over the recorded engine calls, the same prompts and parameters."""
     engine.llm.reset_prefix_cache()
     stolen, started = stolen_seconds(), time.perf_counter()
     tokens = 0
-    for prompts, params in prepared:
+    for prompts, params in calls:
         outputs = engine.llm.generate(prompts, params, use_tqdm=False)
         tokens += sum(len(choice.token_ids) for output in outputs for choice in output.outputs)
     seconds = time.perf_counter() - started
@@ -168,14 +153,20 @@ def bare_replay(engine, calls) -> Run:
 
 def run_labeler(engine, config: LabelConfig) -> Run:
     out = Path(tempfile.mkdtemp(prefix="overhead-"))
-    config = dataclasses.replace(config, output=str(out))
+    try:
+        return _run_labeler(engine, dataclasses.replace(config, output=str(out)))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _run_labeler(engine, config: LabelConfig) -> Run:
     recorder = RecordingGenerator(engine)
     engine.llm.reset_prefix_cache()
     with AnswerChecker(timeout_s=5) as checker:
         # started outside the clock, as the engine is: a job starts its checker before it loads the model
         checker.start()
         TimedExecutor.finisher_cpu_s = 0.0
-        checker_cpu, stolen, started = children_cpu(), stolen_seconds(), time.perf_counter()
+        checker_cpu, stolen, started = checker_processes_cpu(), stolen_seconds(), time.perf_counter()
         executor = TimedExecutor(lambda: recorder, checker)
         summary = run_job(config, executor=executor, model_info={"name": config.model}, progress_enabled=False)
         seconds = time.perf_counter() - started  # closing the pool is outside the clock too, as closing the engine is
@@ -185,11 +176,11 @@ def run_labeler(engine, config: LabelConfig) -> Run:
             stolen_seconds() - stolen,
             engine_s=recorder.engine_s,
             finisher_cpu_s=TimedExecutor.finisher_cpu_s,
-            checker_cpu_s=children_cpu() - checker_cpu,
+            checker_cpu_s=checker_processes_cpu() - checker_cpu,
+            checker_kills=checker._pool.kills,
             tokens=summary.generated_tokens,
             calls=recorder.calls,
         )
-    shutil.rmtree(out)
     return run
 
 
@@ -209,6 +200,8 @@ def measure(arm: Arm, engine, config: LabelConfig, pairs: int) -> dict:
     labeler = [r for r in runs if r.kind == "labeler"]
     bare = [r for r in runs if r.kind == "bare"]
     bare_median = statistics.median(r.seconds for r in bare)
+    if {r.tokens for r in runs} != {labeler[0].tokens}:  # same prompts, parameters and seeds: the same tokens, or a note
+        print(f"  {arm.name}: generated tokens differ between runs: {sorted({r.tokens for r in runs})}", file=sys.stderr)
     # each pair's two runs stand side by side, under the same drift of the machine: the median of their ratios
     pair_ratios = [lab.seconds / b.seconds for lab, b in zip(labeler, bare)]
     # the bare runs that stand side by side (L B | B L | L B | B L ...): the machine's own jitter
@@ -216,11 +209,12 @@ def measure(arm: Arm, engine, config: LabelConfig, pairs: int) -> dict:
     return {
         "model": arm.name,
         "generated_tokens": labeler[0].tokens,
+        "bare_generated_tokens": sorted({r.tokens for r in bare}),
         "generate_calls": len(calls),
         "labeler_seconds": round(statistics.median(r.seconds for r in labeler), 2),
         "bare_generate_seconds": round(bare_median, 2),
         "ratio": round(statistics.median(pair_ratios), 3),
-        "ratio_90ci": [round(x, 3) for x in median_interval(pair_ratios)],
+        "ratio_90ci": [round(x, 3) for x in median_interval(pair_ratios)] if len(pair_ratios) >= 3 else None,
         "ratio_of_medians": round(statistics.median(r.seconds for r in labeler) / bare_median, 3),
         "pair_ratios": [round(x, 3) for x in pair_ratios],
         "serial_seconds": round(statistics.median(r.serial_s for r in labeler), 3),
@@ -230,7 +224,8 @@ def measure(arm: Arm, engine, config: LabelConfig, pairs: int) -> dict:
         "bare_neighbour_ratios": [round(x, 3) for x in neighbours],
         "labeler_runs": [round(r.seconds, 2) for r in labeler],
         "bare_runs": [round(r.seconds, 2) for r in bare],
-        "stolen_seconds": [round(r.stolen_s, 2) for r in runs],
+        "stolen_seconds": [round(r.stolen_s, 2) for r in runs],  # CPU-seconds of both cores
+        "checker_kills": [r.checker_kills for r in labeler],
     }
 
 
@@ -241,14 +236,14 @@ def median_interval(values: list[float], resamples: int = 2000) -> tuple[float, 
     return medians[int(0.05 * resamples)], medians[int(0.95 * resamples) - 1]
 
 
-def start_arm(arm: Arm, source: str):
+def start_arm(arm: Arm, source: str, scratch: Path):
     """The engine and the job's settings (output filled in per run) of an arm."""
     from workers.vllm_generator import VLLMGenerator
 
     if arm.name.startswith("tiny"):
         from tests.tiny_model import build_tiny_llama
 
-        path = build_tiny_llama(Path(tempfile.mkdtemp(prefix="tiny-llama-")))
+        path = build_tiny_llama(scratch / "tiny-llama")
         engine = VLLMGenerator(str(path), model_name="tiny-llama", dtype="float32", max_model_len=2048)
     else:
         from workers.embedded_model import ensure_embedded_model
@@ -291,21 +286,22 @@ def main() -> None:
     route_vllm_logs("ERROR")  # stdout is for the figures
     source = str(PROCESSBENCH_GSM8K) if PROCESSBENCH_GSM8K.exists() else SAMPLE_INPUT
     results = []
-    for name in names:
-        engine, config = start_arm(arms[name], source)
-        try:
-            result = measure(arms[name], engine, config, args.embedded_pairs if name == "embedded" else args.pairs)
-        finally:
-            engine.close()
-        results.append(result)
-        print(json.dumps(result), flush=True)
+    with tempfile.TemporaryDirectory(prefix="overhead-models-") as scratch:
+        for name in names:
+            engine, config = start_arm(arms[name], source, Path(scratch))
+            try:
+                result = measure(arms[name], engine, config, args.embedded_pairs if name == "embedded" else args.pairs)
+            finally:
+                engine.close()
+            results.append(result)
+            print(json.dumps(result), flush=True)
     print()
     print(f"{'arm':13} {'tokens':>7} {'labeler s':>9} {'bare s':>7} {'ratio':>6} {'90% interval':>13} {'serial s':>8} {'CPU side':>8}")
     for r in results:
-        low, high = r["ratio_90ci"]
+        interval = "-" if r["ratio_90ci"] is None else "{:.3f}-{:.3f}".format(*r["ratio_90ci"])  # fewer than 3 pairs: none
         print(
             f"{r['model']:13} {r['generated_tokens']:>7} {r['labeler_seconds']:>9} {r['bare_generate_seconds']:>7} {r['ratio']:>6} "
-            f"{f'{low:.3f}-{high:.3f}':>13} {r['serial_seconds']:>8} {r['cpu_side_share']:>8.1%}"
+            f"{interval:>13} {r['serial_seconds']:>8} {r['cpu_side_share']:>8.1%}"
         )
         noise = ", ".join(f"{x:.3f}" for x in r["bare_neighbour_ratios"]) or "-"
         print(f"{'':13} pairs {', '.join(f'{x:.3f}' for x in r['pair_ratios'])}; bare vs bare {noise}")
