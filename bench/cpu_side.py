@@ -191,7 +191,7 @@ def checker_pairs(pool: dict, rows: list[dict]) -> tuple[list, list]:
 
 def part_checker(args, families) -> None:
     print("== 1. checker alone: AnswerChecker.check_many, a fresh checker per family, one symbolic process")
-    print("   (the CPU of a worker killed at its deadline is not counted: where checks time out, read verdicts/wall-s)")
+    print("   (CPU-seconds: this process and the checker's processes, workers killed at their deadline included)")
     print(f"{'family':34} {'pairs':>7} {'verdicts/CPU-s':>15} {'verdicts/wall-s':>16} {'symbolic':>9}")
     cases = [(family, *checker_pairs(pool, rows)) for family, (rows, pool) in families.items()]
     final_rows = completions.processbench_rows(limit=max(1, args.rows // 2))
