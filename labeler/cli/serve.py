@@ -1,0 +1,82 @@
+"""`labeler serve`: a PRM as an HTTP reward server for RL (OpenRLHF's remote reward model, or any client).
+
+    labeler serve --prm runs/prm/best --port 8000
+    labeler serve --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --answer-weight 1.0 --unmeasured-score 0.0
+
+Endpoints (labeler/serving/reward_server.py): POST /get_reward (OpenRLHF's protocol: query, prompts,
+labels -> rewards, scores, extra_logs), POST /rewards (problems, completions, references -> each
+completion's reward, step scores and, where the reward could not be measured, the reason), GET /health.
+It binds to 127.0.0.1 unless --host says otherwise; stdout gets one line, the URL it listens on, once
+the PRM is loaded; logs go to stderr. SIGTERM or Ctrl-C: queued requests are answered, then it exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
+from labeler.cli.flags import add_flags, flag_values
+
+COMMAND = "serve"
+RUN_OPTIONS = ("quiet", "verbose")
+log = logging.getLogger("labeler.serve")
+
+
+def register(subparsers) -> None:
+    from labeler.rewards.config import RewardConfig
+    from labeler.serving.config import ServeConfig
+
+    parser = add_command(
+        subparsers,
+        COMMAND,
+        help="serve a PRM as an HTTP reward (OpenRLHF's remote reward model protocol)",
+        description=__doc__,
+        usage_errors="bad usage, a PRM that cannot load, or an address that cannot be bound",
+    )
+    add_flags(parser, RewardConfig)
+    add_flags(parser, ServeConfig)
+    add_flags(parser, RunOptions, only=RUN_OPTIONS)
+    parser.set_defaults(handler=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from labeler.rewards.config import RewardConfig
+    from labeler.serving.config import ServeConfig
+
+    run_options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
+    log_to_stderr(run_options.quiet)
+    if not run_options.verbose:
+        quiet_transformers()
+    try:
+        reward_config = RewardConfig(**flag_values(args, RewardConfig))
+        serve_config = ServeConfig(**flag_values(args, ServeConfig))
+    except ValueError as error:
+        return usage_error(COMMAND, str(error))
+    try:
+        sock = socket.create_server((serve_config.host, serve_config.port))
+    except OSError as error:
+        return usage_error(COMMAND, f"cannot listen on {serve_config.host}:{serve_config.port}: {error.strerror or error}")
+    import uvicorn
+
+    from labeler.rewards.process_reward import ProcessReward
+    from labeler.serving.reward_server import create_app
+
+    try:
+        reward = ProcessReward(reward_config)
+    except ValueError as error:  # PRMLoadError and bad settings: one line
+        sock.close()
+        return usage_error(COMMAND, str(error).splitlines()[0])
+    host, port = sock.getsockname()[:2]
+    log.info("PRM %s loaded; serving on %s:%d", reward_config.prm, host, port)
+    server = uvicorn.Server(uvicorn.Config(create_app(reward, serve_config), log_level="warning", timeout_graceful_shutdown=30))
+    print(f"http://{host}:{port}", flush=True)
+    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again: a no-op here, so that the
+    # stop asked for ends with exit code 0 (Ctrl-C while the PRM loads is still an interruption: 130)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda signum, frame: None)
+    server.run(sockets=[sock])
+    log.info("stopped; every queued request was answered")
+    return EXIT_OK

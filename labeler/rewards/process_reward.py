@@ -1,0 +1,120 @@
+"""One reward per completion from a PRM: the completion cut into steps, each step scored, the scores
+aggregated (min by default), plus, when asked, a verifiable reward for the final answer.
+
+    reward = ProcessReward(RewardConfig(prm="qwen-prm:Qwen/Qwen2.5-Math-PRM-7B", answer_weight=1.0))
+    results = reward.rewards(problems, completions, references)   # one Reward per completion
+    values = [r.value for r in results]                             # None where it could not be measured
+
+A reward that could not be measured is None with its reason, never a number: a completion with no
+step (empty), one with a step past the PRM's length limit (an aggregate of the steps that fit would
+reward a cut completion as if the PRM had read it all), or, with an answer weight, one whose answer
+check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from labeler.checking.verdicts import Verdict
+from labeler.evaluation.solutions import SolutionToScore
+from labeler.inputs.splitting import split_steps
+from labeler.prm.solution_scores import aggregate
+from labeler.rewards.config import RewardConfig
+
+
+@dataclass
+class Reward:
+    value: float | None  # process + answer_weight * answer; None when not measured (reason says why)
+    process: float | None = None  # the aggregate of the step scores
+    answer_correct: bool | None = None  # the verifiable part: None when not asked for, or not known
+    step_scores: list[float | None] = field(default_factory=list)  # None: a step the PRM did not score
+    reason: str | None = None  # why value is None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ProcessReward:
+    """A PRM (any spec `labeler score` takes) as a reward function over batches of completions.
+    The PRM loads at construction; the answer checker, only when answer_weight > 0, at the first call."""
+
+    def __init__(self, config: RewardConfig, scorer=None):
+        from labeler.prm.devices import place
+        from labeler.prm.scorers import load_scorer
+
+        self.config = config
+        self.scorer = scorer or load_scorer(
+            config.prm,
+            placement=place(config.device, config.precision),
+            batch_size=config.batch_size,
+            trust_remote_code=config.trust_remote_code,
+            max_length=config.max_length,
+        )
+        self._checker = None
+
+    def rewards(self, problems: Sequence[str], completions: Sequence[str], references: Sequence[str | None] | None = None) -> list[Reward]:
+        """One Reward per completion, in order. ValueError, naming the item, for lists of unequal length, a
+        text that is not a string, or a missing reference while answer_weight > 0."""
+        self._validate(problems, completions, references)
+        steps = [split_steps(text, self.config.split) for text in completions]
+        to_score = [i for i, s in enumerate(steps) if s]
+        solutions = [SolutionToScore(f"p{i}", f"c{i}", problems[i], tuple(steps[i])) for i in to_score]
+        scores: dict[int, list[float | None]] = dict(zip(to_score, self.scorer.step_scores(solutions), strict=True)) if solutions else {}
+        answers = self._answers(problems, completions, references) if self.config.answer_weight > 0 else None
+        return [self._reward(i, steps[i], scores.get(i), None if answers is None else answers[i]) for i in range(len(completions))]
+
+    def _reward(self, i: int, steps: list[str], step_scores: list[float | None] | None, answer: Verdict | None) -> Reward:
+        if not steps:
+            return Reward(None, reason="empty completion: no step to score")
+        step_scores = list(step_scores) + [None] * (len(steps) - len(step_scores))
+        process = aggregate(step_scores, self.config.aggregate)
+        reward = Reward(None, process=process, step_scores=step_scores)
+        if process is None:
+            unscored = sum(score is None for score in step_scores)
+            reward.reason = f"{unscored} of {len(steps)} steps unscored: past the PRM's length limit"
+            return reward
+        if answer is None:
+            reward.value = process
+            return reward
+        if answer in (Verdict.TIMEOUT, Verdict.UNPARSEABLE):
+            reward.reason = f"answer check {answer.value}: the final answer could not be compared with the reference"
+            return reward
+        reward.answer_correct = answer == Verdict.CORRECT
+        reward.value = process + self.config.answer_weight * float(reward.answer_correct)
+        return reward
+
+    def _answers(self, problems, completions, references) -> list[Verdict]:
+        if self._checker is None:
+            from labeler.checking.checker import AnswerChecker
+
+            self._checker = AnswerChecker()
+        results = self._checker.check_many(list(zip(completions, references)), list(problems))
+        return [result.verdict for result in results]
+
+    def _validate(self, problems, completions, references) -> None:
+        if len(problems) != len(completions):
+            raise ValueError(f"{len(problems)} problems but {len(completions)} completions: one problem per completion")
+        if references is not None and len(references) != len(completions):
+            raise ValueError(f"{len(references)} references but {len(completions)} completions: one reference per completion")
+        for name, texts in (("problem", problems), ("completion", completions)):
+            for i, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise ValueError(f"{name} {i}: a string, not {type(text).__name__}")
+        if self.config.answer_weight > 0:
+            if references is None:
+                raise ValueError("answer_weight > 0 needs a reference answer per completion")
+            for i, reference in enumerate(references):
+                if not isinstance(reference, str) or not reference.strip():
+                    raise ValueError(f"reference {i}: answer_weight > 0 needs a reference answer, got {reference!r}")
+
+    def close(self) -> None:
+        if self._checker is not None:
+            self._checker.close()
+            self._checker = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,72 @@
+"""The PRM as verl's custom reward function. In verl's config:
+
+    custom_reward_function.path=<site-packages>/labeler/rewards/verl_score.py
+    custom_reward_function.name=compute_score
+    +custom_reward_function.reward_kwargs.prm=runs/prm/best
+    +custom_reward_function.reward_kwargs.answer_weight=1.0
+    +custom_reward_function.reward_kwargs.unmeasured_score=0.0   # only if you accept it (below)
+
+`reward_kwargs` are RewardConfig's fields (labeler/rewards/config.py) plus `unmeasured_score`. The
+problem comes from the sample's extra_info["question"] (verl's GSM8K and MATH preprocessing put it
+there), the reference from ground_truth. verl needs a number for every sample, and a reward that could
+not be measured has none: by default such a sample stops the run with its reason; `unmeasured_score`
+is the number you choose for them instead (each such sample logs a warning with its reason, and the
+metric prm_unmeasured counts them). Both of
+verl's call forms work: one sample (the naive reward manager) or lists (the batch reward manager).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from labeler.rewards.config import RewardConfig
+from labeler.rewards.process_reward import ProcessReward, Reward
+
+logger = logging.getLogger(__name__)
+_loaded: dict[RewardConfig, ProcessReward] = {}  # one PRM per config in a reward worker
+
+
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, data_sources=None,
+                  solution_strs=None, ground_truths=None, extra_infos=None, unmeasured_score: float | None = None,
+                  **reward_kwargs):  # fmt: skip
+    batch = solution_strs is not None
+    solutions = list(solution_strs) if batch else [solution_str]
+    truths = list(ground_truths) if batch else [ground_truth]
+    infos = list(extra_infos) if batch else [extra_info]
+    reward = _reward(RewardConfig(**reward_kwargs))
+    problems = []
+    for i, info in enumerate(infos):
+        question = info.get("question") if isinstance(info, dict) else None
+        if not isinstance(question, str):
+            raise ValueError(f"sample {i}: extra_info has no 'question' (the problem text the PRM reads with the solution)")
+        problems.append(question)
+    references = [None if t is None else str(t) for t in truths] if reward.config.answer_weight > 0 else None
+    answers_asked = reward.config.answer_weight > 0
+    scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(reward.rewards(problems, solutions, references))]
+    return scores if batch else scores[0]
+
+
+def _score(result: Reward, unmeasured_score: float | None, i: int, answers_asked: bool) -> dict:
+    """verl's dict form: "score" is the reward, the other keys are logged as metrics (numbers only, NaN for
+    what was not measured, the same keys for every sample)."""
+    if result.value is None:
+        if unmeasured_score is None:
+            raise ValueError(
+                f"sample {i}: no reward ({result.reason}); verl needs a number: set reward_kwargs.unmeasured_score to the "
+                "one such samples should get"
+            )
+        logger.warning("sample %d: no reward (%s): scored unmeasured_score=%s", i, result.reason, unmeasured_score)
+    score = {
+        "score": result.value if result.value is not None else float(unmeasured_score),
+        "prm_process": result.process if result.process is not None else float("nan"),
+        "prm_unmeasured": float(result.value is None),
+    }
+    if answers_asked:
+        score["prm_answer_correct"] = float("nan") if result.answer_correct is None else float(result.answer_correct)
+    return score
+
+
+def _reward(config: RewardConfig) -> ProcessReward:
+    if config not in _loaded:
+        _loaded[config] = ProcessReward(config)
+    return _loaded[config]

@@ -1,0 +1,112 @@
+"""Requests to a reward server, batched: completions from all waiting requests are scored together, on
+one thread (the PRM is one model), up to max_batch at a time.
+
+A request puts its items on a bounded queue and awaits their rewards; one asyncio task takes what is
+waiting (after at most max_wait_ms for more), scores it in a worker thread and hands each request its
+own. Nothing waits without bound: a full queue refuses at once (Busy), and a caller times its own wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+
+class Busy(Exception):
+    """The queue holds max_pending completions already."""
+
+
+@dataclass
+class _Job:
+    items: list  # what score() takes, one per completion
+    future: asyncio.Future
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    def __init__(self, score: Callable[[Sequence], list], max_batch: int, max_wait_s: float, max_pending: int):
+        self.score = score  # items -> one result per item, in order; raises ValueError for bad items
+        self.max_batch, self.max_wait_s, self.max_pending = max_batch, max_wait_s, max_pending
+        self.pending = 0  # completions queued or being scored
+        self.batches = 0
+        self.scored = 0
+        self._queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-scorer")
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def submit(self, items: list) -> list:
+        if self.pending + len(items) > self.max_pending:
+            raise Busy(f"{self.pending} completions are waiting (--max-pending {self.max_pending})")
+        job = _Job(items, asyncio.get_running_loop().create_future())
+        job.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # read: no "never retrieved" warning
+        self.pending += len(items)
+        await self._queue.put(job)
+        return await asyncio.shield(job.future)  # a caller that times out leaves the job to finish
+
+    async def drain(self) -> None:
+        """Wait until every queued job is answered, then stop the scorer (graceful shutdown)."""
+        await self._queue.join()
+        if self._task is not None:
+            self._task.cancel()
+        self._thread.shutdown(wait=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = [await self._queue.get()]
+            size = len(jobs[0].items)
+            deadline = loop.time() + self.max_wait_s
+            while size < self.max_batch:
+                try:
+                    job = await asyncio.wait_for(self._queue.get(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    break
+                jobs.append(job)
+                size += len(job.items)
+            await self._score(jobs)
+
+    async def _score(self, jobs: list[_Job]) -> None:
+        """Score the jobs together; when that fails (a bad item), each job alone, so that one bad request
+        gets its own error and the others their rewards."""
+        try:
+            try:
+                results = await self._in_thread([item for job in jobs for item in job.items])
+            except Exception as error:
+                if len(jobs) == 1:
+                    _answer(jobs[0], error=error)
+                    return
+                for job in jobs:
+                    try:
+                        _answer(job, await self._in_thread(job.items))
+                    except Exception as alone:
+                        _answer(job, error=alone)
+                return
+            start = 0
+            for job in jobs:
+                _answer(job, results[start : start + len(job.items)])
+                start += len(job.items)
+        finally:
+            for job in jobs:
+                self.pending -= len(job.items)
+                self._queue.task_done()
+
+    async def _in_thread(self, items: list) -> list:
+        results = await asyncio.get_running_loop().run_in_executor(self._thread, self.score, items)
+        self.batches += 1
+        self.scored += len(items)
+        return results
+
+
+def _answer(job: _Job, results: list | None = None, error: Exception | None = None) -> None:
+    if job.future.done():  # its caller gave up (timeout, disconnect)
+        return
+    if error is not None:
+        job.future.set_exception(error)
+    else:
+        job.future.set_result(results)

@@ -1,0 +1,145 @@
+"""A PRM as an HTTP reward server: OpenRLHF's remote reward model protocol, a per-step endpoint, health.
+
+    POST /get_reward   OpenRLHF (--reward.remote_url, formerly --remote_rm_url, http://HOST:PORT/get_reward):
+                       {"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [reference, ...]}
+                       -> {"rewards": [float, ...], "scores": [...], "extra_logs": {"prm_process": [...], ...}}
+                       Each query must start with its prompt: the response is the rest, cut into steps;
+                       the problem the PRM reads is the prompt's last user turn (ChatML, Llama 3 chats),
+                       else the prompt, without special tokens (<|...|>).
+                       labels are the references when --answer-weight > 0.
+    POST /rewards      {"problems": [...], "completions": [...], "references": [...] (optional)}
+                       -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason"}, ...]}:
+                       every step's score (null past the PRM's length limit) and, for a reward that could not
+                       be measured, value null and the reason.
+    GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N}
+
+A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, an answer
+check that timed out) is never a number made up here: the request gets 422 naming the sample and the
+reason, unless the server was started with --unmeasured-score, the number the user chose for them
+(extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason; a full queue 503; a
+request not answered in --request-timeout-s 504. SIGTERM or Ctrl-C: no new requests, those queued are
+answered, then it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+from labeler.rewards.process_reward import ProcessReward, Reward
+from labeler.serving.batcher import Batcher, Busy
+from labeler.serving.config import ServeConfig
+
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,64}\|>|</s>|<s>")
+# the start of a chat turn and its role: ChatML (<|im_start|>user) and Llama 3 (<|start_header_id|>user<|end_header_id|>)
+_TURN = re.compile(r"<\|(?:im_start|start_header_id)\|>\s*(\w+)\s*(?:<\|end_header_id\|>)?")
+
+
+def problem_from_prompt(prompt: str) -> str:
+    """The problem a PRM reads: the prompt's last user turn when it is a ChatML or Llama 3 chat, else the
+    prompt; without special tokens either way."""
+    turns = list(_TURN.finditer(prompt))
+    users = [(m.end(), turns[i + 1].start() if i + 1 < len(turns) else len(prompt)) for i, m in enumerate(turns) if m.group(1) == "user"]
+    text = prompt[users[-1][0] : users[-1][1]] if users else prompt
+    return _SPECIAL_TOKEN.sub("\n", text).strip()
+
+
+class OpenRLHFRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    query: list[str]
+    prompts: list[str] | None = None
+    labels: list[str | None] | None = None
+
+
+class RewardsRequest(BaseModel):
+    problems: list[str]
+    completions: list[str]
+    references: list[str | None] | None = None
+
+
+def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
+    batcher = Batcher(_scorer(reward), config.max_batch, config.max_wait_ms / 1000, config.max_pending)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        yield
+        await batcher.drain()  # uvicorn stopped taking requests; those in flight are answered first
+        reward.close()
+
+    app = FastAPI(title="prm-labeler reward server", lifespan=lifespan)
+
+    async def rewards_of(problems: list[str], completions: list[str], references) -> list[Reward]:
+        items = [(p, c, None if references is None else references[i]) for i, (p, c) in enumerate(zip(problems, completions))]
+        if not items:
+            return []
+        try:
+            return await asyncio.wait_for(batcher.submit(items), config.request_timeout_s)
+        except Busy as busy:
+            raise HTTPException(503, f"busy: {busy}; retry later", headers={"Retry-After": "1"}) from None
+        except TimeoutError:
+            raise HTTPException(504, f"not scored within --request-timeout-s {config.request_timeout_s}") from None
+        except ValueError as error:  # a bad item, named by ProcessReward
+            raise HTTPException(400, str(error)) from None
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches, "scored": batcher.scored}
+
+    @app.post("/rewards")
+    async def rewards(request: RewardsRequest):
+        _same_length(completions=request.completions, problems=request.problems, references=request.references)
+        results = await rewards_of(request.problems, request.completions, request.references)
+        return {"rewards": [r.to_dict() for r in results]}
+
+    @app.post("/get_reward")
+    async def get_reward(request: OpenRLHFRequest):
+        if request.prompts is None:
+            raise HTTPException(400, "prompts: needed beside query, to tell the prompt from the response (OpenRLHF sends both)")
+        _same_length(query=request.query, prompts=request.prompts, labels=request.labels)
+        responses = []
+        for i, (query, prompt) in enumerate(zip(request.query, request.prompts)):
+            if not query.startswith(prompt):
+                raise HTTPException(400, f"query {i} does not start with its prompt: cannot tell the response from it")
+            responses.append(_SPECIAL_TOKEN.sub("", query[len(prompt) :]))
+        problems = [problem_from_prompt(prompt) for prompt in request.prompts]
+        if reward.config.answer_weight > 0 and request.labels is None:
+            raise HTTPException(400, "labels: the reference answers, needed with --answer-weight > 0")
+        results = await rewards_of(problems, responses, request.labels)
+        unmeasured = [(i, r.reason) for i, r in enumerate(results) if r.value is None]
+        if unmeasured and config.unmeasured_score is None:
+            i, reason = unmeasured[0]
+            raise HTTPException(
+                422,
+                f"sample {i} has no reward ({reason}); {len(unmeasured)} of {len(results)} unmeasured. Start the server with "
+                "--unmeasured-score to give them a number of your choice",
+            )
+        values = [r.value if r.value is not None else config.unmeasured_score for r in results]
+        # the same keys in every response (older OpenRLHF concatenates them across requests) and numbers only (JSON
+        # has no NaN): an unmeasured sample's process reward is logged as the score it was given, flagged by prm_unmeasured
+        extra = {
+            "prm_process": [r.process if r.value is not None else config.unmeasured_score for r in results],
+            "prm_unmeasured": [float(r.value is None) for r in results],
+        }
+        return JSONResponse({"rewards": values, "scores": values, "extra_logs": extra})
+
+    return app
+
+
+def _scorer(reward: ProcessReward):
+    def score(items: list[tuple[str, str, str | None]]) -> list[Reward]:
+        problems, completions, references = zip(*items)
+        return reward.rewards(list(problems), list(completions), list(references) if reward.config.answer_weight > 0 else None)
+
+    return score
+
+
+def _same_length(**lists) -> None:
+    given = {name: len(values) for name, values in lists.items() if values is not None}
+    if len(set(given.values())) > 1:
+        raise HTTPException(400, "lists of different lengths: " + ", ".join(f"{name} {n}" for name, n in given.items()))

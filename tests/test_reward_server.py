@@ -1,0 +1,206 @@
+"""`labeler serve`: a tiny random Qwen PRM served over real HTTP (a subprocess on 127.0.0.1), OpenRLHF's
+protocol and the per-step endpoint, bad requests, a bounded load and a graceful stop; the batcher's logic
+on a stand-in score function."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from labeler.rewards import ProcessReward, RewardConfig
+from labeler.serving.batcher import Batcher, Busy
+from tests.public_prms import build_qwen_prm
+
+PROBLEM = "What is 2 + 3?"
+RESPONSE = "2 + 3 = 5.\n\nThe answer is $\\boxed{5}$."
+CHAT_PROMPT = f"<|im_start|>user\n{PROBLEM}<|im_end|>\n<|im_start|>assistant\n"
+
+
+# -- the batcher (logic) -------------------------------------------------------------------------------
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_requests_waiting_together_are_scored_in_one_batch_and_each_gets_its_own():
+    calls = []
+
+    def score(items):
+        calls.append(list(items))
+        return [item * 10 for item in items]
+
+    async def main():
+        batcher = Batcher(score, max_batch=8, max_wait_s=0.05, max_pending=100)
+        batcher.start()
+        results = await asyncio.gather(batcher.submit([1, 2]), batcher.submit([3]), batcher.submit([4, 5, 6]))
+        await batcher.drain()
+        return results, batcher
+
+    results, batcher = run(main())
+    assert results == [[10, 20], [30], [40, 50, 60]]
+    assert calls == [[1, 2, 3, 4, 5, 6]] and batcher.pending == 0 and batcher.scored == 6
+
+
+def test_a_bad_request_fails_alone_and_a_full_queue_refuses_at_once():
+    def score(items):
+        if "bad" in items:
+            raise ValueError("completion 0: a string, not int")
+        return [len(item) for item in items]
+
+    async def main():
+        batcher = Batcher(score, max_batch=8, max_wait_s=0.05, max_pending=4)
+        batcher.start()
+        good, bad = await asyncio.gather(batcher.submit(["ab"]), batcher.submit(["bad"]), return_exceptions=True)
+        with pytest.raises(Busy):
+            await batcher.submit(["a"] * 5)
+        await batcher.drain()
+        return good, bad, batcher.pending
+
+    good, bad, pending = run(main())
+    assert good == [2] and isinstance(bad, ValueError) and pending == 0
+
+
+# -- the server over HTTP --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen_prm(tmp_path_factory):
+    folder, _, _ = build_qwen_prm(tmp_path_factory.mktemp("served-prm") / "qwen-prm")
+    return f"qwen-prm:{folder}"
+
+
+class Server:
+    def __init__(self, *flags):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labeler.cli", "serve", "--port", "0", "--device", "cpu", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.url = self.proc.stdout.readline().strip()  # printed once the PRM is loaded
+        assert self.url.startswith("http://127.0.0.1:"), self.proc.stderr.read()
+
+    def stop(self, how=signal.SIGTERM) -> tuple[int, str]:
+        self.proc.send_signal(how)
+        code = self.proc.wait(timeout=60)
+        return code, self.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def server(qwen_prm):
+    served = Server("--prm", qwen_prm, "--answer-weight", "1.0", "--max-length", "256")
+    yield served
+    if served.proc.poll() is None:
+        served.stop()
+
+
+def test_the_per_step_endpoint_gives_what_the_reward_gives_in_process(server, qwen_prm):
+    body = {"problems": [PROBLEM, PROBLEM], "completions": [RESPONSE, "2 + 3 = 6.\n\nThe answer is 6."], "references": ["5", "5"]}
+    answer = httpx.post(f"{server.url}/rewards", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    served = answer.json()["rewards"]
+    with ProcessReward(RewardConfig(prm=qwen_prm, device="cpu", answer_weight=1.0, max_length=256)) as reward:
+        direct = reward.rewards(body["problems"], body["completions"], body["references"])
+    for got, want in zip(served, direct):
+        assert got["step_scores"] == pytest.approx(want.step_scores, abs=1e-6)
+        assert got["value"] == pytest.approx(want.value, abs=1e-6) and got["answer_correct"] == want.answer_correct
+    assert [s["answer_correct"] for s in served] == [True, False]
+    long = "\n\n".join(f"Step {i}: we add {i} and {i} to get {2 * i}." for i in range(60))
+    cut = httpx.post(f"{server.url}/rewards", json={"problems": [PROBLEM], "completions": [long], "references": ["5"]}, timeout=60)
+    cut = cut.json()["rewards"][0]
+    assert cut["value"] is None and cut["process"] is None and "past the PRM's length limit" in cut["reason"]
+    assert cut["step_scores"][0] is not None and cut["step_scores"][-1] is None
+
+
+def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server):
+    body = {"query": [CHAT_PROMPT + RESPONSE + "<|im_end|>"], "prompts": [CHAT_PROMPT], "labels": ["5"]}
+    answer = httpx.post(f"{server.url}/get_reward", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert len(data["rewards"]) == 1 and data["scores"] == data["rewards"]
+    assert data["extra_logs"]["prm_unmeasured"] == [0.0]
+    assert data["rewards"][0] == pytest.approx(1.0 + data["extra_logs"]["prm_process"][0])  # right answer: +1
+    per_step = httpx.post(f"{server.url}/rewards", json={"problems": [PROBLEM], "completions": [RESPONSE], "references": ["5"]}, timeout=60)
+    assert per_step.json()["rewards"][0]["value"] == pytest.approx(data["rewards"][0], abs=1e-6)  # chat tokens stripped
+
+
+@pytest.mark.parametrize(
+    "path, body, status, says",
+    [
+        ("/get_reward", {"query": ["x"]}, 400, "prompts: needed"),
+        ("/get_reward", {"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}, 400, "lists of different lengths"),
+        ("/get_reward", {"query": ["abc"], "prompts": ["zz"], "labels": ["1"]}, 400, "does not start with its prompt"),
+        ("/get_reward", {"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT], "labels": ["5"]}, 422, "empty completion"),
+        ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}, 400, "labels: the reference answers"),
+        ("/rewards", {"problems": [PROBLEM], "completions": [RESPONSE], "references": [""]}, 400, "reference 0"),
+        ("/rewards", {"problems": [PROBLEM], "completions": [3]}, 422, "completions"),
+        ("/rewards", "not json", 422, ""),
+    ],
+)
+def test_bad_requests_get_4xx_with_the_reason_and_the_server_goes_on(server, path, body, status, says):
+    kwargs = {"content": body, "headers": {"content-type": "application/json"}} if isinstance(body, str) else {"json": body}
+    answer = httpx.post(f"{server.url}{path}", timeout=60, **kwargs)
+    assert answer.status_code == status, answer.text
+    assert says in answer.text
+    assert httpx.get(f"{server.url}/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_bounded_load_is_answered_without_an_error(server):
+    def client(n: int) -> list[tuple[int, float]]:
+        out = []
+        with httpx.Client(timeout=60) as http:
+            for i in range(n):
+                started = time.perf_counter()
+                query = CHAT_PROMPT + f"2 + 3 = {i}.\n\nThe answer is {i}."
+                answer = http.post(f"{server.url}/get_reward", json={"query": [query], "prompts": [CHAT_PROMPT], "labels": ["5"]})
+                out.append((answer.status_code, time.perf_counter() - started))
+        return out
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = [r for rs in pool.map(client, [5] * 8) for r in rs]
+    assert [code for code, _ in results] == [200] * 40
+    health = httpx.get(f"{server.url}/health", timeout=10).json()
+    assert health["pending"] == 0 and health["batches"] < health["scored"]  # requests were batched together
+
+
+def test_unmeasured_score_and_a_full_queue_and_a_graceful_stop(qwen_prm):
+    served = Server("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2")
+    try:
+        empty = httpx.post(f"{served.url}/get_reward", json={"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT]}, timeout=60)
+        assert empty.status_code == 200 and empty.json()["rewards"] == [0.0]
+        assert empty.json()["extra_logs"]["prm_unmeasured"] == [1.0]
+        many = {"problems": [PROBLEM] * 3, "completions": [RESPONSE] * 3}
+        busy = httpx.post(f"{served.url}/rewards", json=many, timeout=60)
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+    finally:
+        code, stderr = served.stop(signal.SIGINT)  # Ctrl-C: a stop asked for, as SIGTERM is
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_prm_that_cannot_load_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "labeler.cli", "serve", "--prm", f"qwen-prm:{tmp_path / 'missing'}", "--port", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("labeler serve: error:") and "Traceback" not in done.stderr
+
+
+def test_the_problem_is_the_last_user_turn_of_a_chat_prompt():
+    from labeler.serving.reward_server import problem_from_prompt
+
+    chatml = "<|im_start|>system\nReason step by step.<|im_end|>\n<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    llama3 = (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    assert problem_from_prompt(chatml) == problem_from_prompt(llama3) == "What is 2 + 3?"
+    assert problem_from_prompt("Question: What is 2 + 3?\nAnswer:") == "Question: What is 2 + 3?\nAnswer:"
