@@ -19,6 +19,8 @@ LAYERS = [
     "labeler.judging",
     "labeler.prm",
     "labeler.decoding",
+    "labeler.rewards",
+    "labeler.serving",
     "labeler.world",
     "workers",
     "labeler.api",
