@@ -277,6 +277,25 @@ def test_a_process_whose_sympy_warm_up_fails_refuses_to_install_the_guard():
     assert "sympy's warm-up failed: ValueError('no periodic today')" in done.stdout
 
 
+def test_a_warm_up_whose_comparisons_fail_inside_math_verify_counts_as_failed():
+    """math-verify catches its parser's errors and answers unparseable: the warm-up reads its verdicts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import math_verify.parser as p\n"
+        "def broken(*args, **kwargs):\n"
+        "    raise MemoryError('no room')\n"
+        "p.latex2sympy = broken\n"
+        "from labeler.checking import symbolic\n"
+        "symbolic.warm_up()\n"
+        "print(symbolic._warmed_up, symbolic._warm_up_error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("False RuntimeError(\"its comparisons of equal values gave ['unparseable'")
+
+
 def test_a_start_that_fails_before_the_engine_is_raised_at_the_first_check(monkeypatch, caplog):
     from labeler.labeling.checker_start import start_checker
 

@@ -134,7 +134,8 @@ class _Worker:
 
 # Imported once by the forkserver, so each worker (a new pool, a replacement after a kill) starts
 # in milliseconds instead of importing sympy and math-verify and warming sympy up for a second or more.
-_FORKSERVER_PRELOAD = ["sympy", "math_verify", "labeler.checking.pool", "labeler.checking.warm_forkserver"]
+# warm_forkserver first: it ignores Ctrl-C before the second of imports (else a traceback, and no forkserver).
+_FORKSERVER_PRELOAD = ["labeler.checking.warm_forkserver", "sympy", "math_verify", "labeler.checking.pool"]
 
 
 def _pool_context():

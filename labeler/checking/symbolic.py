@@ -47,9 +47,14 @@ def warm_up() -> None:
 
         x = sympy.Symbol("x")
         sympy.simplify((x + 1) ** 2 - x**2 - 2 * x - 1)
-        _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"])
-        run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n"))
-        run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",))))
+        verdicts = [
+            _symbolic_check(["\\frac{\\sqrt{2}}{2}", "x^2+2x+1", "(1,2]", "\\{1,2\\}", "x=3"], ["\\frac{1}{\\sqrt{2}}", "(x+1)^2"]),
+            run_task(("periodic", ("\\frac{\\pi}{4} + k\\pi",), "k", ("\\frac{5\\pi}{4} + 2n\\pi", "\\frac{\\pi}{4} + 2n\\pi"), "n")),
+            run_task(("match", (("\\sqrt{2}",), ("1",)), (("1",), ("\\frac{2}{\\sqrt{2}}",)))),
+        ]
+        # math-verify catches its parser's errors: a failed warm-up can look like a wrong verdict, not an exception
+        if verdicts != [Verdict.CORRECT.value] * 3:
+            raise RuntimeError(f"its comparisons of equal values gave {verdicts}")
         _warmed_up = True  # else a worker forked from here tries again
     except Exception as exc:  # a worker that cannot warm up refuses to serve (_install_no_eval_guard)
         _warm_up_error = repr(exc)
