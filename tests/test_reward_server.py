@@ -60,13 +60,54 @@ def test_a_bad_request_fails_alone_and_a_full_queue_refuses_at_once():
         batcher = Batcher(score, max_batch=8, max_wait_s=0.05, max_pending=4)
         batcher.start()
         good, bad = await asyncio.gather(batcher.submit(["ab"]), batcher.submit(["bad"]), return_exceptions=True)
-        with pytest.raises(Busy):
-            await batcher.submit(["a"] * 5)
+        waiting = asyncio.ensure_future(batcher.submit(["a"] * 3))
+        await asyncio.sleep(0)  # queued: 3 of 4 places taken
+        with pytest.raises(Busy, match="3 completions are waiting"):
+            await batcher.submit(["a"] * 2)
+        await waiting
         await batcher.drain()
         return good, bad, batcher.pending
 
     good, bad, pending = run(main())
     assert good == [2] and isinstance(bad, ValueError) and pending == 0
+
+
+def test_max_wait_zero_still_batches_what_is_already_waiting_and_abandoned_requests_are_not_scored():
+    calls = []
+
+    def slow(items):
+        calls.append(list(items))
+        time.sleep(0.2)
+        return list(items)
+
+    async def main():
+        batcher = Batcher(slow, max_batch=8, max_wait_s=0.0, max_pending=100)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(["a"]))
+        await asyncio.sleep(0.05)  # "a" is being scored; the next ones queue behind it
+        waiting = [asyncio.ensure_future(batcher.submit([x])) for x in "bcd"]
+        gone = asyncio.ensure_future(asyncio.wait_for(batcher.submit(["e"]), 0.01))
+        results = await asyncio.gather(first, *waiting, gone, return_exceptions=True)
+        await batcher.drain()
+        return results, batcher
+
+    results, batcher = run(main())
+    assert results[:4] == [["a"], ["b"], ["c"], ["d"]] and isinstance(results[4], TimeoutError)
+    assert calls == [["a"], ["b", "c", "d"]]  # with max_wait 0: what waited was taken together; "e" was dropped
+    assert batcher.abandoned == 1 and batcher.pending == 0
+
+
+def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_busy():
+    from labeler.serving.batcher import TooLarge
+
+    async def main():
+        batcher = Batcher(lambda items: items, max_batch=8, max_wait_s=0.0, max_pending=4)
+        batcher.start()
+        with pytest.raises(TooLarge, match="5 completions in one request; at most 4"):
+            await batcher.submit(["x"] * 5)
+        await batcher.drain()
+
+    run(main())
 
 
 # -- the server over HTTP --------------------------------------------------------------------------------
@@ -119,12 +160,13 @@ def test_the_per_step_endpoint_gives_what_the_reward_gives_in_process(server, qw
     assert cut["step_scores"][0] is not None and cut["step_scores"][-1] is None
 
 
-def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server):
-    body = {"query": [CHAT_PROMPT + RESPONSE + "<|im_end|>"], "prompts": [CHAT_PROMPT], "labels": ["5"]}
+@pytest.mark.parametrize("label", ["5", 5])  # OpenRLHF sends the dataset's label as it is: numbers too
+def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server, label):
+    body = {"query": [CHAT_PROMPT + RESPONSE + "<|im_end|>"], "prompts": [CHAT_PROMPT], "labels": [label]}
     answer = httpx.post(f"{server.url}/get_reward", json=body, timeout=60)
     assert answer.status_code == 200, answer.text
     data = answer.json()
-    assert len(data["rewards"]) == 1 and data["scores"] == data["rewards"]
+    assert len(data["rewards"]) == 1 and data["scores"] == [data["rewards"][0] / 2]  # in [0, 1]: over 1 + W
     assert data["extra_logs"]["prm_unmeasured"] == [0.0]
     assert data["rewards"][0] == pytest.approx(1.0 + data["extra_logs"]["prm_process"][0])  # right answer: +1
     per_step = httpx.post(f"{server.url}/rewards", json={"problems": [PROBLEM], "completions": [RESPONSE], "references": ["5"]}, timeout=60)
@@ -142,6 +184,8 @@ def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server):
         ("/rewards", {"problems": [PROBLEM], "completions": [RESPONSE], "references": [""]}, 400, "reference 0"),
         ("/rewards", {"problems": [PROBLEM], "completions": [3]}, 422, "completions"),
         ("/rewards", "not json", 422, ""),
+        ("/rewards", '{"problems": ["q"], "completions": ["a\\ud800b"]}', 400, "completion 0: not valid Unicode"),
+        ("/rewards", {"problems": ["q"] * 3000, "completions": ["a"] * 3000}, 413, "at most 1024"),
     ],
 )
 def test_bad_requests_get_4xx_with_the_reason_and_the_server_goes_on(server, path, body, status, says):
@@ -170,15 +214,15 @@ def test_a_bounded_load_is_answered_without_an_error(server):
     assert health["pending"] == 0 and health["batches"] < health["scored"]  # requests were batched together
 
 
-def test_unmeasured_score_and_a_full_queue_and_a_graceful_stop(qwen_prm):
+def test_unmeasured_score_and_a_request_too_large_and_a_graceful_stop(qwen_prm):
     served = Server("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2")
     try:
         empty = httpx.post(f"{served.url}/get_reward", json={"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT]}, timeout=60)
         assert empty.status_code == 200 and empty.json()["rewards"] == [0.0]
         assert empty.json()["extra_logs"]["prm_unmeasured"] == [1.0]
         many = {"problems": [PROBLEM] * 3, "completions": [RESPONSE] * 3}
-        busy = httpx.post(f"{served.url}/rewards", json=many, timeout=60)
-        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        too_many = httpx.post(f"{served.url}/rewards", json=many, timeout=60)  # more than --max-pending: never queued
+        assert too_many.status_code == 413 and "at most 2 (--max-pending)" in too_many.text
     finally:
         code, stderr = served.stop(signal.SIGINT)  # Ctrl-C: a stop asked for, as SIGTERM is
     assert code == 0, stderr
@@ -202,5 +246,28 @@ def test_the_problem_is_the_last_user_turn_of_a_chat_prompt():
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
     )
-    assert problem_from_prompt(chatml) == problem_from_prompt(llama3) == "What is 2 + 3?"
+    gemma = "<bos><start_of_turn>user\nWhat is 2 + 3?<end_of_turn>\n<start_of_turn>model\n"
+    deepseek = "<｜begin▁of▁sentence｜>Reason well.<｜User｜>What is 2 + 3?<｜Assistant｜><think>\n"
+    phi = "<|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nWhat is 2 + 3?<|end|>\n<|assistant|>\n"
+    assert {problem_from_prompt(p) for p in (chatml, llama3, gemma, deepseek, phi)} == {"What is 2 + 3?"}
     assert problem_from_prompt("Question: What is 2 + 3?\nAnswer:") == "Question: What is 2 + 3?\nAnswer:"
+
+
+def test_a_stop_answers_every_request_in_flight(qwen_prm):
+    served = Server("--prm", qwen_prm, "--max-batch", "1")
+    body = {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}
+
+    def post(_):
+        try:
+            return httpx.post(f"{served.url}/get_reward", json=body, timeout=60).status_code
+        except httpx.TransportError:  # sent after the server stopped listening: refused, not half answered
+            return "refused"
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = pool.map(post, range(48))
+        time.sleep(0.3)
+        code, stderr = served.stop()
+        answers = list(answers)
+    assert code == 0, stderr
+    assert set(answers) <= {200, "refused"} and answers.count(200) >= 16, answers
+    assert "Traceback" not in stderr and "every request in flight was answered" in stderr

@@ -109,6 +109,8 @@ def test_the_trl_reward_function_returns_none_for_unmeasured_and_logs_why():
     assert values == [0.8, None]
     assert logged["prm/unmeasured"] == 0.5 and logged["prm_reason"][0] == "" and "unscored" in logged["prm_reason"][1]
     answer_weighted = PRMRewardFunction(RewardConfig(prm="unused", answer_weight=1.0), scorer=FixedScorer([0.8]))
+    # a dataset's answer column often holds numbers: read as text
+    assert answer_weighted(prompts=["What is 2 + 3?"] * 2, completions=[TWO_STEPS] * 2, solution=[5, 6.0]) == [1.8, 0.8]
     with pytest.raises(ValueError, match="no column 'solution'"):
         answer_weighted(prompts=["q"], completions=[TWO_STEPS])
 

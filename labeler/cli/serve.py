@@ -7,7 +7,8 @@ Endpoints (labeler/serving/reward_server.py): POST /get_reward (OpenRLHF's proto
 labels -> rewards, scores, extra_logs), POST /rewards (problems, completions, references -> each
 completion's reward, step scores and, where the reward could not be measured, the reason), GET /health.
 It binds to 127.0.0.1 unless --host says otherwise; stdout gets one line, the URL it listens on, once
-the PRM is loaded; logs go to stderr. SIGTERM or Ctrl-C: queued requests are answered, then it exits 0.
+the PRM is loaded; logs go to stderr. SIGTERM or Ctrl-C: each request in flight is answered (or times out
+with 504), then it exits 0; a second signal stops it at once.
 """
 
 from __future__ import annotations
@@ -71,12 +72,17 @@ def run_serve(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error).splitlines()[0])
     host, port = sock.getsockname()[:2]
     log.info("PRM %s loaded; serving on %s:%d", reward_config.prm, host, port)
-    server = uvicorn.Server(uvicorn.Config(create_app(reward, serve_config), log_level="warning", timeout_graceful_shutdown=30))
-    print(f"http://{host}:{port}", flush=True)
+    # a stop waits for every request in flight: each ends within --request-timeout-s (answered, or 504)
+    graceful_s = int(serve_config.request_timeout_s) + 5
+    server = uvicorn.Server(uvicorn.Config(create_app(reward, serve_config), log_level="warning", timeout_graceful_shutdown=graceful_s))
+    print(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}", flush=True)
     # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again: a no-op here, so that the
     # stop asked for ends with exit code 0 (Ctrl-C while the PRM loads is still an interruption: 130)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, lambda signum, frame: None)
     server.run(sockets=[sock])
-    log.info("stopped; every queued request was answered")
+    if server.force_exit:  # a second Ctrl-C or SIGTERM during the stop
+        log.warning("stopped at once (a second signal): requests in flight may be unanswered")
+    else:
+        log.info("stopped; every request in flight was answered")
     return EXIT_OK

@@ -53,10 +53,15 @@ class ProcessReward:
         )
         self._checker = None
 
-    def rewards(self, problems: Sequence[str], completions: Sequence[str], references: Sequence[str | None] | None = None) -> list[Reward]:
+    def rewards(
+        self, problems: Sequence[str], completions: Sequence[str], references: Sequence[str | int | float | None] | None = None
+    ) -> list[Reward]:
         """One Reward per completion, in order. ValueError, naming the item, for lists of unequal length, a
-        text that is not a string, or a missing reference while answer_weight > 0."""
+        text that is not a string (or not valid Unicode), or a missing reference while answer_weight > 0.
+        References may be numbers (a dataset's answer column often is); they are read only when answer_weight > 0."""
         self._validate(problems, completions, references)
+        if self.config.answer_weight > 0:
+            references = [str(reference) for reference in references]
         steps = [split_steps(text, self.config.split) for text in completions]
         to_score = [i for i, s in enumerate(steps) if s]
         solutions = [SolutionToScore(f"p{i}", f"c{i}", problems[i], tuple(steps[i])) for i in to_score]
@@ -101,11 +106,16 @@ class ProcessReward:
             for i, text in enumerate(texts):
                 if not isinstance(text, str):
                     raise ValueError(f"{name} {i}: a string, not {type(text).__name__}")
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer takes it
+                    raise ValueError(f"{name} {i}: not valid Unicode ({error.reason} at character {error.start})") from None
         if self.config.answer_weight > 0:
             if references is None:
                 raise ValueError("answer_weight > 0 needs a reference answer per completion")
             for i, reference in enumerate(references):
-                if not isinstance(reference, str) or not reference.strip():
+                number = isinstance(reference, int | float) and not isinstance(reference, bool)
+                if not (number or isinstance(reference, str) and reference.strip()):
                     raise ValueError(f"reference {i}: answer_weight > 0 needs a reference answer, got {reference!r}")
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ completions and the dataset's other columns as keywords and returns one float or
     trainer = GRPOTrainer(model=..., reward_funcs=reward, args=..., train_dataset=dataset)
 
 A completion whose reward could not be measured (ProcessReward says why) gets None, which GRPOTrainer
-leaves out of that completion's reward (NaN) rather than counting it as 0; the share of such completions
+makes NaN: left out when this is the only reward function, but summed as 0 beside others under its default
+multi_objective_aggregation "sum_then_normalize" (nansum); the share of such completions
 is logged as the metric `prm/unmeasured`, and the reasons as the completions table's column `prm_reason`.
 Prompts and completions may be plain text or conversational (lists of messages): the problem is the last
 user message, the completion its messages' contents joined.

@@ -7,8 +7,8 @@
     +custom_reward_function.reward_kwargs.unmeasured_score=0.0   # only if you accept it (below)
 
 `reward_kwargs` are RewardConfig's fields (labeler/rewards/config.py) plus `unmeasured_score`. The
-problem comes from the sample's extra_info["question"] (verl's GSM8K and MATH preprocessing put it
-there), the reference from ground_truth. verl needs a number for every sample, and a reward that could
+problem comes from the sample's extra_info["question"] (verl's GSM8K preprocessing puts it there; add it
+for other datasets), the reference from ground_truth. verl needs a number for every sample, and a reward that could
 not be measured has none: by default such a sample stops the run with its reason; `unmeasured_score`
 is the number you choose for them instead (each such sample logs a warning with its reason, and the
 metric prm_unmeasured counts them). Both of

@@ -19,11 +19,16 @@ class Busy(Exception):
     """The queue holds max_pending completions already."""
 
 
+class TooLarge(ValueError):
+    """A request of more completions than max_pending: it could never be queued."""
+
+
 @dataclass
 class _Job:
     items: list  # what score() takes, one per completion
     future: asyncio.Future
     queued_at: float = field(default_factory=time.perf_counter)
+    abandoned: bool = False  # its caller stopped waiting (timeout, disconnect): not scored
 
 
 class Batcher:
@@ -33,6 +38,7 @@ class Batcher:
         self.pending = 0  # completions queued or being scored
         self.batches = 0
         self.scored = 0
+        self.abandoned = 0  # requests dropped unscored: their callers had stopped waiting
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-scorer")
         self._task: asyncio.Task | None = None
@@ -41,13 +47,19 @@ class Batcher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def submit(self, items: list) -> list:
+        if len(items) > self.max_pending:
+            raise TooLarge(f"{len(items)} completions in one request; at most {self.max_pending} (--max-pending) can wait")
         if self.pending + len(items) > self.max_pending:
             raise Busy(f"{self.pending} completions are waiting (--max-pending {self.max_pending})")
         job = _Job(items, asyncio.get_running_loop().create_future())
         job.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # read: no "never retrieved" warning
         self.pending += len(items)
         await self._queue.put(job)
-        return await asyncio.shield(job.future)  # a caller that times out leaves the job to finish
+        try:
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:  # the caller timed out or went away: nobody will read the rewards
+            job.abandoned = True
+            raise
 
     async def drain(self) -> None:
         """Wait until every queued job is answered, then stop the scorer (graceful shutdown)."""
@@ -64,9 +76,14 @@ class Batcher:
             deadline = loop.time() + self.max_wait_s
             while size < self.max_batch:
                 try:
-                    job = await asyncio.wait_for(self._queue.get(), max(0.0, deadline - loop.time()))
-                except TimeoutError:
-                    break
+                    job = self._queue.get_nowait()  # what is waiting already, even with max_wait 0
+                except asyncio.QueueEmpty:
+                    if deadline <= loop.time():
+                        break
+                    try:
+                        job = await asyncio.wait_for(self._queue.get(), deadline - loop.time())
+                    except TimeoutError:
+                        break
                 jobs.append(job)
                 size += len(job.items)
             await self._score(jobs)
@@ -74,7 +91,11 @@ class Batcher:
     async def _score(self, jobs: list[_Job]) -> None:
         """Score the jobs together; when that fails (a bad item), each job alone, so that one bad request
         gets its own error and the others their rewards."""
+        everyone, jobs = jobs, [job for job in jobs if not job.abandoned]
+        self.abandoned += len(everyone) - len(jobs)
         try:
+            if not jobs:
+                return
             try:
                 results = await self._in_thread([item for job in jobs for item in job.items])
             except Exception as error:
@@ -92,7 +113,7 @@ class Batcher:
                 _answer(job, results[start : start + len(job.items)])
                 start += len(job.items)
         finally:
-            for job in jobs:
+            for job in everyone:
                 self.pending -= len(job.items)
                 self._queue.task_done()
 

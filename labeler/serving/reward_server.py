@@ -2,7 +2,8 @@
 
     POST /get_reward   OpenRLHF (--reward.remote_url, formerly --remote_rm_url, http://HOST:PORT/get_reward):
                        {"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [reference, ...]}
-                       -> {"rewards": [float, ...], "scores": [...], "extra_logs": {"prm_process": [...], ...}}
+                       -> {"rewards": [float, ...], "scores": [reward / (1 + W), ...] (in [0, 1], as OpenRLHF's
+                       dynamic filtering reads them), "extra_logs": {"prm_process": [...], "prm_unmeasured": [...]}}
                        Each query must start with its prompt: the response is the rest, cut into steps;
                        the problem the PRM reads is the prompt's last user turn (ChatML, Llama 3 chats),
                        else the prompt, without special tokens (<|...|>).
@@ -11,19 +12,21 @@
                        -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason"}, ...]}:
                        every step's score (null past the PRM's length limit) and, for a reward that could not
                        be measured, value null and the reason.
-    GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N}
+    GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N}
 
 A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, an answer
 check that timed out) is never a number made up here: the request gets 422 naming the sample and the
 reason, unless the server was started with --unmeasured-score, the number the user chose for them
-(extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason; a full queue 503; a
-request not answered in --request-timeout-s 504. SIGTERM or Ctrl-C: no new requests, those queued are
-answered, then it exits.
+(extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason (413: more completions
+than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504 (its completions
+are then dropped unscored, counted as abandoned); a PRM that fails on a batch 500 with the error in one
+line. SIGTERM or Ctrl-C: no new requests, each one in flight is answered (or times out), then it exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from contextlib import asynccontextmanager
 
@@ -32,19 +35,27 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from labeler.rewards.process_reward import ProcessReward, Reward
-from labeler.serving.batcher import Batcher, Busy
+from labeler.serving.batcher import Batcher, Busy, TooLarge
 from labeler.serving.config import ServeConfig
 
-_SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,64}\|>|</s>|<s>")
-# the start of a chat turn and its role: ChatML (<|im_start|>user) and Llama 3 (<|start_header_id|>user<|end_header_id|>)
-_TURN = re.compile(r"<\|(?:im_start|start_header_id)\|>\s*(\w+)\s*(?:<\|end_header_id\|>)?")
+# special tokens of the common chat templates: <|...|> (ChatML, Llama 3, Phi), <｜...｜> (DeepSeek, full-width bars),
+# Gemma's <bos> <eos> <start_of_turn> <end_of_turn>, Llama 2 and Mistral's <s> </s> [INST] [/INST]
+log = logging.getLogger("labeler.serve")
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,64}\|>|<｜[^｜<>]{1,64}｜>|</?s>|<(?:bos|eos|pad|start_of_turn|end_of_turn)>|\[/?INST\]")
+# the start of a chat turn and its role: ChatML <|im_start|>user, Llama 3 <|start_header_id|>user<|end_header_id|>,
+# Gemma <start_of_turn>user, DeepSeek <｜User｜> / <｜Assistant｜>, Phi <|user|> / <|assistant|> / <|system|>
+_TURN = re.compile(
+    r"<\|(?:im_start|start_header_id)\|>\s*(\w+)\s*(?:<\|end_header_id\|>)?|<start_of_turn>(\w+)|<｜(User|Assistant)｜>"
+    r"|<\|(user|assistant|system)\|>"
+)
 
 
 def problem_from_prompt(prompt: str) -> str:
     """The problem a PRM reads: the prompt's last user turn when it is a ChatML or Llama 3 chat, else the
     prompt; without special tokens either way."""
     turns = list(_TURN.finditer(prompt))
-    users = [(m.end(), turns[i + 1].start() if i + 1 < len(turns) else len(prompt)) for i, m in enumerate(turns) if m.group(1) == "user"]
+    role = lambda m: next(g for g in m.groups() if g).lower()  # noqa: E731
+    users = [(m.end(), turns[i + 1].start() if i + 1 < len(turns) else len(prompt)) for i, m in enumerate(turns) if role(m) == "user"]
     text = prompt[users[-1][0] : users[-1][1]] if users else prompt
     return _SPECIAL_TOKEN.sub("\n", text).strip()
 
@@ -53,13 +64,13 @@ class OpenRLHFRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     query: list[str]
     prompts: list[str] | None = None
-    labels: list[str | None] | None = None
+    labels: list[str | int | float | None] | None = None  # a dataset's answer column may hold numbers
 
 
 class RewardsRequest(BaseModel):
     problems: list[str]
     completions: list[str]
-    references: list[str | None] | None = None
+    references: list[str | int | float | None] | None = None
 
 
 def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
@@ -80,16 +91,24 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
             return []
         try:
             return await asyncio.wait_for(batcher.submit(items), config.request_timeout_s)
+        except TooLarge as error:
+            raise HTTPException(413, str(error)) from None
         except Busy as busy:
             raise HTTPException(503, f"busy: {busy}; retry later", headers={"Retry-After": "1"}) from None
         except TimeoutError:
             raise HTTPException(504, f"not scored within --request-timeout-s {config.request_timeout_s}") from None
         except ValueError as error:  # a bad item, named by ProcessReward
             raise HTTPException(400, str(error)) from None
+        except Exception as error:  # the PRM failed on this batch: one line here and in the answer, the server goes on
+            log.error("scoring failed: %s: %s", type(error).__name__, error)
+            raise HTTPException(500, f"scoring failed: {type(error).__name__}: {error}") from None
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches, "scored": batcher.scored}
+        return {
+            "status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches,
+            "scored": batcher.scored, "abandoned": batcher.abandoned,
+        }  # fmt: skip
 
     @app.post("/rewards")
     async def rewards(request: RewardsRequest):
@@ -120,13 +139,15 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
                 "--unmeasured-score to give them a number of your choice",
             )
         values = [r.value if r.value is not None else config.unmeasured_score for r in results]
+        # OpenRLHF reads scores as values in [0, 1] (its dynamic filtering): the reward over its largest value, 1 + W
+        scale = 1.0 + reward.config.answer_weight
         # the same keys in every response (older OpenRLHF concatenates them across requests) and numbers only (JSON
         # has no NaN): an unmeasured sample's process reward is logged as the score it was given, flagged by prm_unmeasured
         extra = {
             "prm_process": [r.process if r.value is not None else config.unmeasured_score for r in results],
             "prm_unmeasured": [float(r.value is None) for r in results],
         }
-        return JSONResponse({"rewards": values, "scores": values, "extra_logs": extra})
+        return JSONResponse({"rewards": values, "scores": [value / scale for value in values], "extra_logs": extra})
 
     return app
 
