@@ -185,30 +185,33 @@ def test_start_starts_every_worker_so_that_none_starts_beside_the_engine():
         assert {w.proc.pid for w in c._pool.workers} == started
 
 
-def test_the_forkserver_warms_sympy_up_once_for_every_worker_it_forks():
-    """The checker's forkserver imports warm_forkserver, whose warm-up must succeed: else every worker pays it again."""
+def python_in_a_fresh_process(code: str):
+    """Run `code` in a new interpreter (its own forkserver, signal handlers and sympy state); its CompletedProcess."""
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_the_forkserver_warms_sympy_up_once_for_every_worker_it_forks():
+    """The checker's forkserver imports warm_forkserver, whose warm-up must succeed: else every worker pays it again."""
     assert "labeler.checking.warm_forkserver" in pool_module._FORKSERVER_PRELOAD
     code = "import labeler.checking.warm_forkserver, labeler.checking.symbolic as s; print(s._warmed_up)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = python_in_a_fresh_process(code)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
 
 
 def test_a_started_checker_and_its_checks_write_nothing_to_stderr():
     """Its forkserver warms math-verify up with no timeout, which math-verify warns about on every call:
     those warnings reached the user's stderr (CI: test_label_with_no_model_and_no_input_uses_the_embedded_defaults)."""
-    import subprocess
-    import sys
-
     code = (
         "from labeler.checking.checker import AnswerChecker\n"
         "with AnswerChecker(timeout_s=5.0, workers=2) as c:\n"
         "    c.start()\n"
         "    print(c.check_many([(r'\\boxed{\\frac{1}{\\sqrt{2}}}', r'\\frac{\\sqrt{2}}{2}'), ('\\boxed{\\frac{a}{', '3')]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_in_a_fresh_process(code)
     assert done.returncode == 0, done.stderr
     assert "correct" in done.stdout.lower()
     assert done.stderr == ""
@@ -217,9 +220,6 @@ def test_a_started_checker_and_its_checks_write_nothing_to_stderr():
 def test_ctrl_c_leaves_the_checker_processes_quiet_and_serving():
     """Ctrl-C reaches the checker's forkserver and workers with the job's process group: none may print a
     traceback (one per worker, on the user's stderr) or die; the job stops the pool itself."""
-    import subprocess
-    import sys
-
     code = (
         "import os, signal, time\n"
         "from multiprocessing import forkserver\n"
@@ -233,7 +233,7 @@ def test_ctrl_c_leaves_the_checker_processes_quiet_and_serving():
         "    print(c.check_many([(r'\\boxed{\\frac{1}{\\sqrt{2}}}', r'\\frac{\\sqrt{2}}{2}')] * 4))\n"
         "    print(pids == sorted(w.proc.pid for w in c._pool.workers), c._pool.crashes)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_in_a_fresh_process(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "True 0"
     assert done.stderr == ""
@@ -241,9 +241,6 @@ def test_ctrl_c_leaves_the_checker_processes_quiet_and_serving():
 
 def test_a_worker_whose_parent_is_gone_exits_quietly():
     """A worker still starting when its job dies finds the pipe closed: it exits, with no traceback."""
-    import subprocess
-    import sys
-
     code = (
         "import multiprocessing\n"
         "from labeler.checking import pool, symbolic\n"
@@ -252,16 +249,13 @@ def test_a_worker_whose_parent_is_gone_exits_quietly():
         "pool._worker_main(child, None, None, symbolic._install_no_eval_guard)\n"
         "print('exited')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_in_a_fresh_process(code)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "exited", "")
 
 
 def test_a_process_whose_sympy_warm_up_fails_refuses_to_install_the_guard():
     """Without the warm-up the guard refuses what sympy loads lazily, and periodic or set checks would come
     back unparseable unseen: such a worker must not serve (it refuses, and says why)."""
-    import subprocess
-    import sys
-
     code = (
         "from labeler.checking import symbolic\n"
         "def broken(task):\n"
@@ -272,16 +266,13 @@ def test_a_process_whose_sympy_warm_up_fails_refuses_to_install_the_guard():
         "except RuntimeError as exc:\n"
         "    print(exc)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_in_a_fresh_process(code)
     assert done.returncode == 0, done.stderr
     assert "sympy's warm-up failed: ValueError('no periodic today')" in done.stdout
 
 
 def test_a_warm_up_whose_comparisons_fail_inside_math_verify_counts_as_failed():
     """math-verify catches its parser's errors and answers unparseable: the warm-up reads its verdicts."""
-    import subprocess
-    import sys
-
     code = (
         "import math_verify.parser as p\n"
         "def broken(*args, **kwargs):\n"
@@ -291,7 +282,7 @@ def test_a_warm_up_whose_comparisons_fail_inside_math_verify_counts_as_failed():
         "symbolic.warm_up()\n"
         "print(symbolic._warmed_up, symbolic._warm_up_error)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_in_a_fresh_process(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("False RuntimeError(\"its comparisons of equal values gave ['unparseable'")
 

@@ -40,8 +40,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
         if not isinstance(question, str):
             raise ValueError(f"sample {i}: extra_info has no 'question' (the problem text the PRM reads with the solution)")
         problems.append(question)
-    references = [None if t is None else str(t) for t in truths] if reward.config.answer_weight > 0 else None
     answers_asked = reward.config.answer_weight > 0
+    references = [None if t is None else str(t) for t in truths] if answers_asked else None
     scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(reward.rewards(problems, solutions, references))]
     return scores if batch else scores[0]
 

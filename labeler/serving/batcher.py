@@ -9,10 +9,9 @@ own. Nothing waits without bound: a full queue refuses at once (Busy), and a cal
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class Busy(Exception):
@@ -27,7 +26,6 @@ class TooLarge(ValueError):
 class _Job:
     items: list  # what score() takes, one per completion
     future: asyncio.Future
-    queued_at: float = field(default_factory=time.perf_counter)
     abandoned: bool = False  # its caller stopped waiting (timeout, disconnect): not scored
 
 
@@ -125,8 +123,6 @@ class Batcher:
 
 
 def _answer(job: _Job, results: list | None = None, error: Exception | None = None) -> None:
-    if job.future.done():  # its caller gave up (timeout, disconnect)
-        return
     if error is not None:
         job.future.set_exception(error)
     else:

@@ -155,7 +155,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
 def _scorer(reward: ProcessReward):
     def score(items: list[tuple[str, str, str | None]]) -> list[Reward]:
         problems, completions, references = zip(*items)
-        return reward.rewards(list(problems), list(completions), list(references) if reward.config.answer_weight > 0 else None)
+        return reward.rewards(list(problems), list(completions), list(references))  # references read only with an answer weight
 
     return score
 
