@@ -22,6 +22,7 @@ PRECISIONS = ("auto", "fp32", "bf16-mixed", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 BATCHING = ("packed", "padded")
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
+LR_SCHEDULERS = ("linear", "cosine", "constant")
 
 DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
 DEVICE_HELP = "where the model runs: auto is cuda when available, else cpu"
@@ -60,7 +61,9 @@ class TrainConfig:
     # of sources and their weights may not (changed_settings).
     labels: tuple[str, ...] = setting(
         help="labels to train on, DIR[:WEIGHT]: a labeling or import job's output directory, a folder of labels shards, "
-        "or one shard; repeat to train on several sources at once, each step's loss scaled by its source's WEIGHT "
+        "or one shard; or TRL's stepwise supervision ({prompt, completions, labels} rows: a .jsonl or .parquet file, a "
+        "folder of them, or hf:NAME[:CONFIG][@SPLIT], e.g. hf:trl-lib/math_shepherd@train), told apart by their columns; "
+        "repeat to train on several sources at once, each step's loss scaled by its source's WEIGHT "
         "(default 1); the validation split is by problem across all sources",
         metavar="DIR[:WEIGHT]",
         group=DATA,
@@ -83,10 +86,23 @@ class TrainConfig:
     learning_rate: float = setting(1e-5, above=0, help="peak learning rate of AdamW", group=OPTIMISATION)
     weight_decay: float = setting(0.0, at_least=0, help="AdamW weight decay", group=OPTIMISATION)
     warmup_ratio: float = setting(
-        0.05, at_least=0, below=1, help="share of steps with linear warm-up, then linear decay", group=OPTIMISATION
+        0.05, at_least=0, below=1, help="share of steps with linear warm-up to --learning-rate, then --lr-scheduler", group=OPTIMISATION
+    )
+    lr_scheduler: str = setting(
+        "linear",
+        choices=LR_SCHEDULERS,
+        help="the learning rate after the warm-up: linear decay to 0 at the last step, cosine (half a cosine wave "
+        "down to 0), or constant (--learning-rate throughout)",
+        group=OPTIMISATION,
     )
     max_grad_norm: float = setting(1.0, above=0, help="gradient clipping", group=OPTIMISATION)
     max_length: int = setting(2048, at_least=8, help="tokens per solution; steps past it get no target", group=DATA)
+    train_on_last_step_only: bool = setting(
+        False,
+        help="only the last step of each training solution gets a target (TRL's option of that name; a solution whose "
+        "last step has no label or is cut by --max-length trains on nothing); validation still measures every step",
+        group=DATA,
+    )
     trajectory_loss_weight: float = setting(
         1.0,
         at_least=0,
@@ -169,7 +185,8 @@ class TrainConfig:
         (for --labels: the number of sources and their weights; the data itself is checked apart)."""
         names = [f.name for f in fields(self) if f.name not in self.RESUMABLE]
         mine = json.loads(json.dumps(self.to_dict()))  # as the saved config holds them (tuples as lists)
-        changed = [name for name in names if saved.get(name) != mine[name]]
+        defaults = {f.name: f.default for f in fields(self) if f.name in ADDED_LATER}
+        changed = [name for name in names if saved.get(name, defaults.get(name)) != mine[name]]
         saved_labels = saved.get("labels", ())
         saved_weights = [LabelSource.parse(spec).weight for spec in ([saved_labels] if isinstance(saved_labels, str) else saved_labels)]
         weights = [source.weight for source in self.sources]
@@ -181,6 +198,10 @@ class TrainConfig:
 def _weights(weights: list[float]) -> str:
     return ", ".join(f"{weight:g}" for weight in weights) or "none"
 
+
+# Settings added after runs were saved without them: such a run trained as their default does (linear
+# decay, a target on every step), so a saved config that lacks one reads as holding the default.
+ADDED_LATER = frozenset({"lr_scheduler", "train_on_last_step_only"})
 
 # Settings a resumed run may change: they do not alter what the finished model is.
 TrainConfig.RESUMABLE = frozenset(names_with(TrainConfig, "may_change_on_resume"))

@@ -5,6 +5,8 @@ or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with
 ("unlabelled") and steps cut off by the length limit get no target. Accuracy and AUC are always
 measured against hard labels. Each example carries its label source's index and weight (--labels
 DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
+With --train-on-last-step-only, `last_step_only` keeps each training solution's last step's target
+alone (TRL's option of that name).
 
 Batches. An epoch's shuffled order (`epoch_order`) is cut into micro-batches of `batch_size`
 solutions. `packed` (the default) lays a micro-batch's solutions end to end in rows, balanced so
@@ -25,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -46,6 +48,7 @@ class PRMExample:
     source: int = 0  # index of its label source among --labels
     trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
     trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
+    ends_at_last_step: bool = False  # its last target is the solution's last step (labelled, within --max-length)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def build_examples(
     for row in rows:
         rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
         truncated += len(row.steps) - rendered.steps_kept
-        positions, targets, hard = [], [], []
+        positions, targets, hard, last = [], [], [], -1
         for i, position in enumerate(rendered.score_positions):
             value = row.soft_or_hard(i) if target == "soft" else _as_float(row.hard_labels[i])
             if value is None:
@@ -76,6 +79,7 @@ def build_examples(
             positions.append(position)
             targets.append(value)
             hard.append(row.hard_labels[i])
+            last = i
         if not positions:
             dropped += 1
             continue
@@ -86,10 +90,22 @@ def build_examples(
                 row.problem_id, row.solution_id, rendered.input_ids, positions, targets, hard, weight, source,
                 trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
                 trajectory_target=trajectory,
+                ends_at_last_step=last == len(row.steps) - 1,
             )
         )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
     return examples, stats
+
+
+def last_step_only(examples: Sequence[PRMExample]) -> list[PRMExample]:
+    """--train-on-last-step-only: each example with its last step's target alone; an example whose
+    solution's last step has no target (unlabelled, or cut by the length limit) is left out. The
+    trajectory target stays (it is read at the same position)."""
+    return [
+        replace(e, score_positions=e.score_positions[-1:], targets=e.targets[-1:], hard_labels=e.hard_labels[-1:])
+        for e in examples
+        if e.ends_at_last_step
+    ]
 
 
 def _as_float(value: bool | None) -> float | None:

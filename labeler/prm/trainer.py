@@ -1,7 +1,7 @@
-"""`labeler train`: a small PRM trainer that reads labels shards directly.
+"""`labeler train`: a small PRM trainer that reads labels shards (or TRL's stepwise supervision) directly.
 
-One loop, no framework: AdamW, linear warm-up then linear decay, gradient accumulation and
-clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
+One loop, no framework: AdamW, linear warm-up then linear decay (--lr-scheduler: or cosine, or
+none), gradient accumulation and clipping, binary cross-entropy on each labelled step's score (soft or hard targets, see
 `labeler.prm.data`), scaled by the weight of the step's label source (--labels DIR:WEIGHT; several
 sources train together, split into train and validation by problem across all of them). After
 every epoch it measures the validation problems (loss, step accuracy and AUC against hard labels),
@@ -47,7 +47,7 @@ from labeler.prm.checkpoints import (
 )
 from labeler.prm.devices import Placement, place
 from labeler.evaluation.metrics import roc_auc
-from labeler.store.reader import LabelledRow, read_labelled_rows
+from labeler.store.reader import LabelledRow
 from labeler.prm.data import (
     ExampleTensors,
     PackedBatch,
@@ -57,11 +57,13 @@ from labeler.prm.data import (
     collate_packed,
     data_fingerprint,
     epoch_order,
+    last_step_only,
     micro_batches,
     split_by_problem,
     weighted_loss,
 )
 from labeler.prm.distributed import Processes
+from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
@@ -107,7 +109,7 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: Processes) -> TrainResult:
-    rows = [read_labelled_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
+    rows = [read_training_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config, processes)
 
     if state is not None:
@@ -234,8 +236,22 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
                 f"{source.path}: no step with a {config.target} label to train on "
                 f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
             )
+        if any(row.label_source == TRL_STEPWISE for row in source_rows):
+            log.info("labels %s: TRL stepwise supervision has hard labels only: a soft target is the hard label, 0 or 1", source.describe())
         examples += built
     train_set, validation_set = split_by_problem(examples, config.validation_fraction, config.seed)
+    if config.train_on_last_step_only:
+        kept = last_step_only(train_set)
+        log.info(
+            "--train-on-last-step-only: %d of %d train solutions keep their last step's target alone, %d left out "
+            "(their last step has no label or is cut by --max-length); validation measures every step",
+            len(kept),
+            len(train_set),
+            len(train_set) - len(kept),
+        )
+        if not kept:
+            raise TrainingError("--train-on-last-step-only: no train solution has a target on its last step")
+        train_set = kept
     log.info(
         "split by problem: %d train solutions, %d validation solutions (%d problems)",
         len(train_set),
@@ -317,7 +333,7 @@ class _TrainingLoop:
         layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
         log.info(
-            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, %s, %s attention",
+            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g (%s), %s, %s attention",
             self.placement.describe(),
             config.epochs,
             self.steps_per_epoch,
@@ -325,6 +341,7 @@ class _TrainingLoop:
             config.gradient_accumulation_steps,
             processes,
             config.learning_rate,
+            config.lr_scheduler,
             layout,
             config.attention,
         )
@@ -463,11 +480,7 @@ class _TrainingLoop:
         self.global_step += 1
 
     def _learning_rate(self, step: int) -> float:
-        peak = self.config.learning_rate
-        if step < self.warmup_steps:
-            return peak * (step + 1) / self.warmup_steps
-        remaining = max(1, self.total_steps - self.warmup_steps)
-        return peak * max(0.0, 1 - (step - self.warmup_steps) / remaining)
+        return learning_rate_at(step, self.config.learning_rate, self.warmup_steps, self.total_steps, self.config.lr_scheduler)
 
     def _finish_epoch(self, seconds: float, loss_sum: float, loss_count: float, real: float, padded: float, solutions: float) -> None:
         train_loss = loss_sum / max(1, loss_count)
@@ -551,6 +564,24 @@ class _TrainingLoop:
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         save_checkpoint(self.run_dir, LAST, self.prm, state)
+
+
+def learning_rate_at(step: int, peak: float, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
+    """The learning rate of optimizer step `step` (0-based) of `total_steps`: a linear warm-up over the
+    first `warmup_steps` (step s at peak x (s + 1) / warmup_steps), then, over the steps left, `linear`
+    decay from the peak towards 0 (reached one step past the last), `cosine` decay (half a cosine wave,
+    from the peak towards 0 likewise) or `constant` (the peak). A schedule is a function of the step
+    alone, so a resumed run replays it."""
+    if step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    if schedule == "constant":
+        return peak
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if schedule == "linear":
+        return peak * (1 - progress)
+    if schedule == "cosine":
+        return peak * 0.5 * (1 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown learning-rate schedule {schedule!r}")
 
 
 def _fmt(value: float | None) -> str:
