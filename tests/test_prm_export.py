@@ -1,4 +1,4 @@
-"""`labeler export`: TRL, Math-Shepherd and jsonl formats; misaligned labels refused; TRL's PRMTrainer reads ours."""
+"""`labeler export`: TRL, Math-Shepherd, OpenRLHF and jsonl formats; misaligned labels refused; TRL's PRMTrainer reads ours."""
 
 import json
 
@@ -145,3 +145,101 @@ def test_jsonl_format_keeps_every_count_and_reason_and_a_first_error_known_only_
     parquet = tmp_path / "labels.parquet"
     assert main(["export", str(job), "--format", "jsonl", "--output", str(parquet)]) == 0
     assert pq.read_table(parquet).sort_by("solution_id").column("first_error").to_pylist() == [1, None, None, -1]
+
+
+# OpenRLHF's train_prm (openrlhf<=0.9.5) reads these fields with its --input_key/--label_key defaults,
+# and these reward tokens with --reward_tokens + - (the positive first).
+OPENRLHF_FIELDS = {"input", "label"}
+REWARD_TOKENS = ("+", "-")
+
+
+@pytest.fixture
+def openrlhf_job(tmp_path):
+    return write_labels(
+        tmp_path / "openrlhf-job",
+        [
+            labels_row("p1", "s1", "What is 2 + 3?", ["2 + 3 = 6.", "The answer is 6."], [0.25, 0.0], [True, False]),
+            labels_row("p2", "s2", "What is 1 + 1?", ["Step 1: 1 + 1 = 2.", "Step 2: The answer is 2."], [0.75, 1.0], [True, True]),
+            # unlabelled steps after the first error (as ProcessBench leaves them): cut before them
+            labels_row("p3", "s3", "What is 4 - 1?", ["4 - 1 = 5.", "So 5.", "The answer is 5."], [0.0, None, None], [False, None, None]),
+            # no label on the first step: nothing to write, left out
+            labels_row("p4", "s4", "What is 3 - 1?", ["3 - 1 = 2.", "The answer is 2."], [None, 1.0], [None, True]),
+        ],
+    )
+
+
+def test_openrlhf_rows_hold_one_placeholder_per_label_and_never_label_an_unlabelled_step(openrlhf_job, tmp_path, capsys):
+    out = tmp_path / "openrlhf.jsonl"
+    assert main(["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["solutions"], summary["steps"], summary["solutions_cut"], summary["solutions_skipped"]) == (3, 5, 1, 1)
+    rows = read_lines(out)
+    assert all(set(row) == OPENRLHF_FIELDS for row in rows)
+    assert all(isinstance(row["input"], str) and isinstance(row["label"], list) and row["label"] for row in rows)
+    assert all(label in REWARD_TOKENS for row in rows for label in row["label"])
+    assert [row["input"].count("ки") for row in rows] == [len(row["label"]) for row in rows] == [2, 2, 1]
+    assert rows[0] == {"input": "What is 2 + 3? Step 1: 2 + 3 = 6. ки\nStep 2: The answer is 6. ки", "label": ["+", "-"]}
+    assert rows[2] == {"input": "What is 4 - 1? Step 1: 4 - 1 = 5. ки", "label": ["-"]}  # the unlabelled steps: not written
+    # the same rows in Parquet, the label a list of strings
+    assert main(["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(tmp_path / "o.parquet")]) == 0
+    table = pq.read_table(tmp_path / "o.parquet")
+    assert table.schema.field("label").type == pa.list_(pa.string()) and table.to_pylist() == rows
+    # --threshold: soft >= 0.5 is "+"
+    assert main(["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(out), "--threshold", "0.5"]) == 0
+    assert [row["label"] for row in read_lines(out)] == [["-", "-"], ["+", "+"], ["-"]]
+
+
+def test_openrlhf_placeholders_are_checked_with_the_models_tokenizer(openrlhf_job, tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "openrlhf.jsonl"
+    argv = ["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(out), "--tokenizer", str(tiny_model_dir)]
+    # the tiny tokenizer spells ки in 4 tokens: OpenRLHF's reader would refuse it
+    assert main(argv) == 2
+    assert "reads 'ки' as 4 tokens; OpenRLHF needs one: choose another --placeholder" in capsys.readouterr().err
+    assert not out.exists()
+    # "x" is one token alone but another one after a space: no placeholder would be found, every label lost
+    assert main([*argv, "--placeholder", "x"]) == 2
+    assert "finds 0 placeholder tokens 'x' in its input for 2 labels" in capsys.readouterr().err
+    # a special token is one token wherever it stands
+    assert main([*argv, "--placeholder", "<|im_end|>"]) == 0
+    capsys.readouterr()
+    rows = read_lines(out)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    placeholder = tokenizer.encode("<|im_end|>", add_special_tokens=False)
+    assert len(placeholder) == 1
+    for row in rows:
+        assert tokenizer(row["input"], add_special_tokens=False)["input_ids"].count(placeholder[0]) == len(row["label"])
+    # the placeholder inside a step would read as another step's end
+    job = write_labels(tmp_path / "tagged", [labels_row("p", "s", "Q", ["a <|im_end|> b"], [1.0], [True])])
+    assert main(["export", str(job), "--format", "openrlhf", "--output", str(out), "--placeholder", "<|im_end|>"]) == 2
+    assert "contains the step tag '<|im_end|>'" in capsys.readouterr().err
+
+
+def test_placeholder_and_tokenizer_are_for_openrlhf_only(job, tmp_path, capsys):
+    assert main(["export", str(job), "--format", "trl", "--output", str(tmp_path / "t.jsonl"), "--placeholder", "<x>"]) == 2
+    assert "are for --format openrlhf" in capsys.readouterr().err
+    assert main(["export", str(job), "--format", "openrlhf", "--output", str(tmp_path / "t.jsonl"), "--placeholder", "+"]) == 2
+    assert "other than the reward tokens" in capsys.readouterr().err
+
+
+def test_export_help_says_which_trl_and_openrlhf_read_the_formats(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "needs trl<=1.13 (gone from 1.14)" in help_text and "openrlhf<=0.9.5" in help_text
+
+
+def test_a_trl_export_trains_back_in_labeler_train(job, tmp_path, tiny_model_dir):
+    """TRL's format both ways: what `export --format trl` writes, `labeler train --labels` reads, labels unchanged."""
+    from labeler.prm.stepwise import read_training_rows
+
+    out = tmp_path / "trl.jsonl"
+    assert main(["export", str(job), "--format", "trl", "--output", str(out)]) == 0
+    read = read_training_rows(str(out))
+    assert [(r.problem, r.steps, r.hard_labels) for r in read] == [
+        (row["prompt"], tuple(row["completions"]), tuple(row["labels"])) for row in read_lines(out)
+    ]
+    assert main(["train", "--labels", str(out), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "1",
+                 "--max-length", "128", "--device", "cpu", "--validation-fraction", "0", "--quiet"]) == 0  # fmt: skip
+    assert (tmp_path / "run" / "best" / "prm.json").is_file()

@@ -196,13 +196,15 @@ def test_last_step_only_keeps_exactly_the_labelled_last_steps_that_fit(tokenizer
         full = next(e for e in every_step if e.solution_id == example.solution_id)
         assert example.targets == [float(row.hard_labels[-1])] and example.score_positions == full.score_positions[-1:]
     # kept: exactly the solutions whose last step has a label and fits the length limit
-    expected = {r.solution_id for r in rows if r.hard_labels[-1] is not None and render_solution(tokenizer, r.problem, r.steps, max_length).steps_kept == len(r.steps)}
+    fits = lambda r: render_solution(tokenizer, r.problem, r.steps, max_length).steps_kept == len(r.steps)
+    expected = {r.solution_id for r in rows if r.hard_labels[-1] is not None and fits(r)}
     assert {e.solution_id for e in kept} == expected
 
 
 def test_the_schedules_give_the_learning_rates_they_promise():
     peak, warmup, total = 1.0, 2, 10
-    rates = {name: [learning_rate_at(step, peak, warmup, total, name) for step in range(total)] for name in ("linear", "cosine", "constant")}
+    schedules = ("linear", "cosine", "constant")
+    rates = {name: [learning_rate_at(step, peak, warmup, total, name) for step in range(total)] for name in schedules}
     for sequence in rates.values():
         assert sequence[:2] == [0.5, 1.0]  # the same warm-up
     assert rates["constant"][2:] == [1.0] * 8
@@ -237,7 +239,8 @@ def test_the_schedule_chosen_is_the_one_the_run_follows(tiny_model_dir, tmp_path
     steps = result.global_step // 2  # optimizer steps an epoch
     assert last["constant"] == [1e-3, 1e-3]
     assert last["linear"] == pytest.approx([1e-3 * (1 - (steps - 1) / (2 * steps)), 1e-3 / (2 * steps)])
-    assert last["cosine"] == pytest.approx([1e-3 * 0.5 * (1 + math.cos(math.pi * (steps - 1) / (2 * steps))), 1e-3 * 0.5 * (1 + math.cos(math.pi * (2 * steps - 1) / (2 * steps)))])
+    cosine = lambda step: 1e-3 * 0.5 * (1 + math.cos(math.pi * step / (2 * steps)))
+    assert last["cosine"] == pytest.approx([cosine(steps - 1), cosine(2 * steps - 1)])
 
 
 def test_a_run_saved_before_the_new_settings_resumes_as_it_trained():

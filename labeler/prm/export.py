@@ -3,6 +3,17 @@
 - `trl`: TRL's PRMTrainer stepwise format, one row per solution:
   {"prompt": problem, "completions": [step, ...], "labels": [bool, ...]}. Labels are booleans
   because PRMTrainer turns each label into int(label): a soft label such as 0.75 would become 0.
+  PRMTrainer is in trl.experimental.prm up to trl 1.13 and gone from 1.14 on.
+- `openrlhf`: OpenRLHF's process reward dataset (its ProcessRewardDataset, read by
+  `openrlhf.cli.train_prm`, which OpenRLHF has up to 0.9.5 and removed in 0.9.6):
+  {"input": text, "label": ["+", "-", ...]}, the fields its --input_key and --label_key default to.
+  `input` is the Math-Shepherd layout below with the placeholder (`ки` unless --placeholder says
+  otherwise) after each step, `label` one reward token per placeholder: "+" for a right step, "-"
+  for a wrong one (train_prm's --placeholder_token ки --reward_tokens + -). Its reader tokenizes
+  `input` without special tokens and puts the i-th label at the i-th placeholder token, so the
+  placeholder must appear nowhere else and must be one token of the model's tokenizer (--tokenizer
+  checks every row as that reader will read it). Labels are tokens, not numbers: its reader writes
+  float labels into an integer tensor and fails.
 - `math-shepherd`: {"input", "label"}: the problem, a space, then "Step k: text ки" per step joined
   by newlines; `label` is the same text with each `ки` replaced by `+` or `-`. Steps that do not
   start with a "Step k:" marker get one.
@@ -11,9 +22,12 @@
   is null where it is not known: an unlabelled step comes before the first hard 0 (any step, when there is
   none), where the labels table's own first_error reads the first hard 0 or -1.
 
-Booleans are the hard labels, or soft >= --threshold when given. A step without a label (a search
-strategy left it unlabelled) cannot be written in the boolean formats: the solution is cut before
-it. Every row's steps and label lists must line up, checked for all rows before anything is written.
+Booleans (and OpenRLHF's +/-) are the hard labels, or soft >= --threshold when given. A step without
+a label (a search strategy left it unlabelled, or ProcessBench stops judging after the first error)
+is never written as a label: in the boolean formats (trl, math-shepherd, openrlhf) the solution is
+cut before it, and a solution whose first step has no label is left out; both are counted. (Writing
+the step on without a tag would show the PRM steps it is never scored after, and OpenRLHF's reader
+cannot take a row without labels.) Every row's steps and label lists must line up, checked for all rows before anything is written.
 The output is `.jsonl` or `.parquet`, by its extension, written to a temporary name then renamed.
 """
 
@@ -30,7 +44,11 @@ from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.inputs.splitting import KI_TAG
 
-EXPORT_FORMATS = ("trl", "math-shepherd", "jsonl")
+EXPORT_FORMATS = ("trl", "math-shepherd", "openrlhf", "jsonl")
+# OpenRLHF's train_prm: the text field, the labels field (its --input_key and --label_key defaults) and
+# the reward tokens of a right and a wrong step (its --reward_tokens, the positive first)
+OPENRLHF_INPUT, OPENRLHF_LABEL = "input", "label"
+OPENRLHF_POSITIVE, OPENRLHF_NEGATIVE = "+", "-"
 OUTPUT_SUFFIXES = (".jsonl", ".parquet")
 _STEP_MARKER = re.compile(r"^Step\s+\d+\s*:")
 
@@ -51,16 +69,24 @@ class ExportSummary:
     solutions_skipped: int  # no labelled step at all
 
 
-def export_labels(labels: str, format: str, out: str, threshold: float | None = None) -> ExportSummary:
+def export_labels(
+    labels: str, format: str, out: str, threshold: float | None = None, placeholder: str = KI_TAG, tokenizer: str | None = None
+) -> ExportSummary:
+    """`tokenizer` (openrlhf only): a model's tokenizer (hub id or folder) to read every row with as
+    OpenRLHF's reader will, before anything is written."""
     if format not in EXPORT_FORMATS:
         raise ExportError(f"unknown format {format!r}; expected one of {', '.join(EXPORT_FORMATS)}")
+    if format != "openrlhf" and (placeholder != KI_TAG or tokenizer is not None):
+        raise ExportError("--placeholder and --tokenizer are for --format openrlhf")
+    if not placeholder.strip() or placeholder in (OPENRLHF_POSITIVE, OPENRLHF_NEGATIVE):
+        raise ExportError(f"--placeholder {placeholder!r}: give a token other than the reward tokens + and -")
     out_path = Path(out)
     if out_path.suffix not in OUTPUT_SUFFIXES:
         raise ExportError(f"{out}: the output must end in {' or '.join(OUTPUT_SUFFIXES)}")
     rows = read_labelled_rows(labels)  # raises LabelsError on any misaligned row, before writing
     if format == "trl":
         log.warning("TRL's PRMTrainer truncates float labels (int(0.75) == 0): writing boolean labels (%s)", _label_rule(threshold))
-    records, steps_written, cut, skipped = [], 0, 0, 0
+    records, written, steps_written, cut, skipped = [], [], 0, 0, 0  # written: the solution id of each record
     for row in rows:
         if format == "jsonl":
             records.append(_jsonl_record(row))
@@ -73,7 +99,15 @@ def export_labels(labels: str, format: str, out: str, threshold: float | None = 
         cut += len(labels_kept) < len(row.steps)
         steps = row.steps[: len(labels_kept)]
         steps_written += len(steps)
-        records.append(_trl_record(row, steps, labels_kept) if format == "trl" else _math_shepherd_record(row, steps, labels_kept))
+        written.append(row.solution_id)
+        if format == "trl":
+            records.append(_trl_record(row, steps, labels_kept))
+        elif format == "openrlhf":
+            records.append(_openrlhf_record(row, steps, labels_kept, placeholder))
+        else:
+            records.append(_math_shepherd_record(row, steps, labels_kept))
+    if tokenizer is not None:
+        check_openrlhf_tokens(records, written, tokenizer, placeholder)
     write_records(records, out_path)
     return ExportSummary(str(out_path), format, len(records), steps_written, cut, skipped)
 
@@ -102,17 +136,55 @@ def _trl_record(row: LabelledRow, steps: tuple[str, ...], labels: list[bool]) ->
 
 
 def _math_shepherd_record(row: LabelledRow, steps: tuple[str, ...], labels: list[bool]) -> dict:
-    if any(KI_TAG in text for text in (row.problem, *steps)):
-        raise ExportError(
-            f"solution {row.solution_id}: its text contains the step tag {KI_TAG!r}, which Math-Shepherd's format cannot hold"
-        )
-    if "Step 1:" in row.problem:
-        raise ExportError(f"solution {row.solution_id}: the problem text contains 'Step 1:', where Math-Shepherd's format starts the steps")
-    lines = [step if _STEP_MARKER.match(step) else f"Step {i}: {step}" for i, step in enumerate(steps, start=1)]
-    tagged = "\n".join(f"{line} {KI_TAG}" for line in lines)
+    tagged = _tagged_steps(row, steps, KI_TAG, "Math-Shepherd's format")
     marks = iter("+" if label else "-" for label in labels)
     labelled = re.sub(KI_TAG, lambda _: next(marks), tagged)
     return {"input": f"{row.problem} {tagged}", "label": f"{row.problem} {labelled}"}
+
+
+def _openrlhf_record(row: LabelledRow, steps: tuple[str, ...], labels: list[bool], placeholder: str) -> dict:
+    tagged = _tagged_steps(row, steps, placeholder, "OpenRLHF's process reward dataset")
+    marks = [OPENRLHF_POSITIVE if label else OPENRLHF_NEGATIVE for label in labels]
+    return {OPENRLHF_INPUT: f"{row.problem} {tagged}", OPENRLHF_LABEL: marks}
+
+
+def _tagged_steps(row: LabelledRow, steps: tuple[str, ...], tag: str, format: str) -> str:
+    """Math-Shepherd's layout of the steps: "Step k: text TAG" lines (a step that starts with its own
+    "Step k:" keeps it); ExportError when the tag occurs in the text itself (it would read as a step's end)."""
+    if any(tag in text for text in (row.problem, *steps)):
+        raise ExportError(f"solution {row.solution_id}: its text contains the step tag {tag!r}, which {format} cannot hold")
+    if "Step 1:" in row.problem:
+        raise ExportError(f"solution {row.solution_id}: the problem text contains 'Step 1:', where {format} starts the steps")
+    lines = [step if _STEP_MARKER.match(step) else f"Step {i}: {step}" for i, step in enumerate(steps, start=1)]
+    return "\n".join(f"{line} {tag}" for line in lines)
+
+
+def check_openrlhf_tokens(records: list[dict], solution_ids: list[str], tokenizer_name: str, placeholder: str) -> None:
+    """Each openrlhf row as its reader tokenizes it (no special tokens): the placeholder and both reward
+    tokens one token each, and as many placeholder tokens in `input` as labels; ExportError naming the
+    first row that breaks this (its reader would fail on it, or put labels at the wrong steps)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"--tokenizer {tokenizer_name}: cannot load it: {str(error).splitlines()[0]}") from error
+    ids = {}
+    for token in (placeholder, OPENRLHF_POSITIVE, OPENRLHF_NEGATIVE):
+        encoded = tokenizer.encode(token, add_special_tokens=False)
+        if len(encoded) != 1:
+            raise ExportError(
+                f"--tokenizer {tokenizer_name} reads {token!r} as {len(encoded)} tokens; OpenRLHF needs one"
+                + (": choose another --placeholder" if token == placeholder else "")
+            )
+        ids[token] = encoded[0]
+    for record, solution_id in zip(records, solution_ids):
+        found = tokenizer(record[OPENRLHF_INPUT], add_special_tokens=False)["input_ids"].count(ids[placeholder])
+        if found != len(record[OPENRLHF_LABEL]):
+            raise ExportError(
+                f"solution {solution_id}: --tokenizer {tokenizer_name} finds {found} placeholder tokens {placeholder!r} in its input "
+                f"for {len(record[OPENRLHF_LABEL])} labels (in context the placeholder is read as another token): choose another --placeholder"
+            )
 
 
 def _jsonl_record(row: LabelledRow) -> dict:
