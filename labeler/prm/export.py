@@ -180,10 +180,12 @@ def check_openrlhf_tokens(records: list[dict], solution_ids: list[str], tokenize
         ids[token] = encoded[0]
     for record, solution_id in zip(records, solution_ids):
         found = tokenizer(record[OPENRLHF_INPUT], add_special_tokens=False)["input_ids"].count(ids[placeholder])
-        if found != len(record[OPENRLHF_LABEL]):
+        labels = len(record[OPENRLHF_LABEL])
+        if found != labels:
+            why = " (after a space it reads as another token)" if found < labels else ""
             raise ExportError(
-                f"solution {solution_id}: --tokenizer {tokenizer_name} finds {found} placeholder tokens {placeholder!r} in its input "
-                f"for {len(record[OPENRLHF_LABEL])} labels (in context the placeholder is read as another token): choose another --placeholder"
+                f"solution {solution_id}: --tokenizer {tokenizer_name} finds {found} placeholder tokens {placeholder!r} "
+                f"in its input for {labels} labels{why}: choose another --placeholder"
             )
 
 
