@@ -4,7 +4,9 @@
     torchrun --nproc-per-node 8 -m labeler.cli train --labels OUT --output prm-run --device cuda
 
 Reads the labels shards of a labeling job directly (only committed units; or a folder of shards,
-or one shard). Backbone: a causal LM from transformers; head: one logit per step, read at the
+or one shard), or TRL's stepwise supervision ({prompt, completions, labels} rows: a .jsonl or
+.parquet file, a folder of them, or hf:NAME[:CONFIG][@SPLIT] such as hf:trl-lib/math_shepherd@train),
+the hard labels as targets. Backbone: a causal LM from transformers; head: one logit per step, read at the
 last token of the blank line that follows each step. Loss: binary cross-entropy on soft or hard
 labels. The split into train and validation is by problem. After every epoch: a log line on
 stderr and one JSON line in OUTPUT/metrics.jsonl; OUTPUT/last is rewritten and OUTPUT/best when
