@@ -72,15 +72,15 @@ def engine_starts(tiny_engine, monkeypatch):
 
 @pytest.fixture
 def loaded_prms(monkeypatch):
-    import labeler.prm.scorers
+    import workers.vllm_scorer
 
-    loaded, real = [], labeler.prm.scorers.load_scorer
+    loaded, real = [], workers.vllm_scorer.load_step_scorer
 
-    def load(spec, **kwargs):
+    def load(spec, backend, **kwargs):
         loaded.append(spec)
-        return real(spec, **kwargs)
+        return real(spec, backend, **kwargs)
 
-    monkeypatch.setattr(labeler.prm.scorers, "load_scorer", load)
+    monkeypatch.setattr(workers.vllm_scorer, "load_step_scorer", load)
     return loaded
 
 

@@ -164,11 +164,11 @@ def test_specs_of_the_wrong_kind_are_refused_with_the_kind_to_use(models, tiny_m
     for spec, message in cases:
         with pytest.raises(PRMLoadError, match=message):
             load_scorer(spec, placement=CPU)
-    # a bare backbone (as our checkpoints store theirs) loads as a causal LM in transformers, tied output
-    # layer and all: its config tells it apart
+    # our checkpoint's token classifier (the backbone and the score rows) loads as a causal LM in
+    # transformers, tied output layer and all: its config tells it apart
     bare = tmp_path / "bare"
     shutil.copytree(ours, bare, ignore=shutil.ignore_patterns("prm.json", "head.safetensors"))
-    with pytest.raises(PRMLoadError, match="LlamaModel, not a causal LM with an output layer"):
+    with pytest.raises(PRMLoadError, match="LlamaForTokenClassification, not a causal LM with an output layer"):
         load_scorer(f"rlhflow:{bare}", placement=CPU)
     assert parse_spec(str(ours)) == ("checkpoint", str(ours)) and parse_spec(f"checkpoint:{ours}") == ("checkpoint", str(ours))
 

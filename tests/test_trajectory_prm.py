@@ -10,7 +10,7 @@ import pytest
 from labeler.cli import main
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.config import TrainConfig
-from labeler.prm.model import TRAJECTORY_HEAD_NAME, ProcessRewardModel
+from labeler.prm.model import ProcessRewardModel
 from labeler.prm.rendering import render_solution
 from labeler.prm.trainer import train
 from labeler.prm.trajectory import CombinedScore
@@ -53,7 +53,8 @@ def test_the_trajectory_head_is_trained_saved_and_validated(trajectory_prm):
     run, result = trajectory_prm
     prm = ProcessRewardModel.load(run / "best")
     assert prm.settings.trajectory_head and prm.trajectory_head is not None
-    assert (run / "best" / TRAJECTORY_HEAD_NAME).is_file()
+    # saved as the second row of the token classifier's score layer (format 2)
+    assert json.loads((run / "best" / "config.json").read_text())["id2label"] == {"0": "step", "1": "trajectory"}
     metrics = result.history[-1]
     assert {"val_trajectory_loss", "val_trajectory_accuracy", "val_trajectory_auc"} <= set(metrics) and metrics["val_trajectories"] == 4
 
@@ -67,7 +68,7 @@ def test_labels_without_trajectory_labels_train_no_trajectory_head(tiny_model_di
                          max_length=128, device="cpu", validation_fraction=0)  # fmt: skip
     train(config)
     assert ProcessRewardModel.load(tmp_path / "run" / "best").trajectory_head is None
-    assert not (tmp_path / "run" / "best" / TRAJECTORY_HEAD_NAME).exists()
+    assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["id2label"] == {"0": "step"}
 
 
 def test_a_trace_is_rendered_with_its_think_tags_outside_the_steps(tiny_model_dir):

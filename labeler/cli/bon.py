@@ -26,6 +26,7 @@ from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, 
 from labeler.cli.flags import add_flags, flag_values
 from labeler.decoding.config import BestOfNConfig
 from labeler.labeling.config import LabelConfig
+from labeler.prm.backends import BackendConfig
 from labeler.prm.config import TrainConfig
 
 COMMAND = "bon"
@@ -58,6 +59,7 @@ def add_candidate_flags(parser) -> None:
     parser.add_argument("--input", required=True, help=INPUT_HELP)
     add_flags(parser, LabelConfig, only=CANDIDATE_FIELDS)
     add_flags(parser, TrainConfig, only=("device", "precision"))
+    add_flags(parser, BackendConfig)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
 
 
@@ -100,7 +102,7 @@ def run_bon(args: argparse.Namespace) -> int:
     from labeler.decoding.reranking import PrmToUse, best_of_n, format_table, write_results
     from labeler.inputs.readers import InputError
     from labeler.prm.devices import place
-    from labeler.prm.scorers import load_scorer
+    from labeler.cli.common import prm_scorer
     from labeler.store.location import OutputLocation
     from labeler.store.manifest import ConfigMismatchError
     from labeler.store.reader import LabelsError
@@ -111,6 +113,7 @@ def run_bon(args: argparse.Namespace) -> int:
         config = BestOfNConfig(**flag_values(args, BestOfNConfig))
         job = candidate_job_from_args(args, config.candidates)
         placement = place(args.device, args.precision)
+        backend = BackendConfig(**flag_values(args, BackendConfig))
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -126,13 +129,14 @@ def run_bon(args: argparse.Namespace) -> int:
         finally:
             engine.close()  # before the PRMs load: on a GPU they need its memory
     location = OutputLocation(job.output)
-    load = partial(load_scorer, placement=placement, batch_size=config.prm_batch_size, trust_remote_code=job.trust_remote_code)
+    load = lambda spec: prm_scorer(args, spec, placement, config.prm_batch_size, job.trust_remote_code)
     with hold_results(location, options):
         if options.overwrite:
             location.delete_tree("bon")
         try:
             candidates = read_candidates(job.output)
-            prms = [PrmToUse(spec, partial(load, spec), scoring_settings(placement.precision)) for spec in config.prm]
+            scoring = scoring_settings(placement.precision, backend=backend.prm_backend)
+            prms = [PrmToUse(spec, partial(load, spec), scoring) for spec in config.prm]
             results = best_of_n(location, candidates, prms, subsets=config.subsets, seed=job.seed, rescore=config.rescore)
         except LabelsError as error:
             return usage_error(COMMAND, str(error).splitlines()[0])

@@ -169,6 +169,18 @@ def quiet_transformers() -> None:
     transformers_logging.disable_progress_bar()
 
 
+def prm_scorer(args, spec: str, placement, batch_size: int, trust_remote_code: bool, max_length: int | None = None):
+    """The scorer of `spec` on the backend the --prm-backend flags name (PRMLoadError when it cannot load)."""
+    from labeler.cli.flags import flag_values
+    from labeler.prm.backends import BackendConfig
+    from workers.vllm_scorer import load_step_scorer
+
+    backend = BackendConfig(**flag_values(args, BackendConfig))
+    return load_step_scorer(
+        spec, backend, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length
+    )
+
+
 def resolve_backbone(model: str | None) -> tuple[str, str]:
     """(what to load, what to record) for --model; None means the embedded SmolLM2-135M-Instruct."""
     if model is not None:

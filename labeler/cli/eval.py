@@ -41,6 +41,7 @@ from pathlib import Path
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
 from labeler.cli.flags import add_flags, flag_values
+from labeler.prm.backends import BackendConfig
 from labeler.prm.config import TrainConfig
 
 COMMAND = "eval"
@@ -106,6 +107,7 @@ def register(subparsers) -> None:
     run = parser.add_argument_group("run (with --prm)")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, BackendConfig, into=run)
     add_flags(parser, RunOptions, only=("json", "quiet", "verbose"))
     parser.set_defaults(handler=run_eval)
 
@@ -180,14 +182,20 @@ def _named(spec: str, by_spec: bool = False) -> tuple[str, str]:
 def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold: float):
     """A PRM's predictions on the reference solutions, scored now; ValueError when it cannot load."""
     from labeler.evaluation.human_agreement import predictions_from_step_scores, reference_solutions
+    from labeler.cli.common import prm_scorer
+    from labeler.prm.scorers import backend_of, release
     from labeler.prm.devices import place
-    from labeler.prm.scorers import load_scorer
 
     log_to_stderr(args.quiet)
     if not args.verbose:
         quiet_transformers()
     placement = place(args.device, args.precision)
     solutions = reference_solutions(references)
-    scorer = load_scorer(spec, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
-    logging.getLogger("labeler.eval").info("scoring %d reference solutions with %s on %s", len(solutions), spec, placement.describe())
-    return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)
+    scorer = prm_scorer(args, spec, placement, args.batch_size, args.trust_remote_code)
+    logging.getLogger("labeler.eval").info(
+        "scoring %d reference solutions with %s on %s, %s backend", len(solutions), spec, placement.describe(), backend_of(scorer)
+    )
+    try:
+        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)
+    finally:
+        release(scorer)

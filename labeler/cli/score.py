@@ -38,6 +38,7 @@ from labeler.cli.common import (
     usage_error,
 )
 from labeler.cli.flags import add_flags, flag_values
+from labeler.prm.backends import BackendConfig
 from labeler.prm.config import TrainConfig
 
 COMMAND = "score"
@@ -73,6 +74,7 @@ def register(subparsers) -> None:
     run = parser.add_argument_group("run")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, BackendConfig, into=run)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
     parser.set_defaults(handler=run_score)
 
@@ -81,7 +83,8 @@ def run_score(args: argparse.Namespace) -> int:
     from labeler.prm.devices import place
     from labeler.inputs.readers import InputError
     from labeler.inputs.presets import PresetOptions
-    from labeler.prm.scorers import load_scorer
+    from labeler.cli.common import prm_scorer
+    from labeler.prm.scorers import backend_of, release
     from labeler.prm.scoring import score_solutions
     from labeler.evaluation.solutions import read_solutions
 
@@ -107,24 +110,29 @@ def run_score(args: argparse.Namespace) -> int:
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)
-        scorer = load_scorer(args.prm, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
+        scorer = prm_scorer(args, args.prm, placement, args.batch_size, args.trust_remote_code)
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     for rejected in read.rejected[:5]:
         log.warning("row %d rejected: %s: %s", rejected.row_index, rejected.field, rejected.reason)
     log.info(
-        "%d solutions to score (%s), %d rows rejected; PRM %s on %s",
+        "%d solutions to score (%s), %d rows rejected; PRM %s on %s, %s backend",
         len(read.solutions),
         read.source,
         len(read.rejected),
         args.prm,
         placement.describe(),
+        backend_of(scorer),
     )
-    scored = score_solutions(scorer, read.solutions, select_by=args.select_by, combined=combined)
+    try:
+        scored = score_solutions(scorer, read.solutions, select_by=args.select_by, combined=combined)
+    finally:
+        release(scorer)
     _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
     summary = {
         "solutions": len(scored),
         "problems": len({s.problem_id for s in scored}),
+        "prm_backend": backend_of(scorer),
         "rows_rejected": len(read.rejected),
         "steps_scored": sum(s.to_dict()["steps_scored"] for s in scored),
         "steps_past_max_length": sum(len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored),

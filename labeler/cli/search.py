@@ -47,7 +47,9 @@ def run_search(args: argparse.Namespace) -> int:
     from labeler.inputs.readers import InputError
     from labeler.labeling.job import plan_job
     from labeler.prm.devices import place
-    from labeler.prm.scorers import load_scorer
+    from labeler.cli.common import prm_scorer
+    from labeler.prm.backends import BackendConfig
+    from labeler.prm.scorers import release
     from labeler.store.location import OutputLocation
     from labeler.store.manifest import ConfigMismatchError
     from labeler.store.reader import LabelsError
@@ -59,6 +61,7 @@ def run_search(args: argparse.Namespace) -> int:
         bon = BestOfNConfig(**flag_values(args, BestOfNConfig, only=BEST_OF_N_FIELDS))
         job = candidate_job_from_args(args, bon.candidates)
         placement = place(args.device, args.precision)
+        backend = BackendConfig(**flag_values(args, BackendConfig))
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -74,6 +77,7 @@ def run_search(args: argparse.Namespace) -> int:
         aggregate=config.aggregate, seed=job.seed, sampling=step_sampling(job.sampling, config.separator, config.step_max_new_tokens),
     )  # fmt: skip
     location = OutputLocation(job.output)
+    scorer = None  # loaded once the candidates are sampled
     with checker:
         try:
             try:
@@ -84,7 +88,7 @@ def run_search(args: argparse.Namespace) -> int:
                 return usage_error(COMMAND, str(error))
             with hold_results(location, options):
                 try:
-                    scorer = load_scorer(config.prm, placement=placement, batch_size=bon.prm_batch_size, trust_remote_code=job.trust_remote_code)
+                    scorer = prm_scorer(args, config.prm, placement, bon.prm_batch_size, job.trust_remote_code)
                 except ValueError as error:
                     return usage_error(COMMAND, f"--prm: {str(error).splitlines()[0]}")
                 problems = search_problems(plan)
@@ -95,13 +99,14 @@ def run_search(args: argparse.Namespace) -> int:
                 try:
                     results = search_results(
                         location, searches, plan, config, settings, scorer, bon if config.best_of_n else None, job,
-                        scoring_settings(placement.precision),
+                        scoring_settings(placement.precision, backend=backend.prm_backend),
                     )  # fmt: skip
                 except LabelsError as error:
                     return usage_error(COMMAND, str(error).splitlines()[0])
                 files = write_search(location, results, searches)
         finally:
             engine.close()
+            release(scorer)
     if options.json:
         print(json.dumps({**results, "files": files}, indent=1))
     else:

@@ -31,6 +31,7 @@ from labeler.cli.common import (
     usage_error,
 )
 from labeler.cli.flags import add_flags, flag_values
+from labeler.prm.backends import BackendConfig
 from labeler.prm.config import TrainConfig
 
 COMMAND = "select"
@@ -66,6 +67,7 @@ def register(subparsers) -> None:
     run = parser.add_argument_group("run")
     run.add_argument("--batch-size", type=int, default=8, help="solutions per forward pass (default: 8)")
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
+    add_flags(parser, BackendConfig, into=run)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
     parser.set_defaults(handler=run_select)
 
@@ -116,14 +118,18 @@ def run_select(args: argparse.Namespace) -> int:
 
 
 def _score(args, solutions, combined):
+    from labeler.cli.common import prm_scorer
+    from labeler.prm.scorers import backend_of, release
     from labeler.prm.devices import place
-    from labeler.prm.scorers import load_scorer
     from labeler.prm.scoring import score_solutions
 
     placement = place(args.device, args.precision)
-    scorer = load_scorer(args.prm, placement=placement, batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
-    log.info("%d solutions to score with %s on %s", len(solutions), args.prm, placement.describe())
-    return score_solutions(scorer, solutions, combined=combined)
+    scorer = prm_scorer(args, args.prm, placement, args.batch_size, args.trust_remote_code)
+    log.info("%d solutions to score with %s on %s, %s backend", len(solutions), args.prm, placement.describe(), backend_of(scorer))
+    try:
+        return score_solutions(scorer, solutions, combined=combined)
+    finally:
+        release(scorer)
 
 
 def _scored_from_file(path: str, solutions, combined):

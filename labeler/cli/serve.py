@@ -27,6 +27,8 @@ log = logging.getLogger("labeler.serve")
 
 
 def register(subparsers) -> None:
+    from labeler.prm.backends import BackendConfig
+
     from labeler.rewards.config import RewardConfig
     from labeler.serving.config import ServeConfig
 
@@ -38,12 +40,15 @@ def register(subparsers) -> None:
         usage_errors="bad usage, a PRM that cannot load, or an address that cannot be bound",
     )
     add_flags(parser, RewardConfig)
+    add_flags(parser, BackendConfig)
     add_flags(parser, ServeConfig)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
     parser.set_defaults(handler=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from labeler.prm.backends import BackendConfig
+
     from labeler.rewards.config import RewardConfig
     from labeler.serving.config import ServeConfig
 
@@ -53,6 +58,7 @@ def run_serve(args: argparse.Namespace) -> int:
         quiet_transformers()
     try:
         reward_config = RewardConfig(**flag_values(args, RewardConfig))
+        BackendConfig(**flag_values(args, BackendConfig))
         serve_config = ServeConfig(**flag_values(args, ServeConfig))
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -62,11 +68,15 @@ def run_serve(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, f"cannot listen on {serve_config.host}:{serve_config.port}: {error.strerror or error}")
     import uvicorn
 
+    from labeler.cli.common import prm_scorer
+    from labeler.prm.devices import place
     from labeler.rewards.process_reward import ProcessReward
     from labeler.serving.reward_server import create_app
 
     try:
-        reward = ProcessReward(reward_config)
+        placement = place(reward_config.device, reward_config.precision)
+        scorer = prm_scorer(args, reward_config.prm, placement, reward_config.batch_size, reward_config.trust_remote_code, reward_config.max_length)
+        reward = ProcessReward(reward_config, scorer=scorer)
     except ValueError as error:  # PRMLoadError and bad settings: one line
         sock.close()
         return usage_error(COMMAND, str(error).splitlines()[0])

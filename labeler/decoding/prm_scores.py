@@ -26,7 +26,7 @@ import pyarrow as pa
 from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
-from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, parse_spec
+from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, parse_spec, release
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
@@ -79,10 +79,11 @@ def cached_hub_commit(model: str) -> str | None:
         return None
 
 
-def scoring_settings(precision: str, max_length: int | None = None) -> dict:
+def scoring_settings(precision: str, max_length: int | None = None, backend: str = "torch") -> dict:
     """The settings besides the PRM that change its scores: the precision it runs in, the tokens it reads
-    (None: its own limit, part of its content)."""
-    return {"precision": precision, "max_length": max_length}
+    (None: its own limit, part of its content), the backend asked for (vllm and torch agree within
+    float error, but scores are kept per backend all the same)."""
+    return {"precision": precision, "max_length": max_length, "backend": backend}
 
 
 def scores_file(spec: str) -> str:
@@ -120,7 +121,11 @@ def candidate_step_scores(
     scorer = load()
     log.info("PRM %s: scoring %d candidates", spec, len(candidates))
     solutions = [SolutionToScore(c.problem_id, c.solution_id, c.problem, c.steps) for c in candidates]
-    scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, scorer.step_scores(solutions), strict=True)]
+    try:
+        step_scores = scorer.step_scores(solutions)
+    finally:
+        release(scorer)  # the next PRM needs the memory
+    scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, step_scores, strict=True)]
     table = pa.Table.from_pydict({"solution_id": [c.solution_id for c in candidates], "step_scores": scores}, schema=SCORES_SCHEMA)
     # The fingerprint taken before loading: a folder overwritten meanwhile (training writing best/) misses next time.
     # Only a hub id not cached before is fingerprinted again: loading it has just cached its snapshot.

@@ -6,18 +6,27 @@ the right answer after that step). A PRM trained with trajectory labels also has
 beside it, read at the last step's position: the probability that the whole trajectory (a trace's
 thinking and response) reaches the answer (labeler/prm/trajectory.py).
 
-A saved PRM is a folder that `ProcessRewardModel.load` reads back:
+A saved PRM is a folder that `ProcessRewardModel.load` reads back, and that transformers and vLLM
+also load as a token classifier (format 2):
 
     prm.json             format, base model, step separator, max length, training target
-    head.safetensors     the head's weight and bias
-    trajectory_head.safetensors    the trajectory head's, when prm.json says it has one
-    config.json, model.safetensors, tokenizer files    the backbone, as transformers saves it
+    config.json          the backbone's config, its architecture the backbone's *ForTokenClassification:
+                         label 0 "step" (the step head), label 1 "trajectory" when there is a trajectory head
+    model.safetensors    the backbone's weights under `model.` (its base_model_prefix) and the heads as
+                         `score.weight` / `score.bias` (one row per label); sharded with an index when large
+    tokenizer files      as transformers saves them
+
+So `AutoModelForTokenClassification.from_pretrained(folder)` gives the step logits in column 0, and
+vLLM's pooling runner serves the folder as it is (`labeler score --prm-backend vllm`). Format 1
+(PRMs saved before 2026-12-04: the bare backbone, and the heads in head.safetensors and
+trajectory_head.safetensors) still loads here; vLLM cannot serve it (load and save it again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -29,7 +38,9 @@ PRM_CONFIG_NAME = "prm.json"
 HEAD_NAME = "head.safetensors"
 TRAJECTORY_HEAD_NAME = "trajectory_head.safetensors"
 FORMAT = "prm-labeler/step-score-head"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SCORE_PREFIX = "score."  # the token classifier's head in model.safetensors (format 2)
+LABELS = ("step", "trajectory")  # its rows: the step head, then the trajectory head when there is one
 
 
 class PRMLoadError(ValueError):
@@ -91,17 +102,13 @@ class ProcessRewardModel(nn.Module):
         from safetensors.torch import load_file
 
         directory = Path(directory)
-        settings_path = directory / PRM_CONFIG_NAME
-        if not settings_path.is_file():
-            raise PRMLoadError(f"{directory}: not a saved PRM (no {PRM_CONFIG_NAME}); pass a checkpoint folder such as OUT/best")
-        try:
-            settings = PRMSettings(**json.loads(settings_path.read_text()))
-        except (ValueError, TypeError) as error:
-            raise PRMLoadError(f"{settings_path}: unreadable PRM settings: {error}") from error
-        if settings.format != FORMAT or settings.format_version > FORMAT_VERSION:
-            raise PRMLoadError(f"{directory}: PRM format {settings.format} v{settings.format_version} is not one this version reads")
-        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention)
+        settings = read_settings(directory)
+        classifier = settings.format_version >= 2
+        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
         prm = cls(backbone, tokenizer, settings)
+        if classifier:
+            prm._load_score_rows(directory)
+            return prm
         try:
             prm.head.load_state_dict(load_file(str(directory / HEAD_NAME)))
         except (OSError, RuntimeError) as error:  # missing file, or a head of another size
@@ -113,18 +120,41 @@ class ProcessRewardModel(nn.Module):
                 raise PRMLoadError(f"{directory}: cannot load the trajectory head: {str(error).splitlines()[0]}") from error
         return prm
 
+    def _load_score_rows(self, directory: Path) -> None:
+        """The heads from the token classifier's score rows (format 2)."""
+        tensors = read_tensors(directory, SCORE_PREFIX)
+        heads = [self.head] + ([self.trajectory_head] if self.trajectory_head is not None else [])
+        weight, bias = tensors.get("score.weight"), tensors.get("score.bias")
+        hidden = self.head.in_features
+        if weight is None or bias is None or tuple(weight.shape) != (len(heads), hidden) or tuple(bias.shape) != (len(heads),):
+            found = ", ".join(f"{key} {tuple(t.shape)}" for key, t in sorted(tensors.items())) or "none"
+            raise PRMLoadError(f"{directory}: the score head is not {len(heads)} x {hidden} with a bias (found: {found})")
+        for row, head in enumerate(heads):
+            head.load_state_dict({"weight": weight[row : row + 1].float(), "bias": bias[row : row + 1].float()})
+
     def save(self, directory: str | Path) -> None:
-        from safetensors.torch import save_file
+        """Format 2: a token classifier that transformers and vLLM load (see the module's docstring)."""
+        import copy
+
+        from huggingface_hub import save_torch_state_dict
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.backbone.save_pretrained(directory)
+        heads = [self.head] + ([self.trajectory_head] if self.trajectory_head is not None else [])
+        config = copy.deepcopy(self.backbone.config)
+        config.architectures = [token_classifier_architecture(config)]
+        config.id2label = dict(enumerate(LABELS[: len(heads)]))
+        config.label2id = {label: index for index, label in config.id2label.items()}
+        config.save_pretrained(directory)
+        prefix = getattr(self.backbone, "base_model_prefix", "") or "model"
+        tensors = {f"{prefix}.{name}": tensor.detach().cpu().contiguous() for name, tensor in self.backbone.state_dict().items()}
+        tensors["score.weight"] = torch.cat([head.weight.detach().float().cpu() for head in heads]).contiguous()
+        tensors["score.bias"] = torch.cat([head.bias.detach().float().cpu() for head in heads]).contiguous()
+        with _no_progress_bars():
+            save_torch_state_dict(tensors, directory, max_shard_size="5GB")
         self.tokenizer.save_pretrained(directory)
-        save_file({name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}, str(directory / HEAD_NAME))
-        if self.trajectory_head is not None:
-            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.trajectory_head.state_dict().items()}
-            save_file(state, str(directory / TRAJECTORY_HEAD_NAME))
-        (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(self.settings), indent=1) + "\n")
+        settings = replace(self.settings, format_version=FORMAT_VERSION)  # a PRM read from format 1 is written in 2
+        (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
     @property
     def pad_token_id(self) -> int:
@@ -169,14 +199,19 @@ class ProcessRewardModel(nn.Module):
         return step, self.trajectory_head(at_ends.float()).squeeze(-1)
 
 
-def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None):
-    from transformers import AutoModel, AutoTokenizer
+def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None, token_classifier: bool = False):
+    """The bare transformer and the tokenizer; from a saved token classifier (format 2), its base model."""
+    from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
     kernels = {"attn_implementation": attention} if attention else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         # AutoModel gives the bare transformer of a causal LM checkpoint: no vocabulary-sized output layer.
-        backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+        if token_classifier:
+            classifier = AutoModelForTokenClassification.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+            backbone = classifier.base_model  # the heads are read apart, in float32 (ProcessRewardModel._load_score_rows)
+        else:
+            backbone = AutoModel.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
     except (OSError, ValueError, KeyError, ImportError) as error:  # ImportError: flash_attention_2 without flash-attn
         raise PRMLoadError(f"cannot load model {model}: {str(error).splitlines()[0]}") from error
     return backbone, tokenizer
@@ -188,3 +223,62 @@ def _hidden_size(config) -> int:
         if getattr(text_config, name, None):
             return getattr(text_config, name)
     raise PRMLoadError(f"cannot find the hidden size of {type(config).__name__}")
+
+
+def read_settings(directory: Path) -> PRMSettings:
+    """A saved PRM's prm.json; PRMLoadError when it is missing, unreadable or of a format this version does not read."""
+    settings_path = Path(directory) / PRM_CONFIG_NAME
+    if not settings_path.is_file():
+        raise PRMLoadError(f"{directory}: not a saved PRM (no {PRM_CONFIG_NAME}); pass a checkpoint folder such as OUT/best")
+    try:
+        settings = PRMSettings(**json.loads(settings_path.read_text()))
+    except (ValueError, TypeError) as error:
+        raise PRMLoadError(f"{settings_path}: unreadable PRM settings: {error}") from error
+    if settings.format != FORMAT or settings.format_version > FORMAT_VERSION:
+        raise PRMLoadError(f"{directory}: PRM format {settings.format} v{settings.format_version} is not one this version reads")
+    return settings
+
+
+def token_classifier_architecture(config) -> str:
+    """The backbone's *ForTokenClassification class name, which transformers and vLLM both know."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES
+
+    name = MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES.get(config.model_type)
+    if name is None:  # a model with remote code: its causal LM's name, with the suffix vLLM converts from
+        declared = [a for a in (getattr(config, "architectures", None) or []) if isinstance(a, str)]
+        base = declared[0] if declared else type(config).__name__.removesuffix("Config")
+        for suffix in ("ForCausalLM", "LMHeadModel", "Model"):
+            base = base.removesuffix(suffix)
+        name = f"{base}ForTokenClassification"
+    return name
+
+
+def read_tensors(directory: Path, prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors whose names start with `prefix`, from a folder's model.safetensors or its shards."""
+    from safetensors import safe_open
+
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        files = sorted({file for key, file in weight_map.items() if key.startswith(prefix)})
+    else:
+        files = ["model.safetensors"] if (directory / "model.safetensors").is_file() else []
+    tensors = {}
+    for file in files:
+        with safe_open(str(directory / file), framework="pt") as weights:
+            tensors |= {key: weights.get_tensor(key) for key in weights.keys() if key.startswith(prefix)}
+    return tensors
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    """huggingface_hub draws a bar per save on stderr; a training run saves often."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()

@@ -83,6 +83,19 @@ class CheckpointScorer:
         return checkpoint_scores(self.prm, solutions, self.placement, self.batch_size)
 
 
+def backend_of(scorer) -> str:
+    """What runs a scorer's PRM: "vllm" for the vLLM backend's scorers, else "torch"."""
+    return getattr(scorer, "backend", "torch")
+
+
+def release(scorer) -> None:
+    """Stop the engine a scorer holds, if it holds one (the vLLM backend's); a torch scorer is left to
+    the garbage collector."""
+    close = getattr(scorer, "close", None)
+    if close is not None:
+        close()
+
+
 def checkpoint_folder(path: str) -> str:
     """A run folder stands for its best checkpoint."""
     best = os.path.join(path, "best")

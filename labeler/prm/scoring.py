@@ -69,13 +69,19 @@ def checkpoint_scores(
     """Per solution, its step probabilities and its trajectory probability: the trajectory head's
     sigmoid at the last step's position (None without a trajectory head, or when the whole solution
     does not fit the PRM's max length)."""
-    rendered = [render_solution(prm.tokenizer, s.problem, s.steps, prm.settings.max_length, s.thinking_steps) for s in solutions]
-    sequences = [
+    sequences = checkpoint_sequences(prm.tokenizer, prm.settings.max_length, solutions)
+    logits, trajectories = step_and_trajectory_logits(prm, sequences, batch_size, placement)
+    return [([sigmoid(x) for x in step], None if t is None else sigmoid(t)) for step, t in zip(logits, trajectories)]
+
+
+def checkpoint_sequences(tokenizer, max_length: int, solutions: Sequence[SolutionToScore]) -> list[tuple[list[int], list[int], int | None]]:
+    """Per solution, as one of our checkpoints reads it: its token ids, the score positions of the steps
+    that fit, and the trajectory position (the last step's, when every step fits; else None)."""
+    rendered = [render_solution(tokenizer, s.problem, s.steps, max_length, s.thinking_steps) for s in solutions]
+    return [
         (r.input_ids, r.score_positions, r.score_positions[-1] if r.steps_kept == len(s.steps) and r.score_positions else None)
         for r, s in zip(rendered, solutions)
     ]
-    logits, trajectories = step_and_trajectory_logits(prm, sequences, batch_size, placement)
-    return [([_sigmoid(x) for x in step], None if t is None else _sigmoid(t)) for step, t in zip(logits, trajectories)]
 
 
 def score_solutions(
@@ -102,5 +108,5 @@ def scored_solution(
     return ScoredSolution(solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory)
 
 
-def _sigmoid(x: float) -> float:
+def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))

@@ -24,8 +24,10 @@ CHECKPOINT_SCORING_VERSION = 1  # this project's own trained PRMs (checkpoint:DI
 
 
 def load_public_scorer(
-    kind: str, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str
-):
+    kind: str, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str,
+    weights: bool = True,
+):  # fmt: skip
+    """The adapter of `kind`, loaded; weights=False: its rendering alone (tokenizer and format checks), for vLLM."""
     if kind == "math-shepherd":
         from labeler.prm.adapters.math_shepherd import MathShepherdScorer as scorer_class
     elif kind == "rlhflow":
@@ -35,5 +37,6 @@ def load_public_scorer(
     else:
         raise ValueError(f"no adapter for PRM kind {kind!r}")
     return scorer_class.load(
-        model, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length, name=name
-    )
+        model, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length, name=name,
+        weights=weights,
+    )  # fmt: skip

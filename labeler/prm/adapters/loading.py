@@ -66,12 +66,15 @@ def load_tokenizer(spec: str, model: str, trust_remote_code: bool):
         raise PRMLoadError(f"{spec}: cannot load the tokenizer of {model}: {str(error).splitlines()[0]}") from error
 
 
-def load_causal_lm(spec: str, kind: str, model: str, placement: Placement, trust_remote_code: bool):
-    """(model, tokenizer) of a causal LM PRM, checked to be one, on the placement's device."""
+def load_causal_lm(spec: str, kind: str, model: str, placement: Placement, trust_remote_code: bool, weights: bool = True):
+    """(model, tokenizer) of a causal LM PRM, checked to be one, on the placement's device; with
+    weights=False, (None, tokenizer): what another engine (vLLM) needs to render its inputs."""
     from transformers import AutoModelForCausalLM
 
     require_causal_lm(spec, kind, model, raw_config(spec, model))
     tokenizer = load_tokenizer(spec, model, trust_remote_code)
+    if not weights:
+        return None, tokenizer
     try:
         lm, info = AutoModelForCausalLM.from_pretrained(
             model, dtype=placement.weight_dtype, trust_remote_code=trust_remote_code, output_loading_info=True
@@ -83,6 +86,16 @@ def load_causal_lm(spec: str, kind: str, model: str, placement: Placement, trust
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise PRMLoadError(f"{spec}: the checkpoint lacks weights of a causal LM ({shown}): not a {kind} PRM")
     return lm.to(placement.device).eval(), tokenizer
+
+
+def model_config(spec: str, model: str, trust_remote_code: bool):
+    """The model's transformers config (no weights)."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as error:
+        raise PRMLoadError(f"{spec}: cannot load the config of {model}: {str(error).splitlines()[0]}") from error
 
 
 def single_token(spec: str, tokenizer, text: str, what: str) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.adapters.loading import context_length, load_causal_lm
+from labeler.prm.adapters.loading import context_length, load_causal_lm, model_config
 from labeler.prm.adapters.positions import RenderError, TokenPairScorer
 from labeler.prm.devices import Placement
 from labeler.prm.model import PRMLoadError
@@ -61,8 +61,11 @@ class MathShepherdScorer(TokenPairScorer):
         self.tag_id = tag_id
 
     @classmethod
-    def load(cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str):
-        lm, tokenizer = load_causal_lm(name, "math-shepherd", model, placement, trust_remote_code)
+    def load(
+        cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str,
+        weights: bool = True,
+    ):  # fmt: skip
+        lm, tokenizer = load_causal_lm(name, "math-shepherd", model, placement, trust_remote_code, weights=weights)
         good, bad, tag = card_token_ids(name, tokenizer)
         scorer = cls(
             lm,
@@ -73,7 +76,7 @@ class MathShepherdScorer(TokenPairScorer):
             tokenizer=tokenizer,
             placement=placement,
             batch_size=batch_size,
-            max_length=context_length(lm.config, tokenizer, max_length),
+            max_length=context_length(lm.config if lm is not None else model_config(name, model, trust_remote_code), tokenizer, max_length),
         )
         try:
             scorer.render(PROBE)

@@ -23,7 +23,15 @@ import torch
 from torch import nn
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.adapters.loading import CAUSAL_LM_SUFFIXES, architectures, context_length, load_tokenizer, raw_config, single_token
+from labeler.prm.adapters.loading import (
+    CAUSAL_LM_SUFFIXES,
+    architectures,
+    context_length,
+    load_tokenizer,
+    model_config,
+    raw_config,
+    single_token,
+)
 from labeler.prm.adapters.positions import PositionScorer, RenderError
 from labeler.prm.devices import Placement
 from labeler.prm.model import PRMLoadError
@@ -71,7 +79,12 @@ class QwenPRMScorer(PositionScorer):
         self.separator_id = separator_id
 
     @classmethod
-    def load(cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str):
+    def load(
+        cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str,
+        weights: bool = True,
+    ):  # fmt: skip
+        """With weights=False, the scorer renders solutions but holds no network (for vLLM, which runs
+        the published head only: PRMLoadError for a checkpoint with another one)."""
         folder = _local_folder(name, model)
         config = raw_config(name, folder)
         names = architectures(config)
@@ -88,7 +101,9 @@ class QwenPRMScorer(PositionScorer):
         hidden_size = _hidden_size(name, config)
         expected = StepClassifierHead.expected_shapes(hidden_size)
         if {key: tuple(t.shape) for key, t in tensors.items()} == expected:
-            network, head = _builtin(name, folder, config, tensors, hidden_size, placement)
+            network, head = _builtin(name, folder, config, tensors, hidden_size, placement) if weights else (None, None)
+        elif not weights:
+            raise PRMLoadError(f"{name}: its score head is not the published Linear, ReLU, Linear (vLLM runs that head only)")
         elif trust_remote_code and "AutoModel" in (config.get("auto_map") or {}):
             network, head = _remote(name, folder, placement), None
         else:
@@ -106,7 +121,7 @@ class QwenPRMScorer(PositionScorer):
             tokenizer=tokenizer,
             placement=placement,
             batch_size=batch_size,
-            max_length=context_length(network.config, tokenizer, max_length),
+            max_length=context_length(network.config if network is not None else model_config(name, folder, False), tokenizer, max_length),
         )
         try:
             scorer.render(PROBE)

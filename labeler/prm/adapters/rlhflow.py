@@ -18,7 +18,7 @@ Where it is not, the solution gets no scores (with a warning) rather than scores
 from __future__ import annotations
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.adapters.loading import context_length, load_causal_lm, single_token
+from labeler.prm.adapters.loading import context_length, load_causal_lm, model_config, single_token
 from labeler.prm.adapters.positions import RenderError, TokenPairScorer
 from labeler.prm.devices import Placement
 from labeler.prm.model import PRMLoadError
@@ -37,8 +37,11 @@ def conversation(problem: str, steps) -> list[dict]:
 
 class RLHFlowScorer(TokenPairScorer):
     @classmethod
-    def load(cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str):
-        lm, tokenizer = load_causal_lm(name, "rlhflow", model, placement, trust_remote_code)
+    def load(
+        cls, model: str, *, placement: Placement, batch_size: int, trust_remote_code: bool, max_length: int | None, name: str,
+        weights: bool = True,
+    ):  # fmt: skip
+        lm, tokenizer = load_causal_lm(name, "rlhflow", model, placement, trust_remote_code, weights=weights)
         if not getattr(tokenizer, "chat_template", None):
             raise PRMLoadError(f"{name}: the tokenizer has no chat template: not an RLHFlow PRM (a chat of steps answered '+' or '-')")
         scorer = cls(
@@ -49,7 +52,7 @@ class RLHFlowScorer(TokenPairScorer):
             tokenizer=tokenizer,
             placement=placement,
             batch_size=batch_size,
-            max_length=context_length(lm.config, tokenizer, max_length),
+            max_length=context_length(lm.config if lm is not None else model_config(name, model, trust_remote_code), tokenizer, max_length),
         )
         if not getattr(tokenizer, "is_fast", False):
             raise PRMLoadError(f"{name}: a slow (Python) tokenizer; the rlhflow adapter needs a fast one for token offsets")

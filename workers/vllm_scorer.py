@@ -1,0 +1,206 @@
+"""Step scores from vLLM's pooling runner: the `vllm` PRM backend (labeler/prm/backends.py).
+
+A solution is rendered to token ids exactly as the torch path renders it (the same adapter, or our
+checkpoint's rendering, loaded without weights), sent to vLLM as token ids, and vLLM returns the
+raw per-token logits of the PRM's classifier (token_classify with ALL pooling and no activation);
+the scores are read at the same positions and turned into probabilities the same way:
+
+    checkpoint   our format-2 folder is a *ForTokenClassification: sigmoid of column 0 ("step") after
+                 each step, sigmoid of column 1 ("trajectory") after the last, when it has that head
+    qwen-prm     vLLM's Qwen2ForProcessRewardModel: softmax over its two classes, class 1
+    math-shepherd, rlhflow
+                 the causal LM converted to a token classifier whose two rows are the output layer's
+                 rows of the "+" and "-" tokens (vLLM's `classifier_from_token`, no post-processing):
+                 softmax over the two, column 0
+
+Reading every token (ALL pooling) rather than vLLM's STEP pooling keeps the positions ours: a step
+tag can also occur where no step ends (the blank line after our problem text).
+
+    scorer = load_step_scorer("qwen-prm:Qwen/Qwen2.5-Math-PRM-7B", BackendConfig(), placement=place("cuda", "bf16"))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from labeler.evaluation.solutions import SolutionToScore
+from labeler.prm.backends import TORCH, BackendConfig
+from labeler.prm.devices import Placement
+from labeler.prm.model import PRMLoadError
+from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, load_scorer, parse_spec
+from workers.vllm_generator import platform_engine_kwargs, register_engine, shutdown_engine
+
+log = logging.getLogger("labeler.score")
+REQUESTS_PER_CALL = 1024  # solutions per encode call: bounds the per-token outputs held at once
+
+
+class VLLMCannotServe(Exception):
+    """vLLM cannot run this PRM; the message says why (the caller scores with torch instead)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How vLLM runs a kind of PRM, and how its per-token logits become P(step is right)."""
+
+    engine: dict  # LLM keyword arguments besides the platform's (convert, hf_overrides)
+    step_probability: Callable[[torch.Tensor], torch.Tensor]  # logits [n, classes] -> [n]
+    trajectory_column: int | None = None  # our checkpoints with a trajectory head: its logit's column
+
+
+def _softmax_column(column: int):
+    return lambda logits: torch.softmax(logits.float(), dim=-1)[:, column]
+
+
+def _sigmoid_column(column: int):
+    return lambda logits: torch.sigmoid(logits[:, column].float())
+
+
+# A sequence to score: (token ids, score positions of the steps that fit, the trajectory position or None).
+Sequences = Callable[[Sequence[SolutionToScore]], list[tuple[list[int], list[int], int | None]]]
+
+
+class VLLMStepScorer:
+    """A StepScorer (labeler/prm/scorers.py) on a vLLM engine of its own."""
+
+    def __init__(self, llm, *, name: str, sequences: Sequences, reading: Reading):
+        self.llm = llm
+        self.name = name
+        self.backend = "vllm"
+        self._sequences = sequences
+        self.reading = reading
+        if reading.trajectory_column is not None:  # what score_solutions looks for
+            self.step_and_trajectory_scores = self._step_and_trajectory_scores
+
+    def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
+        return [steps for steps, _ in self._scores(solutions)]
+
+    def _step_and_trajectory_scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
+        return self._scores(solutions)
+
+    def _scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
+        from vllm import PoolingParams
+        from vllm.inputs import TokensPrompt
+
+        sequences = self._sequences(solutions)
+        results: list[tuple[list[float | None], float | None]] = [([None] * len(s.steps), None) for s in solutions]
+        wanted = [i for i, (ids, positions, _) in enumerate(sequences) if ids and positions]
+        params = PoolingParams(use_activation=False)  # raw logits: the probability is read as the torch path reads it
+        for start in range(0, len(wanted), REQUESTS_PER_CALL):
+            chunk = wanted[start : start + REQUESTS_PER_CALL]
+            outputs = self.llm.encode(
+                [TokensPrompt(prompt_token_ids=sequences[i][0]) for i in chunk], params, pooling_task="token_classify", use_tqdm=False
+            )
+            for i, output in zip(chunk, outputs, strict=True):
+                ids, positions, trajectory_position = sequences[i]
+                logits = output.outputs.data
+                if logits.shape[0] != len(ids):
+                    raise RuntimeError(f"vLLM returned {logits.shape[0]} token outputs for {len(ids)} tokens of solution {solutions[i].solution_id}")
+                steps = self.reading.step_probability(logits[positions]).tolist()
+                trajectory = None
+                if self.reading.trajectory_column is not None and trajectory_position is not None:
+                    trajectory = torch.sigmoid(logits[trajectory_position, self.reading.trajectory_column].float()).item()
+                results[i] = (steps + [None] * (len(solutions[i].steps) - len(steps)), trajectory)
+        return results
+
+    def close(self) -> None:
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            shutdown_engine(self, llm)
+
+
+def load_step_scorer(
+    spec: str,
+    backend: BackendConfig,
+    *,
+    placement: Placement,
+    batch_size: int = 8,
+    trust_remote_code: bool = False,
+    max_length: int | None = None,
+) -> StepScorer:
+    """The scorer a spec names on the configured backend. With vllm, a PRM that vLLM cannot serve is
+    scored with torch, and one warning says why; a spec that cannot load at all raises PRMLoadError."""
+    torch_scorer = lambda: load_scorer(
+        spec, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length
+    )
+    if backend.prm_backend == TORCH:
+        return torch_scorer()
+    try:
+        return _vllm_scorer(spec, backend, placement, trust_remote_code, max_length)
+    except VLLMCannotServe as reason:
+        scorer = torch_scorer()  # a spec that cannot load at all fails here, with the torch path's message
+        log.warning("PRM %s: scored with torch: vLLM cannot serve it (%s)", spec, reason)
+        return scorer
+
+
+def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_remote_code: bool, max_length: int | None):
+    try:
+        from vllm import LLM
+        from vllm.config import PoolerConfig
+    except ImportError as error:
+        raise VLLMCannotServe(f"vLLM is not installed: {error}") from error
+    kind, model = parse_spec(spec)
+    try:
+        folder, sequences, reading, context = _prepare(kind, model, spec, trust_remote_code, max_length)
+    except PRMLoadError as error:
+        raise VLLMCannotServe(str(error).splitlines()[0]) from error
+    kwargs, on_cpu = platform_engine_kwargs(folder, context, backend.prm_gpu_memory_utilization, cpu_kv_cache_gib=1.0)
+    kwargs["max_model_len"] = context  # every sequence is cut to the PRM's max length before it is sent
+    if on_cpu:  # no chunked prefill there: a step of the engine must hold the longest sequence, and more fit
+        kwargs["max_num_batched_tokens"] = max(context, 8192)
+    dtype = "bfloat16" if placement.precision in ("bf16", "bf16-mixed") else "float32"
+    try:
+        llm = LLM(
+            model=folder,
+            runner="pooling",
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            pooler_config=PoolerConfig(task="token_classify", tok_pooling_type="ALL"),
+            use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),
+            **reading.engine,
+            **kwargs,
+        )
+    except Exception as error:  # vLLM raises many kinds for a model it cannot run (architecture, memory, config)
+        raise VLLMCannotServe(f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else 'no message'}") from error
+    scorer = VLLMStepScorer(llm, name=spec, sequences=sequences, reading=reading)
+    register_engine(scorer, llm)
+    return scorer
+
+
+def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):
+    """(the folder vLLM loads, how to render solutions, how to read the logits, the context length)."""
+    from labeler.prm.adapters import load_public_scorer
+    from labeler.prm.devices import place
+
+    if kind == CHECKPOINT:
+        return _checkpoint(model, trust_remote_code)
+    renderer = load_public_scorer(
+        kind, model, placement=place("cpu", "fp32"), batch_size=1, trust_remote_code=trust_remote_code, max_length=max_length, name=spec,
+        weights=False,
+    )  # fmt: skip
+    sequences = lambda solutions: [(ids, positions, None) for ids, positions, _ in renderer.sequences(solutions)]
+    if kind == "qwen-prm":
+        reading = Reading({}, _softmax_column(1))
+    else:  # math-shepherd, rlhflow: the output layer's rows of the good and bad tokens, as vLLM names them
+        tokens = renderer.tokenizer.convert_ids_to_tokens(renderer.token_ids)
+        reading = Reading({"convert": "classify", "hf_overrides": {"classifier_from_token": tokens, "method": "no_post_processing"}}, _softmax_column(0))
+    return model, sequences, reading, renderer.max_length
+
+
+def _checkpoint(model: str, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    from labeler.prm.model import LABELS, read_settings
+    from labeler.prm.scoring import checkpoint_sequences
+
+    folder = checkpoint_folder(model)
+    settings = read_settings(folder)
+    if settings.format_version < 2:
+        raise VLLMCannotServe(f"{folder} was saved in format {settings.format_version}, before PRMs were saved as token classifiers")
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions)
+    trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
+    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), settings.max_length
