@@ -169,5 +169,34 @@ class Labeler:
         self.close()
 
 
+def load_scorer(
+    spec: str,
+    *,
+    backend: str = "vllm",
+    device: str = "auto",
+    precision: str = "auto",
+    batch_size: int = 8,
+    trust_remote_code: bool = False,
+    max_length: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+):
+    """A PRM's step scorer, as `labeler score --prm SPEC --prm-backend BACKEND` loads it: on vLLM's pooling
+    runner by default (a PRM vLLM cannot serve is scored with torch, one warning saying why).
+
+        scorer = load_scorer("qwen-prm:Qwen/Qwen2.5-Math-PRM-7B")
+        scores = scorer.step_scores(solutions)       # SolutionToScore items; a list of step scores each
+        reward = PRMRewardFunction(RewardConfig(prm=spec), scorer=scorer)   # the same PRM as an RL reward
+        scorer.close()                               # the vLLM backend's engine (torch scorers have no close)
+    """
+    from labeler.prm.backends import BackendConfig
+    from labeler.prm.devices import place
+    from workers.vllm_scorer import load_step_scorer
+
+    config = BackendConfig(prm_backend=backend, prm_gpu_memory_utilization=gpu_memory_utilization)
+    return load_step_scorer(
+        spec, config, placement=place(device, precision), batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length
+    )
+
+
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
