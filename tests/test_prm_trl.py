@@ -250,3 +250,27 @@ def test_a_run_saved_before_the_new_settings_resumes_as_it_trained():
         del saved[name]
     assert config_now.changed_settings(saved) == []
     assert TrainConfig(labels="x", output="run", model="m", lr_scheduler="cosine").changed_settings(saved) == ["lr_scheduler"]
+
+
+def test_text_that_is_not_unicode_is_a_bad_row_named_before_a_model_loads(tmp_path):
+    for field, row in (("prompt", {"prompt": "What is 1 + \ud800?", "completions": ["1 + 1 = 2."], "labels": [True]}),
+                       ("completions", {"prompt": "What is 1 + 1?", "completions": ["1 + 1 = \ud800."], "labels": [True]})):  # fmt: skip
+        data = tmp_path / f"{field}.jsonl"
+        data.write_text(json.dumps(row) + "\n")  # JSON carries the lone surrogate as \ud800
+        with pytest.raises(LabelsError, match=f"row 0: {field}: .*not valid Unicode"):
+            read_training_rows(str(data))
+
+
+def test_a_problem_from_trl_data_and_from_our_job_is_one_problem_to_the_split(tmp_path):
+    from labeler.ids import stable_id
+    from labeler.prm.data import split_by_problem
+    from tests.synthetic_labels import labels_row, write_labels
+
+    problems = [f"What is {i} + {i}?" for i in range(20)]
+    # a job of ours on id-less problems names each by stable_id(problem), as the presets do
+    job = write_labels(tmp_path / "job", [labels_row(stable_id(p), f"s{i}", p, ["Sum.", "Done."], [1.0, 1.0], [True, True]) for i, p in enumerate(problems)])
+    trl = write_jsonl(tmp_path / "trl.jsonl", [{"prompt": p, "completions": ["Add.", "Done."], "labels": [True, False]} for p in problems])
+    ours, theirs = read_training_rows(str(job)), read_training_rows(str(trl))
+    assert {r.problem_id for r in ours} == {r.problem_id for r in theirs}
+    train_set, validation = split_by_problem(ours + theirs, 0.2, seed=0)
+    assert validation and not {r.problem for r in train_set} & {r.problem for r in validation}

@@ -146,3 +146,37 @@ def test_score_says_which_backend_scored(specs, tmp_path, capsys):
         assert all(abs(a - b) < 1e-3 for a, b in zip(v["step_scores"], t["step_scores"], strict=True))
     assert main(["score", "--prm", "x", "--input", str(data), "--prm-gpu-memory-utilization", "1.5"]) == 2
     assert "--prm-gpu-memory-utilization" in capsys.readouterr().err
+
+
+def test_the_python_api_loads_a_scorer_on_either_backend(specs):
+    from labeler.api import load_scorer
+
+    spec = specs["ours (Mistral, sliding window)"]
+    on_vllm = load_scorer(spec, device="cpu")
+    try:
+        assert backend_of(on_vllm) == "vllm"
+        vllm_scores = on_vllm.step_scores(SOLUTIONS[:2])
+    finally:
+        release(on_vllm)
+    torch_scores = load_scorer(spec, backend="torch", device="cpu").step_scores(SOLUTIONS[:2])
+    assert all(abs(a - b) < 1e-3 for v, t in zip(vllm_scores, torch_scores) for a, b in zip(v, t, strict=True))
+    with pytest.raises(ValueError, match="--prm-backend must be one of vllm, torch"):
+        load_scorer(spec, backend="tensorrt")
+
+
+def test_a_backbone_without_a_token_classifier_in_transformers_is_saved_in_format_1(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer, Olmo2Config, Olmo2Model
+
+    from labeler.prm.model import PRMSettings, token_classifier_layout
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = Olmo2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2)  # fmt: skip
+    assert token_classifier_layout(config) is None
+    torch.manual_seed(0)
+    prm = ProcessRewardModel(Olmo2Model(config), tokenizer, PRMSettings(base_model="tiny-olmo2", max_length=64))
+    prm.save(tmp_path / "olmo2")
+    assert (tmp_path / "olmo2" / "head.safetensors").is_file()
+    back = ProcessRewardModel.load(tmp_path / "olmo2")  # trained, saved, and loadable again (resume, score)
+    ids = torch.tensor([[1, 5, 7, 9]])
+    assert back.settings.format_version == 1 and torch.equal(back(ids), prm(ids))

@@ -137,16 +137,21 @@ def load_step_scorer(
 
 
 def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_remote_code: bool, max_length: int | None):
+    kind, model = parse_spec(spec)
+    try:  # what the PRM is, before vLLM is imported: a spec that cannot load fails on the torch path, with its message
+        folder, sequences, reading, context = _prepare(kind, model, spec, trust_remote_code, max_length)
+    except VLLMCannotServe:
+        raise
+    except Exception as error:  # PRMLoadError, and whatever a tokenizer raises
+        raise VLLMCannotServe(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__) from error
     try:
         from vllm import LLM
         from vllm.config import PoolerConfig
+        from vllm.platforms import current_platform
     except ImportError as error:
         raise VLLMCannotServe(f"vLLM is not installed: {error}") from error
-    kind, model = parse_spec(spec)
-    try:
-        folder, sequences, reading, context = _prepare(kind, model, spec, trust_remote_code, max_length)
-    except PRMLoadError as error:
-        raise VLLMCannotServe(str(error).splitlines()[0]) from error
+    if placement.device.type == "cpu" and not current_platform.is_cpu():
+        raise VLLMCannotServe("--device cpu, and this vLLM runs on the GPU")
     kwargs, on_cpu = platform_engine_kwargs(folder, context, backend.prm_gpu_memory_utilization, cpu_kv_cache_gib=1.0)
     kwargs["max_model_len"] = context  # every sequence is cut to the PRM's max length before it is sent
     if on_cpu:  # no chunked prefill there: a step of the engine must hold the longest sequence, and more fit
@@ -199,7 +204,10 @@ def _checkpoint(model: str, trust_remote_code: bool):
     folder = checkpoint_folder(model)
     settings = read_settings(folder)
     if settings.format_version < 2:
-        raise VLLMCannotServe(f"{folder} was saved in format {settings.format_version}, before PRMs were saved as token classifiers")
+        raise VLLMCannotServe(
+            f"{folder} was saved in format {settings.format_version}, not as a token classifier (saved before 2026-12-04, "
+            "or its backbone has no token classifier with a `score` head in transformers)"
+        )
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
     sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions)
     trajectory = LABELS.index("trajectory") if settings.trajectory_head else None

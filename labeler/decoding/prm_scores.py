@@ -26,7 +26,7 @@ import pyarrow as pa
 from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
-from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, parse_spec, release
+from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
@@ -101,7 +101,8 @@ def candidate_step_scores(
 ) -> tuple[str, list[list[float | None]]]:
     """(the scorer's name, each candidate's step scores, None for steps it could not score), from
     the kept file when it still holds these scores, else from the PRM `load` gives (then kept).
-    `scoring`: `scoring_settings` of the PRM as `load` loads it."""
+    `scoring`: `scoring_settings` of the PRM as `load` loads it. The scorer `load` gives is closed
+    here once it has scored: `load` must give one for this call alone."""
     expected = {
         "spec": spec,
         "prm": prm_fingerprint(spec),
@@ -130,7 +131,7 @@ def candidate_step_scores(
     # The fingerprint taken before loading: a folder overwritten meanwhile (training writing best/) misses next time.
     # Only a hub id not cached before is fingerprinted again: loading it has just cached its snapshot.
     prm = prm_fingerprint(spec) if expected["prm"].startswith("spec:") else expected["prm"]
-    metadata = {**expected, "prm": prm, "name": scorer.name}
+    metadata = {**expected, "prm": prm, "name": scorer.name, "scored_with": backend_of(scorer)}  # after a fallback: torch
     location.make_dirs(SCORES_DIR)
     location.write_table(relative, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}))
     return scorer.name, scores

@@ -1,7 +1,7 @@
 """Which engine runs a PRM's forward passes, declared once for every command that scores.
 
-    vllm    vLLM's pooling runner (workers/vllm_scorer.py): continuous batching, tensor parallelism and
-            vLLM's kernels. Each kind of PRM is read as its torch adapter reads it, from the same token
+    vllm    vLLM's pooling runner (workers/vllm_scorer.py): continuous batching and vLLM's kernels, on
+            one device. Each kind of PRM is read as its torch adapter reads it, from the same token
             ids: our checkpoints (format 2) and math-shepherd/rlhflow PRMs as token classifiers, a Qwen
             PRM through vLLM's Qwen2ForProcessRewardModel. A PRM vLLM cannot serve (a checkpoint
             saved before format 2, a Qwen PRM with another head, an architecture vLLM lacks) is scored

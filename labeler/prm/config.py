@@ -91,8 +91,8 @@ class TrainConfig:
     lr_scheduler: str = setting(
         "linear",
         choices=LR_SCHEDULERS,
-        help="the learning rate after the warm-up: linear decay to 0 at the last step, cosine (half a cosine wave "
-        "down to 0), or constant (--learning-rate throughout)",
+        help="the learning rate after the warm-up: linear decay from --learning-rate towards 0 (which it would reach "
+        "one step past the last), cosine (half a cosine wave, towards 0 likewise), or constant (--learning-rate throughout)",
         group=OPTIMISATION,
     )
     max_grad_norm: float = setting(1.0, above=0, help="gradient clipping", group=OPTIMISATION)

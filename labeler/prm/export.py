@@ -145,7 +145,13 @@ def _math_shepherd_record(row: LabelledRow, steps: tuple[str, ...], labels: list
 def _openrlhf_record(row: LabelledRow, steps: tuple[str, ...], labels: list[bool], placeholder: str) -> dict:
     tagged = _tagged_steps(row, steps, placeholder, "OpenRLHF's process reward dataset")
     marks = [OPENRLHF_POSITIVE if label else OPENRLHF_NEGATIVE for label in labels]
-    return {OPENRLHF_INPUT: f"{row.problem} {tagged}", OPENRLHF_LABEL: marks}
+    text = f"{row.problem} {tagged}"
+    if text.count(placeholder) != len(marks):  # a placeholder inside the "Step k:" markers or the separators we add
+        raise ExportError(
+            f"solution {row.solution_id}: the placeholder {placeholder!r} occurs {text.count(placeholder)} times in the exported "
+            f"text for {len(marks)} labels (it is part of the text around the steps): choose another --placeholder"
+        )
+    return {OPENRLHF_INPUT: text, OPENRLHF_LABEL: marks}
 
 
 def _tagged_steps(row: LabelledRow, steps: tuple[str, ...], tag: str, format: str) -> str:

@@ -7,7 +7,8 @@ beside it, read at the last step's position: the probability that the whole traj
 thinking and response) reaches the answer (labeler/prm/trajectory.py).
 
 A saved PRM is a folder that `ProcessRewardModel.load` reads back, and that transformers and vLLM
-also load as a token classifier (format 2):
+also load as a token classifier (format 2), where transformers has a token classifier with a `score`
+head for the backbone (Llama, Mistral, Qwen2, Gemma 2, Phi-3, ...; format 1, below, otherwise):
 
     prm.json             format, base model, step separator, max length, training target
     config.json          the backbone's config, its architecture the backbone's *ForTokenClassification:
@@ -18,8 +19,10 @@ also load as a token classifier (format 2):
 
 So `AutoModelForTokenClassification.from_pretrained(folder)` gives the step logits in column 0, and
 vLLM's pooling runner serves the folder as it is (`labeler score --prm-backend vllm`). Format 1
-(PRMs saved before 2026-12-04: the bare backbone, and the heads in head.safetensors and
-trajectory_head.safetensors) still loads here; vLLM cannot serve it (load and save it again).
+(the bare backbone, and the heads in head.safetensors and trajectory_head.safetensors: PRMs saved
+before 2026-12-04, and backbones with no such token classifier, e.g. OLMo 2, GPT-2 or remote code)
+loads here too; vLLM cannot serve it (a format-1 PRM loaded and saved again is written in format 2
+where its backbone allows).
 """
 
 from __future__ import annotations
@@ -133,20 +136,25 @@ class ProcessRewardModel(nn.Module):
             head.load_state_dict({"weight": weight[row : row + 1].float(), "bias": bias[row : row + 1].float()})
 
     def save(self, directory: str | Path) -> None:
-        """Format 2: a token classifier that transformers and vLLM load (see the module's docstring)."""
+        """Format 2, a token classifier that transformers and vLLM load (the module's docstring), where
+        transformers has one for the backbone with its head named `score`; format 1 otherwise."""
         import copy
 
         from huggingface_hub import save_torch_state_dict
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        layout = token_classifier_layout(self.backbone.config)
+        if layout is None:
+            self._save_format_1(directory)
+            return
+        architecture, prefix = layout
         heads = [self.head] + ([self.trajectory_head] if self.trajectory_head is not None else [])
         config = copy.deepcopy(self.backbone.config)
-        config.architectures = [token_classifier_architecture(config)]
+        config.architectures = [architecture]
         config.id2label = dict(enumerate(LABELS[: len(heads)]))
         config.label2id = {label: index for index, label in config.id2label.items()}
         config.save_pretrained(directory)
-        prefix = getattr(self.backbone, "base_model_prefix", "") or "model"
         tensors = {f"{prefix}.{name}": tensor.detach().cpu().contiguous() for name, tensor in self.backbone.state_dict().items()}
         tensors["score.weight"] = torch.cat([head.weight.detach().float().cpu() for head in heads]).contiguous()
         tensors["score.bias"] = torch.cat([head.bias.detach().float().cpu() for head in heads]).contiguous()
@@ -154,6 +162,19 @@ class ProcessRewardModel(nn.Module):
             save_torch_state_dict(tensors, directory, max_shard_size="5GB")
         self.tokenizer.save_pretrained(directory)
         settings = replace(self.settings, format_version=FORMAT_VERSION)  # a PRM read from format 1 is written in 2
+        (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
+
+    def _save_format_1(self, directory: Path) -> None:
+        """The bare backbone as transformers saves it, the heads in files of their own."""
+        from safetensors.torch import save_file
+
+        self.backbone.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        save_file({name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}, str(directory / HEAD_NAME))
+        if self.trajectory_head is not None:
+            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.trajectory_head.state_dict().items()}
+            save_file(state, str(directory / TRAJECTORY_HEAD_NAME))
+        settings = replace(self.settings, format_version=1)
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
     @property
@@ -239,18 +260,26 @@ def read_settings(directory: Path) -> PRMSettings:
     return settings
 
 
-def token_classifier_architecture(config) -> str:
-    """The backbone's *ForTokenClassification class name, which transformers and vLLM both know."""
+def token_classifier_layout(config) -> tuple[str, str] | None:
+    """(architecture, prefix of the backbone's weights) of the backbone's *ForTokenClassification in
+    transformers, when it has one whose head is a Linear named `score` (what vLLM converts too); None
+    otherwise (no such class, a model with remote code, a head named `classifier` as GPT-2's)."""
+    from transformers import AutoModelForTokenClassification
     from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES
 
-    name = MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES.get(config.model_type)
-    if name is None:  # a model with remote code: its causal LM's name, with the suffix vLLM converts from
-        declared = [a for a in (getattr(config, "architectures", None) or []) if isinstance(a, str)]
-        base = declared[0] if declared else type(config).__name__.removesuffix("Config")
-        for suffix in ("ForCausalLM", "LMHeadModel", "Model"):
-            base = base.removesuffix(suffix)
-        name = f"{base}ForTokenClassification"
-    return name
+    name = MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES.get(getattr(config, "model_type", None))
+    if name is None:
+        return None
+    try:
+        with torch.device("meta"):  # no memory: only the layout is read
+            classifier = AutoModelForTokenClassification.from_config(config)
+    except (ValueError, KeyError, TypeError, ImportError):
+        return None
+    prefix = getattr(classifier, "base_model_prefix", "")
+    head = getattr(classifier, "score", None)
+    if not prefix or not isinstance(getattr(classifier, prefix, None), nn.Module) or not isinstance(head, nn.Linear):
+        return None
+    return name, prefix
 
 
 def read_tensors(directory: Path, prefix: str) -> dict[str, torch.Tensor]:

@@ -32,12 +32,12 @@ row and field.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeler.ids import stable_id
 from labeler.inputs.readers import HF_PREFIX, parse_hub_spec
 from labeler.store.manifest import MANIFEST_NAME
 from labeler.store.reader import LabelledRow, LabelsError, read_labelled_rows
@@ -199,7 +199,9 @@ def _labelled_row(record: object, index: int, where: str, bad: list[BadRow]) -> 
         bad.append(BadRow(where, *problem))
         return None
     prompt, completions, labels = (record[column] for column in TRL_COLUMNS)
-    problem_id = "trl-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    # the id a labeling job gives a problem read without an id column: the same problem from a job of ours
+    # and from TRL's format lands on one side of the validation split
+    problem_id = stable_id(prompt)
     steps = len(completions)
     return LabelledRow(
         problem_id=problem_id,
@@ -230,6 +232,8 @@ def _row_problem(record: object) -> tuple[str, str] | None:
     prompt, completions, labels = (record[column] for column in TRL_COLUMNS)
     if not isinstance(prompt, str):
         return "prompt", f"expected text, got {type(prompt).__name__}"
+    if not _is_unicode(prompt):
+        return "prompt", "not valid Unicode (a lone surrogate)"
     if not isinstance(completions, list):
         return "completions", f"expected a list of steps, got {type(completions).__name__}"
     if not completions:
@@ -237,6 +241,8 @@ def _row_problem(record: object) -> tuple[str, str] | None:
     for i, step in enumerate(completions):
         if not isinstance(step, str):
             return "completions", f"step {i} is {type(step).__name__}, not text"
+        if not _is_unicode(step):
+            return "completions", f"step {i} is not valid Unicode (a lone surrogate)"
     if not isinstance(labels, list):
         return "labels", f"expected a list of true/false, got {type(labels).__name__}"
     for i, label in enumerate(labels):
@@ -245,3 +251,12 @@ def _row_problem(record: object) -> tuple[str, str] | None:
     if len(labels) != len(completions):
         return "labels", f"{len(labels)} labels for {len(completions)} completions"
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether the text encodes as UTF-8 (JSON can carry lone surrogates, which no tokenizer takes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
