@@ -68,14 +68,20 @@ def main() -> None:
     args = parser.parse_args()
 
     from labeler.cli.common import quiet_transformers
+    from workers.engine_logging import quiet_libraries, route_vllm_logs
+
+    route_vllm_logs("ERROR")
+    quiet_transformers()
+    with quiet_libraries():
+        run(args)
+
+
+def run(args) -> None:
     from labeler.prm.backends import BackendConfig
     from labeler.prm.devices import place
     from labeler.prm.scorers import backend_of
-    from workers.engine_logging import quiet_libraries
     from workers.vllm_scorer import load_step_scorer
 
-    quiet_libraries()
-    quiet_transformers()
     candidates = pools(args.problems, args.n)
     steps = sum(len(c.steps) for c in candidates)
     placement = place(args.device, args.precision)

@@ -5,7 +5,7 @@ run: --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --device cuda). C client threads ea
 requests (/get_reward, one sample each, as OpenRLHF's client sends them), each with a deadline;
 every answer other than 200 in time is an error.
 
-    .venv/bin/python bench/reward_server.py [--clients 16] [--requests 25] [--deadline-s 30] [--prm SPEC] [--device cpu]
+    .venv/bin/python bench/reward_server.py [--clients 16] [--requests 25] [--deadline-s 30] [--prm SPEC] [--device cpu] [--prm-backend vllm|torch]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--deadline-s", type=float, default=30.0, help="a request's deadline")
     parser.add_argument("--prm", default=None, help="a PRM spec (default: a tiny random Qwen PRM built here)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--prm-backend", default="vllm", choices=("vllm", "torch"))
     args = parser.parse_args()
     import httpx
 
@@ -44,7 +45,8 @@ def main() -> None:
 
             prm = f"qwen-prm:{build_qwen_prm(Path(scratch) / 'qwen-prm')[0]}"
         server = subprocess.Popen(
-            [sys.executable, "-m", "labeler.cli", "serve", "--prm", prm, "--port", "0", "--device", args.device, "--answer-weight", "1"],
+            [sys.executable, "-m", "labeler.cli", "serve", "--prm", prm, "--port", "0", "--device", args.device, "--answer-weight", "1",
+             "--prm-backend", args.prm_backend],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         url = server.stdout.readline().strip()
@@ -78,7 +80,7 @@ def main() -> None:
     latencies = sorted(seconds for _, seconds in results)
     errors = sum(not ok for ok, _ in results)
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-    print(f"PRM {prm if args.prm else 'tiny random Qwen PRM'} on {args.device}; {args.clients} clients x {args.requests} requests")
+    print(f"PRM {prm if args.prm else 'tiny random Qwen PRM'} on {args.device}, {args.prm_backend} backend; {args.clients} clients x {args.requests} requests")
     print(f"requests {len(results)}  errors {errors}  p50 {statistics.median(latencies) * 1000:.1f} ms  p99 {p99 * 1000:.1f} ms")
     print(f"completions/s {len(results) / wall:.1f}  batches {health['batches']} for {health['scored']} completions "
           f"(mean batch {health['scored'] / max(1, health['batches']):.1f}); server exit code {code}")  # fmt: skip
