@@ -11,8 +11,9 @@ difference between the two backends' step scores is printed too (the tests hold 
 
     .venv/bin/python bench/prm_backends.py [--problems 16] [--n 8] [--pairs 3] [--prm SPEC] [--device cpu] [--precision auto]
 
-On a GPU (a recipe: not run here; both backends on the card at once, vLLM taking 45% of it, both in
-bfloat16 weights so that the difference printed is the backends', not the precisions'):
+On a GPU (a recipe: not run here; both backends on the card at once, vLLM taking 45% of it, both with
+bfloat16 backbone weights: torch keeps the step head in float32, vLLM runs it in bfloat16, so the
+difference printed includes that):
     python bench/prm_backends.py --prm qwen-prm:Qwen/Qwen2.5-Math-PRM-7B --device cuda --precision bf16 --problems 128 --n 16
 """
 
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8, help="candidates per problem")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--prm", default=None, help="a PRM spec (default: ours on the embedded SmolLM2-135M, random head)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (with a vLLM built for the GPU)")
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--batch-size", type=int, default=8, help="the torch backend's solutions per forward pass")
     parser.add_argument("--prm-gpu-memory-utilization", type=float, default=0.45,

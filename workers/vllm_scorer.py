@@ -152,10 +152,12 @@ def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_
         raise VLLMCannotServe(f"vLLM is not installed: {error}") from error
     if placement.device.type == "cpu" and not current_platform.is_cpu():
         raise VLLMCannotServe("--device cpu, and this vLLM runs on the GPU")
-    kwargs, on_cpu = platform_engine_kwargs(folder, context, backend.prm_gpu_memory_utilization, cpu_kv_cache_gib=1.0)
+    step_tokens = max(context, 8192)  # on CPU, where there is no chunked prefill: a step holds the longest sequence, and more fit
+    kv_gib = _kv_cache_gib(folder, step_tokens, trust_remote_code)
+    kwargs, on_cpu = platform_engine_kwargs(folder, context, backend.prm_gpu_memory_utilization, cpu_kv_cache_gib=kv_gib)
     kwargs["max_model_len"] = context  # every sequence is cut to the PRM's max length before it is sent
-    if on_cpu:  # no chunked prefill there: a step of the engine must hold the longest sequence, and more fit
-        kwargs["max_num_batched_tokens"] = max(context, 8192)
+    if on_cpu:
+        kwargs["max_num_batched_tokens"] = step_tokens
     dtype = "bfloat16" if placement.precision in ("bf16", "bf16-mixed") else "float32"
     try:
         llm = LLM(
@@ -212,3 +214,20 @@ def _checkpoint(model: str, trust_remote_code: bool):
     sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions)
     trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
     return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), settings.max_length
+
+
+def _kv_cache_gib(model: str, tokens: int, trust_remote_code: bool) -> float:
+    """The KV cache a PRM needs on CPU: one engine step's tokens (a pooling request ends in the step that
+    reads it), twice over, in float32. Sized to the model rather than a fixed GiB: an engine in this
+    process is only set aside while another lives in it (workers/vllm_generator.py shutdown_engine),
+    and a fixed cache each would pile up in RAM."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code).get_text_config()
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        per_token = 2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim * 4
+    except (OSError, ValueError, AttributeError, TypeError, ZeroDivisionError):
+        return 1.0  # a config read otherwise: vLLM's needs are checked at its start
+    return max(2 * tokens * per_token, 64 * 2**20) / 2**30

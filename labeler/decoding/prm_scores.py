@@ -116,7 +116,10 @@ def candidate_step_scores(
         saved = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
         if {key: saved.get(key) for key in expected} == expected:
             by_id = dict(zip(table.column("solution_id").to_pylist(), table.column("step_scores").to_pylist()))
-            log.info("PRM %s: its scores of the %d candidates are in %s", spec, len(candidates), location.display(relative))
+            log.info(
+                "PRM %s: its scores of the %d candidates are in %s (scored with %s)",
+                spec, len(candidates), location.display(relative), saved.get("scored_with", "torch"),
+            )  # fmt: skip
             return saved.get("name", spec), [by_id[c.solution_id] for c in candidates]
         log.info("PRM %s: %s holds scores of other candidates or another PRM; scoring again", spec, location.display(relative))
     scorer = load()

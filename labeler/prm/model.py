@@ -28,6 +28,7 @@ where its backbone allows).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -138,8 +139,6 @@ class ProcessRewardModel(nn.Module):
     def save(self, directory: str | Path) -> None:
         """Format 2, a token classifier that transformers and vLLM load (the module's docstring), where
         transformers has one for the backbone with its head named `score`; format 1 otherwise."""
-        import copy
-
         from huggingface_hub import save_torch_state_dict
 
         directory = Path(directory)
@@ -271,13 +270,14 @@ def token_classifier_layout(config) -> tuple[str, str] | None:
     if name is None:
         return None
     try:
-        with torch.device("meta"):  # no memory: only the layout is read
-            classifier = AutoModelForTokenClassification.from_config(config)
-    except (ValueError, KeyError, TypeError, ImportError):
+        with torch.device("meta"):  # no memory: only the layout is read (from a copy: from_config writes to its config)
+            classifier = AutoModelForTokenClassification.from_config(copy.deepcopy(config))
+    except Exception:  # whatever a model class raises on construction: format 1 saves it all the same
         return None
     prefix = getattr(classifier, "base_model_prefix", "")
     head = getattr(classifier, "score", None)
-    if not prefix or not isinstance(getattr(classifier, prefix, None), nn.Module) or not isinstance(head, nn.Linear):
+    base = getattr(classifier, prefix, None) if prefix else None
+    if not isinstance(base, nn.Module) or not isinstance(head, nn.Linear) or head.bias is None:
         return None
     return name, prefix
 

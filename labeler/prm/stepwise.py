@@ -24,7 +24,7 @@ by problem; the solution id adds the row's position, so a file read in another o
 to a resumed run.
 
 A bad row (a missing or null field, a prompt that is not text, no completions, a completion that is
-not text, a label that is not a boolean, as many labels as completions not) is never dropped: as
+not text, text that is not valid Unicode, a label that is not a boolean, as many labels as completions not) is never dropped: as
 the labels shards reader refuses a row whose labels do not line up with its steps, the whole source
 is refused, before any model loads, with the number of bad rows and the first ones named by file,
 row and field.
@@ -201,7 +201,7 @@ def _labelled_row(record: object, index: int, where: str, bad: list[BadRow]) -> 
     prompt, completions, labels = (record[column] for column in TRL_COLUMNS)
     # the id a labeling job gives a problem read without an id column: the same problem from a job of ours
     # and from TRL's format lands on one side of the validation split
-    problem_id = stable_id(prompt)
+    problem_id = stable_id(prompt.strip())  # the presets strip the problem text before its id
     steps = len(completions)
     return LabelledRow(
         problem_id=problem_id,
