@@ -265,7 +265,12 @@ def test_a_stop_answers_every_request_in_flight(qwen_prm):
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         answers = pool.map(post, range(48))
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30  # stop once 16 requests have reached it (a busy machine sends them late)
+        while time.monotonic() < deadline:
+            health = httpx.get(f"{served.url}/health", timeout=10).json()
+            if health["pending"] + health["scored"] >= 16:
+                break
+            time.sleep(0.05)
         code, stderr = served.stop()
         answers = list(answers)
     assert code == 0, stderr
