@@ -30,7 +30,6 @@ import torch
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.backends import TORCH, BackendConfig
 from labeler.prm.devices import Placement
-from labeler.prm.model import PRMLoadError
 from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, load_scorer, parse_spec
 from workers.vllm_generator import platform_engine_kwargs, register_engine, shutdown_engine
 

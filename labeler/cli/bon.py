@@ -102,7 +102,7 @@ def run_bon(args: argparse.Namespace) -> int:
     from labeler.decoding.reranking import PrmToUse, best_of_n, format_table, write_results
     from labeler.inputs.readers import InputError
     from labeler.prm.devices import place
-    from labeler.cli.common import prm_scorer
+    from labeler.cli.common import backend_config, prm_scorer
     from labeler.store.location import OutputLocation
     from labeler.store.manifest import ConfigMismatchError
     from labeler.store.reader import LabelsError
@@ -113,7 +113,7 @@ def run_bon(args: argparse.Namespace) -> int:
         config = BestOfNConfig(**flag_values(args, BestOfNConfig))
         job = candidate_job_from_args(args, config.candidates)
         placement = place(args.device, args.precision)
-        backend = BackendConfig(**flag_values(args, BackendConfig))
+        backend = backend_config(args)
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -129,7 +129,7 @@ def run_bon(args: argparse.Namespace) -> int:
         finally:
             engine.close()  # before the PRMs load: on a GPU they need its memory
     location = OutputLocation(job.output)
-    load = lambda spec: prm_scorer(args, spec, placement, config.prm_batch_size, job.trust_remote_code)
+    load = lambda spec: prm_scorer(backend, spec, placement, config.prm_batch_size, job.trust_remote_code)
     with hold_results(location, options):
         if options.overwrite:
             location.delete_tree("bon")

@@ -169,13 +169,18 @@ def quiet_transformers() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def prm_scorer(args, spec: str, placement, batch_size: int, trust_remote_code: bool, max_length: int | None = None):
-    """The scorer of `spec` on the backend the --prm-backend flags name (PRMLoadError when it cannot load)."""
+def backend_config(args):
+    """The --prm-backend flags as a BackendConfig (ValueError for a value out of range)."""
     from labeler.cli.flags import flag_values
     from labeler.prm.backends import BackendConfig
+
+    return BackendConfig(**flag_values(args, BackendConfig))
+
+
+def prm_scorer(backend, spec: str, placement, batch_size: int, trust_remote_code: bool, max_length: int | None = None):
+    """The scorer of `spec` on `backend`, a BackendConfig (PRMLoadError when it cannot load)."""
     from workers.vllm_scorer import load_step_scorer
 
-    backend = BackendConfig(**flag_values(args, BackendConfig))
     return load_step_scorer(
         spec, backend, placement=placement, batch_size=batch_size, trust_remote_code=trust_remote_code, max_length=max_length
     )

@@ -182,7 +182,7 @@ def _named(spec: str, by_spec: bool = False) -> tuple[str, str]:
 def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold: float):
     """A PRM's predictions on the reference solutions, scored now; ValueError when it cannot load."""
     from labeler.evaluation.human_agreement import predictions_from_step_scores, reference_solutions
-    from labeler.cli.common import prm_scorer
+    from labeler.cli.common import backend_config, prm_scorer
     from labeler.prm.scorers import backend_of, release
     from labeler.prm.devices import place
 
@@ -191,7 +191,7 @@ def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold:
         quiet_transformers()
     placement = place(args.device, args.precision)
     solutions = reference_solutions(references)
-    scorer = prm_scorer(args, spec, placement, args.batch_size, args.trust_remote_code)
+    scorer = prm_scorer(backend_config(args), spec, placement, args.batch_size, args.trust_remote_code)
     logging.getLogger("labeler.eval").info(
         "scoring %d reference solutions with %s on %s, %s backend", len(solutions), spec, placement.describe(), backend_of(scorer)
     )

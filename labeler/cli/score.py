@@ -83,7 +83,7 @@ def run_score(args: argparse.Namespace) -> int:
     from labeler.prm.devices import place
     from labeler.inputs.readers import InputError
     from labeler.inputs.presets import PresetOptions
-    from labeler.cli.common import prm_scorer
+    from labeler.cli.common import backend_config, prm_scorer
     from labeler.prm.scorers import backend_of, release
     from labeler.prm.scoring import score_solutions
     from labeler.evaluation.solutions import read_solutions
@@ -110,7 +110,7 @@ def run_score(args: argparse.Namespace) -> int:
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
         placement = place(args.device, args.precision)
-        scorer = prm_scorer(args, args.prm, placement, args.batch_size, args.trust_remote_code)
+        scorer = prm_scorer(backend_config(args), args.prm, placement, args.batch_size, args.trust_remote_code)
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     for rejected in read.rejected[:5]:

@@ -47,8 +47,7 @@ def run_search(args: argparse.Namespace) -> int:
     from labeler.inputs.readers import InputError
     from labeler.labeling.job import plan_job
     from labeler.prm.devices import place
-    from labeler.cli.common import prm_scorer
-    from labeler.prm.backends import BackendConfig
+    from labeler.cli.common import backend_config, prm_scorer
     from labeler.prm.scorers import release
     from labeler.store.location import OutputLocation
     from labeler.store.manifest import ConfigMismatchError
@@ -61,7 +60,7 @@ def run_search(args: argparse.Namespace) -> int:
         bon = BestOfNConfig(**flag_values(args, BestOfNConfig, only=BEST_OF_N_FIELDS))
         job = candidate_job_from_args(args, bon.candidates)
         placement = place(args.device, args.precision)
-        backend = BackendConfig(**flag_values(args, BackendConfig))
+        backend = backend_config(args)
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -88,7 +87,7 @@ def run_search(args: argparse.Namespace) -> int:
                 return usage_error(COMMAND, str(error))
             with hold_results(location, options):
                 try:
-                    scorer = prm_scorer(args, config.prm, placement, bon.prm_batch_size, job.trust_remote_code)
+                    scorer = prm_scorer(backend, config.prm, placement, bon.prm_batch_size, job.trust_remote_code)
                 except ValueError as error:
                     return usage_error(COMMAND, f"--prm: {str(error).splitlines()[0]}")
                 problems = search_problems(plan)

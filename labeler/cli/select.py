@@ -118,13 +118,13 @@ def run_select(args: argparse.Namespace) -> int:
 
 
 def _score(args, solutions, combined):
-    from labeler.cli.common import prm_scorer
+    from labeler.cli.common import backend_config, prm_scorer
     from labeler.prm.scorers import backend_of, release
     from labeler.prm.devices import place
     from labeler.prm.scoring import score_solutions
 
     placement = place(args.device, args.precision)
-    scorer = prm_scorer(args, args.prm, placement, args.batch_size, args.trust_remote_code)
+    scorer = prm_scorer(backend_config(args), args.prm, placement, args.batch_size, args.trust_remote_code)
     log.info("%d solutions to score with %s on %s, %s backend", len(solutions), args.prm, placement.describe(), backend_of(scorer))
     try:
         return score_solutions(scorer, solutions, combined=combined)

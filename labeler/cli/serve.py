@@ -47,8 +47,7 @@ def register(subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from labeler.prm.backends import BackendConfig
-
+    from labeler.cli.common import backend_config
     from labeler.rewards.config import RewardConfig
     from labeler.serving.config import ServeConfig
 
@@ -58,7 +57,7 @@ def run_serve(args: argparse.Namespace) -> int:
         quiet_transformers()
     try:
         reward_config = RewardConfig(**flag_values(args, RewardConfig))
-        BackendConfig(**flag_values(args, BackendConfig))
+        backend = backend_config(args)
         serve_config = ServeConfig(**flag_values(args, ServeConfig))
     except ValueError as error:
         return usage_error(COMMAND, str(error))
@@ -75,7 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         placement = place(reward_config.device, reward_config.precision)
-        scorer = prm_scorer(args, reward_config.prm, placement, reward_config.batch_size, reward_config.trust_remote_code, reward_config.max_length)
+        scorer = prm_scorer(backend, reward_config.prm, placement, reward_config.batch_size, reward_config.trust_remote_code, reward_config.max_length)
         reward = ProcessReward(reward_config, scorer=scorer)
     except ValueError as error:  # PRMLoadError and bad settings: one line
         sock.close()

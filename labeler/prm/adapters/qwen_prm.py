@@ -16,8 +16,8 @@ with another head runs its own code, and only with trust_remote_code.
 
 from __future__ import annotations
 
-import json
 import os
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -34,7 +34,7 @@ from labeler.prm.adapters.loading import (
 )
 from labeler.prm.adapters.positions import PositionScorer, RenderError
 from labeler.prm.devices import Placement
-from labeler.prm.model import PRMLoadError
+from labeler.prm.model import PRMLoadError, read_tensors
 
 SEPARATOR = "<extra_0>"
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -167,23 +167,9 @@ def _local_folder(spec: str, model: str) -> str:
 
 def _head_tensors(spec: str, folder: str) -> dict[str, torch.Tensor]:
     """The score.* tensors of a safetensors checkpoint (one file, or shards with an index)."""
-    from safetensors import safe_open
-
-    index_path = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.isfile(index_path):
-        with open(index_path, encoding="utf-8") as handle:
-            weight_map = json.load(handle).get("weight_map", {})
-        files = sorted({file for key, file in weight_map.items() if key.startswith(HEAD_PREFIX)})
-    elif os.path.isfile(os.path.join(folder, "model.safetensors")):
-        files = ["model.safetensors"]
-    else:
+    if not any(os.path.isfile(os.path.join(folder, name)) for name in ("model.safetensors.index.json", "model.safetensors")):
         raise PRMLoadError(f"{spec}: {folder} holds no safetensors weights (model.safetensors or its index)")
-    tensors = {}
-    for file in files:
-        with safe_open(os.path.join(folder, file), framework="pt") as weights:
-            for key in weights.keys():
-                if key.startswith(HEAD_PREFIX):
-                    tensors[key] = weights.get_tensor(key)
+    tensors = read_tensors(Path(folder), HEAD_PREFIX)
     if not tensors:
         raise PRMLoadError(f"{spec}: the checkpoint has no score head (no {HEAD_PREFIX}* weights): not a Qwen2.5-Math-PRM")
     return tensors
