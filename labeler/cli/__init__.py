@@ -15,14 +15,14 @@ import sys
 
 from labeler import __version__
 from labeler.cli import (
-    bon, check, consensus, eval, export, import_labels, judge, label, report, score, search, select, serve, status, train,
+    bon, check, consensus, eval, export, import_labels, judge, label, report, score, search, select, serve, status, train, view,
 )  # fmt: skip
 from labeler.checking import CheckerUnavailable
 from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LabelerParser
 from labeler.labeling.unit_failures import UnitsKeepFailingError
 from labeler.store.errors import StorageError
 
-SUBCOMMANDS = (label, import_labels, judge, consensus, status, check, train, score, select, eval, bon, search, export, report, serve)
+SUBCOMMANDS = (label, import_labels, judge, consensus, status, check, train, score, select, eval, bon, search, export, report, serve, view)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -167,7 +167,7 @@ class ReportInputs:
 def read_inputs(job_dir: str) -> ReportInputs:
     job = open_job(job_dir)
     table = read_labels_table(job_dir)
-    rows = read_labelled_rows(job_dir)
+    rows = read_labelled_rows(job_dir, corrections=False)  # the job's own labels: a report of the labeling
     policies = _truncated_policies(job_dir)
     hashes = table.column("config_hash").to_pylist() if "config_hash" in table.column_names else [None] * len(rows)
     cut_counted = [None if policies.get(h) is None else policies[h] == "incorrect" for h in hashes]

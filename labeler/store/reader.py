@@ -177,8 +177,11 @@ _OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label", "n_truncated", "n_tim
 _OPTIONAL_PER_STEP = ("n_truncated", "n_timeouts", "unlabelled_reason")
 
 
-def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
-    """Every solution of the labels at `path`; LabelsError when a row's lists do not line up with its steps."""
+def read_labelled_rows(path: str | Path, corrections: bool = True) -> list[LabelledRow]:
+    """Every solution of the labels at `path`; LabelsError when a row's lists do not line up with its steps.
+
+    With `corrections`, a labels output's human corrections (OUT/corrections/, made in `labeler view`)
+    are applied over its labels (labeler/review/corrections.py)."""
     table = read_labels_table(path)
     missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
     if missing:
@@ -191,6 +194,10 @@ def read_labelled_rows(path: str | Path) -> list[LabelledRow]:
             row["thinking_steps"] = 0
         per_step = ("steps", *_PER_STEP, *_OPTIONAL_PER_STEP)
         rows.append(LabelledRow(**{key: tuple(value) if key in per_step and value is not None else value for key, value in row.items()}))
+    if corrections:
+        from labeler.review.corrections import corrected_rows  # the review package reads this module
+
+        rows = corrected_rows(path, rows, LabelsError)
     return rows
 
 

@@ -1,0 +1,1 @@
+"""Looking at labels: the review app (`labeler view`), human corrections, and review queues (`labeler select --queue`)."""

@@ -1,0 +1,42 @@
+"""Settings of `labeler view`, each declared once (its flags are generated from them)."""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+
+from labeler.labeling.config import check_numbers, setting
+
+VIEW = "view"
+
+
+def _default_reviewer() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (a container without one)
+        return "reviewer"
+
+
+@dataclass(frozen=True)
+class ViewConfig:
+    host: str = setting(
+        "127.0.0.1", help="address to bind; another one (0.0.0.0) lets other machines read and correct: there is no login", group=VIEW
+    )
+    port: int = setting(8765, at_least=0, at_most=65535, help="port to listen on; 0 picks a free one (printed)", group=VIEW)
+    reviewer: str = setting(
+        None, help="the name your corrections are saved under", group=VIEW, default_text="your user name"
+    )
+    read_only: bool = setting(False, help="save no correction, whoever owns the outputs", group=VIEW)
+    allow_writes: bool = setting(
+        False,
+        help="save corrections in outputs you do not own (you still need write access), and in an object store's",
+        group=VIEW,
+    )
+    checker_timeout: float = setting(5.0, above=0, help="seconds per answer check of `check --explain` on a rollout", group=VIEW)
+
+    def __post_init__(self):
+        check_numbers(self)
+        if self.reviewer is None:
+            object.__setattr__(self, "reviewer", _default_reviewer())
+        if not self.reviewer.strip():
+            raise ValueError("--reviewer must not be empty")

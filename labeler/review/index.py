@@ -1,0 +1,421 @@
+"""The table of solutions `labeler view` filters, sorts and pages: one small row per solution of every
+labels output, built with Arrow from the committed shards and kept in memory (no step text but for the
+search column), refreshed as a running job commits units; the judge's verdict, the PRM's score, the
+queue's rank and the reviewers' corrections joined by solution_id.
+
+What is not known is never a value: a first error after an unlabelled step is "unknown", a PRM score
+with a step past the PRM's max length is "not fully scored" (no minimum), a shard older than
+n_truncated says "not recorded"; each is a filter value of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from labeler.review.corrections import Corrections, applicable, read_corrections, resolve
+from labeler.review.sources import LabelsOutput, Sources
+from schemas.corrections import CORRECTIONS_DIR
+from schemas.tables import MONTE_CARLO, UNCHECKED
+
+PAGE_SIZE = 50
+ANY = ""
+# Filter values
+YES, NO = "yes", "no"
+FIRST_ERROR_CHOICES = ("none", "some", "unknown")  # no wrong step; a known first error; an unlabelled step before it
+JUDGE_CHOICES = ("agree", "disagree", "unknown", "not-judged")  # unknown: the Monte-Carlo first error is not known
+SORTS = ("input", "first_error", "steps", "prm_min", "mean_soft", "unlabelled", "truncated", "judge_agreement", "queue_rank", "reviewed")
+
+
+class QueryError(ValueError):
+    """A filter or sort the table does not have; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Query:
+    output: str = ANY
+    source: str = ANY  # label_source
+    method: str = ANY  # a label_method one of its steps has
+    first_error: str = ANY
+    verdict: str = ANY  # trajectory_verdict
+    truncated: str = ANY
+    unlabelled: str = ANY
+    judge: str = ANY
+    reviewed: str = ANY
+    queued: str = ANY
+    prm_min: str = ANY  # lowest PRM min score kept
+    prm_max: str = ANY
+    text: str = ANY
+    sort: str = "input"
+    order: str = "asc"
+    page: int = 1
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> "Query":
+        known = {f.name for f in fields(cls)}
+        values = {k: v.strip() for k, v in params.items() if k in known}
+        if "page" in values:
+            try:
+                values["page"] = max(1, int(values["page"] or 1))
+            except ValueError:
+                raise QueryError(f"page: {values['page']!r} is not a number") from None
+        query = cls(**values)
+        query.check()
+        return query
+
+    def check(self) -> None:
+        choices = {
+            "first_error": FIRST_ERROR_CHOICES,
+            "judge": JUDGE_CHOICES,
+            "truncated": (YES, NO, "not-recorded"),
+            "unlabelled": (YES, NO),
+            "reviewed": (YES, NO),
+            "queued": (YES, NO),
+            "sort": SORTS,
+            "order": ("asc", "desc"),
+        }
+        for name, allowed in choices.items():
+            value = getattr(self, name)
+            if value and value not in allowed:
+                raise QueryError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+        for name in ("prm_min", "prm_max"):
+            if getattr(self, name):
+                try:
+                    float(getattr(self, name))
+                except ValueError:
+                    raise QueryError(f"{name}: {getattr(self, name)!r} is not a number") from None
+        if self.output and not self.output.isdigit():
+            raise QueryError(f"output: {self.output!r} is not an output's number")
+
+    def params(self, **changes) -> dict[str, str]:
+        """The query string's values (the defaults left out), with `changes`."""
+        merged = {f.name: getattr(self, f.name) for f in fields(self)} | changes
+        defaults = Query()
+        return {k: str(v) for k, v in merged.items() if v != getattr(defaults, k)}
+
+
+@dataclass
+class Page:
+    rows: list[dict]
+    total: int  # solutions in the outputs
+    matched: int  # solutions the filters keep
+    page: int
+    pages: int
+
+
+@dataclass(frozen=True)
+class Located:
+    output: LabelsOutput
+    file: str
+    row: int
+
+
+class SolutionIndex:
+    def __init__(self, sources: Sources):
+        self.sources = sources
+        self._parts: dict[tuple[int, str, str], pa.Table] = {}  # (output, file, version) -> summary rows
+        self._table: pa.Table | None = None
+        self._key = None
+        self.corrections: dict[int, Corrections] = {}
+        self._corrections_key: dict[int, tuple] = {}
+
+    # -- building -------------------------------------------------------------
+    def table(self) -> pa.Table:
+        """Every solution's summary row, joined; rebuilt when a shard is committed or a correction saved."""
+        for output in self.sources.labels:
+            output.shards.refresh()
+        for judged in self.sources.judgments:
+            judged.shards.refresh()
+        key = (
+            tuple(tuple(o.shards.files) for o in self.sources.labels),
+            tuple(tuple(j.shards.files) for j in self.sources.judgments),
+            self._refresh_corrections(),
+        )
+        if key != self._key or self._table is None:
+            self._table = self._build()
+            self._key = key
+        return self._table
+
+    def _refresh_corrections(self) -> tuple:
+        for output in self.sources.labels:
+            if output.corrections is None:
+                continue
+            listed = tuple(output.corrections.list_names(CORRECTIONS_DIR))
+            if self._corrections_key.get(output.number) != listed:
+                self.corrections[output.number] = read_corrections(output.corrections)
+                self._corrections_key[output.number] = listed
+        return tuple(sorted(self._corrections_key.items()))
+
+    def _build(self) -> pa.Table:
+        parts, wanted = [], set()
+        for output in self.sources.labels:
+            for relative, version in output.shards.files:
+                key = (output.number, relative, version)
+                wanted.add(key)
+                if key not in self._parts:
+                    self._parts[key] = summarize(output.shards.read(relative), output.number, relative)
+                parts.append(self._parts[key])
+        for stale in set(self._parts) - wanted:
+            del self._parts[stale]
+        table = pa.concat_tables(parts, promote_options="permissive") if parts else _empty_summary()
+        table = table.combine_chunks()
+        return self._joined(table)
+
+    def _joined(self, table: pa.Table) -> pa.Table:
+        ids = table.column("solution_id")
+        # the judge's verdict (the first judgments output that judged the solution)
+        judge_first = pa.nulls(len(table), pa.int32())
+        judge_agreement = pa.nulls(len(table), pa.float64())
+        for judged in reversed(self.sources.judgments):
+            columns = ["solution_id", "first_error", "agreement"]
+            verdicts = [judged.shards.read(f, columns) for f, _ in judged.shards.files]
+            if not verdicts:
+                continue
+            verdicts = pa.concat_tables(verdicts).combine_chunks()
+            where = pc.index_in(ids, value_set=verdicts.column("solution_id"))
+            judge_first = pc.coalesce(pc.take(verdicts.column("first_error"), where), judge_first)
+            judge_agreement = pc.coalesce(pc.take(verdicts.column("agreement"), where), judge_agreement)
+        table = table.append_column("judge_first_error", judge_first).append_column("judge_agreement", judge_agreement)
+        table = table.append_column("judge", _judge_status(table))
+        # the first PRM's scores
+        prm_min = [None] * len(table)
+        prm_partial = [False] * len(table)
+        if self.sources.scores:
+            scores = self.sources.scores[0].scores
+            for i, solution_id in enumerate(ids.to_pylist()):
+                steps = scores.get(solution_id)
+                if steps is None:
+                    continue
+                if any(s is None for s in steps) or not steps:
+                    prm_partial[i] = True
+                else:
+                    prm_min[i] = min(steps)
+        table = table.append_column("prm_min", pa.array(prm_min, pa.float64())).append_column("prm_partial", pa.array(prm_partial))
+        # the queue's rank
+        ranks = [None] * len(table)
+        for queue in reversed(self.sources.queues):
+            for i, solution_id in enumerate(ids.to_pylist()):
+                entry = queue.entries.get(solution_id)
+                if entry is not None:
+                    ranks[i] = entry.get("queue_rank")
+        table = table.append_column("queue_rank", pa.array(ranks, pa.int64()))
+        # the steps reviewers labelled, and the first error after their corrections
+        reviewed = [0] * len(table)
+        outputs = table.column("output").to_pylist()
+        rows_of = {(o, s): i for i, (o, s) in enumerate(zip(outputs, ids.to_pylist()))}
+        for number, corrections in self.corrections.items():
+            for solution_id, mine in corrections.by_solution().items():
+                i = rows_of.get((number, solution_id))
+                if i is None:
+                    continue
+                steps = table.column("steps")[i].as_py()
+                reviewed[i] = sum(r.label is not None for r in resolve(applicable(mine, steps), len(steps)).values())
+        return table.append_column("reviewed", pa.array(reviewed, pa.int32()))
+
+    # -- querying -------------------------------------------------------------
+    def query(self, query: Query) -> Page:
+        table = self.table()
+        mask = _mask(table, query)
+        kept = table.filter(mask) if mask is not None else table
+        order = "descending" if query.order == "desc" else "ascending"
+        sort_column = {"input": None, "steps": "n_steps", "truncated": "n_truncated"}.get(query.sort, query.sort)
+        if sort_column is None:
+            keys = [("output", order), ("file", order), ("row", order)]
+        else:
+            keys = [(sort_column, order), ("output", "ascending"), ("file", "ascending"), ("row", "ascending")]
+        kept = kept.take(pc.sort_indices(kept, sort_keys=keys, null_placement="at_end"))
+        pages = max(1, -(-kept.num_rows // PAGE_SIZE))
+        page = min(query.page, pages)
+        rows = kept.slice((page - 1) * PAGE_SIZE, PAGE_SIZE).drop_columns(["text", "steps"]).to_pylist()
+        return Page(rows, table.num_rows, kept.num_rows, page, pages)
+
+    def locate(self, output_number: int, solution_id: str) -> Located | None:
+        table = self.table()
+        if not 0 <= output_number < len(self.sources.labels):
+            return None
+        mask = pc.and_(pc.equal(table.column("output"), output_number), pc.equal(table.column("solution_id"), solution_id))
+        found = table.filter(mask)
+        if not found.num_rows:
+            return None
+        return Located(self.sources.labels[output_number], found.column("file")[0].as_py(), found.column("row")[0].as_py())
+
+    def others(self, solution_id: str, but: int) -> list[Located]:
+        """The same solution in the other labels outputs (imported human labels, consensus, another run)."""
+        table = self.table()
+        found = table.filter(pc.and_(pc.equal(table.column("solution_id"), solution_id), pc.not_equal(table.column("output"), but)))
+        return [Located(self.sources.labels[o], f, r) for o, f, r in zip(*(found.column(c).to_pylist() for c in ("output", "file", "row")))]
+
+    def label_sources(self) -> list[str]:
+        return sorted(set(self.table().column("label_source").to_pylist()))
+
+    def verdicts(self) -> list[str]:
+        return sorted(set(self.table().column("verdict").to_pylist()))
+
+
+def _mask(table: pa.Table, q: Query):
+    conditions = []
+    add: Callable = conditions.append
+    column = table.column
+    if q.output:
+        add(pc.equal(column("output"), int(q.output)))
+    if q.source:
+        add(pc.equal(column("label_source"), q.source))
+    if q.method:
+        add(pc.match_substring(column("methods"), f"|{q.method}|"))
+    if q.verdict:
+        add(pc.equal(column("verdict"), q.verdict))
+    if q.first_error == "none":
+        add(pc.and_(pc.equal(column("first_error"), -1), column("first_error_known")))
+    elif q.first_error == "some":
+        add(pc.and_(pc.greater_equal(column("first_error"), 0), column("first_error_known")))
+    elif q.first_error == "unknown":
+        add(pc.invert(column("first_error_known")))
+    if q.truncated == YES:
+        add(pc.fill_null(pc.or_(pc.greater(column("n_truncated"), 0), column("solution_truncated")), False))
+    elif q.truncated == NO:
+        add(pc.fill_null(pc.and_(pc.equal(column("n_truncated"), 0), pc.invert(column("solution_truncated"))), False))
+    elif q.truncated == "not-recorded":
+        add(pc.is_null(column("n_truncated")))
+    if q.unlabelled == YES:
+        add(pc.greater(column("n_unlabelled"), 0))
+    elif q.unlabelled == NO:
+        add(pc.equal(column("n_unlabelled"), 0))
+    if q.judge:
+        add(pc.equal(column("judge"), q.judge))
+    if q.reviewed == YES:
+        add(pc.greater(column("reviewed"), 0))
+    elif q.reviewed == NO:
+        add(pc.equal(column("reviewed"), 0))
+    if q.queued == YES:
+        add(pc.is_valid(column("queue_rank")))
+    elif q.queued == NO:
+        add(pc.is_null(column("queue_rank")))
+    if q.prm_min:
+        add(pc.fill_null(pc.greater_equal(column("prm_min"), float(q.prm_min)), False))
+    if q.prm_max:
+        add(pc.fill_null(pc.less_equal(column("prm_min"), float(q.prm_max)), False))
+    if q.text:
+        add(pc.match_substring(column("text"), q.text, ignore_case=True))
+    if not conditions:
+        return None
+    mask = conditions[0]
+    for condition in conditions[1:]:
+        mask = pc.and_(mask, condition)
+    return mask
+
+
+def _judge_status(table: pa.Table) -> pa.Array:
+    judged = table.column("judge_first_error").to_numpy(zero_copy_only=False)
+    first = table.column("first_error").to_numpy()
+    known = table.column("first_error_known").to_numpy(zero_copy_only=False)
+    status = np.where(first == np.nan_to_num(judged.astype(float), nan=-2), "agree", "disagree").astype(object)
+    status[~known] = "unknown"
+    status[pc.is_null(table.column("judge_first_error")).to_numpy(zero_copy_only=False)] = "not-judged"
+    return pa.array(status.tolist(), pa.string())
+
+
+# -- one shard's summary rows ---------------------------------------------------
+_SUMMARY = pa.schema(
+    [
+        ("output", pa.int32()),
+        ("file", pa.string()),
+        ("row", pa.int32()),
+        ("problem_id", pa.string()),
+        ("solution_id", pa.string()),
+        ("problem", pa.string()),
+        ("steps", pa.list_(pa.string())),  # for the hash its corrections name (schemas/corrections.py)
+        ("n_steps", pa.int32()),
+        ("first_error", pa.int32()),
+        ("first_error_known", pa.bool_()),
+        ("label_source", pa.string()),
+        ("verdict", pa.string()),
+        ("n_truncated", pa.int64()),  # null: the shard does not record it (schema 1.1)
+        ("solution_truncated", pa.bool_()),
+        ("n_unlabelled", pa.int32()),
+        ("mean_soft", pa.float64()),  # null: no step with a soft label
+        ("methods", pa.string()),  # "|rollouts|unlabelled|": the label methods of its steps
+        ("text", pa.string()),  # problem and steps, for the search
+    ]
+)
+
+
+def _empty_summary() -> pa.Table:
+    return _SUMMARY.empty_table()
+
+
+def summarize(shard: pa.Table, output: int, relative: str) -> pa.Table:
+    """One shard's rows as summary rows (_SUMMARY), from whichever schema it was written with."""
+    n = shard.num_rows
+    names = shard.column_names
+    methods = shard.column("label_method").combine_chunks()
+    n_steps = pc.list_value_length(methods).to_numpy(zero_copy_only=False).astype(np.int32)
+    first_unlabelled = _first_position(methods, "unlabelled", n)
+    first_error = shard.column("first_error").to_numpy().astype(np.int32)
+    # the first error is known when no unlabelled step comes before it (before any step, for "none")
+    known = np.where(first_error < 0, first_unlabelled >= n_steps, first_unlabelled > first_error)
+    unlabelled = _per_row_sum(pc.equal(pc.list_flatten(methods), "unlabelled"), methods, n)
+    soft = shard.column("soft_labels").combine_chunks()
+    soft_values = pc.list_flatten(soft)
+    soft_sum = _per_row_sum(pc.fill_null(soft_values, 0.0), soft, n, float)
+    soft_count = _per_row_sum(pc.is_valid(soft_values), soft, n)
+    mean_soft = pa.array(np.where(soft_count > 0, soft_sum / np.maximum(soft_count, 1), np.nan), pa.float64(), mask=soft_count == 0)
+    if "n_truncated" in names:
+        truncated_lists = shard.column("n_truncated").combine_chunks()
+        truncated = pa.array(_per_row_sum(pc.list_flatten(truncated_lists), truncated_lists, n), pa.int64())
+    else:
+        truncated = pa.nulls(n, pa.int64())
+    solution_truncated = shard.column("solution_truncated") if "solution_truncated" in names else pa.array([False] * n)
+    label_source = pc.fill_null(shard.column("label_source"), MONTE_CARLO) if "label_source" in names else pa.array([MONTE_CARLO] * n)
+    verdict = shard.column("trajectory_verdict") if "trajectory_verdict" in names else pa.array([UNCHECKED] * n)
+    steps = shard.column("steps")
+    joined_methods = pc.binary_join_element_wise("|", pc.binary_join(methods, "|"), "|", "")
+    text = pc.binary_join_element_wise(shard.column("problem"), pc.binary_join(steps, "\n"), "\n")
+    return pa.table(
+        {
+            "output": pa.array(np.full(n, output, np.int32)),
+            "file": pa.array([relative] * n, pa.string()),
+            "row": pa.array(np.arange(n, dtype=np.int32)),
+            "problem_id": shard.column("problem_id"),
+            "solution_id": shard.column("solution_id"),
+            "problem": shard.column("problem"),
+            "steps": steps,
+            "n_steps": pa.array(n_steps),
+            "first_error": pa.array(first_error),
+            "first_error_known": pa.array(known),
+            "label_source": label_source,
+            "verdict": verdict,
+            "n_truncated": truncated,
+            "solution_truncated": solution_truncated,
+            "n_unlabelled": pa.array(unlabelled.astype(np.int32)),
+            "mean_soft": mean_soft,
+            "methods": joined_methods,
+            "text": text,
+        },
+        schema=_SUMMARY,
+    )
+
+
+def _positions(lists: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """For each value of the flattened lists: the row it belongs to and its index in that row."""
+    parents = pc.list_parent_indices(lists).to_numpy()
+    offsets = lists.offsets.to_numpy()
+    return parents, np.arange(len(parents)) - (offsets[parents] - offsets[0])
+
+
+def _first_position(lists: pa.ListArray, value: str, n: int) -> np.ndarray:
+    parents, positions = _positions(lists)
+    hit = pc.fill_null(pc.equal(pc.list_flatten(lists), value), False).to_numpy(zero_copy_only=False)
+    first = np.full(n, np.iinfo(np.int32).max, dtype=np.int64)
+    np.minimum.at(first, parents[hit], positions[hit])
+    return first
+
+
+def _per_row_sum(values: pa.Array, lists: pa.ListArray, n: int, kind=int) -> np.ndarray:
+    parents, _ = _positions(lists)
+    weights = pc.fill_null(pc.cast(values, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    sums = np.bincount(parents, weights=weights, minlength=n)
+    return sums if kind is float else sums.astype(np.int64)
