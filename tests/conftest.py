@@ -29,6 +29,15 @@ def tiny_engine(tiny_model_dir):
     generator.close()
 
 
+@pytest.fixture(scope="session")
+def sample_labels_output(tiny_model_dir, tiny_engine, tmp_path_factory) -> Path:
+    """A real labeling output (the packaged sample problems, 8 solutions in shards of 3, rollouts kept),
+    made once with the shared engine: copy it before writing into it."""
+    from tests.review_support import label_sample_problems
+
+    return label_sample_problems(tiny_model_dir, tiny_engine, tmp_path_factory.mktemp("sample-labels") / "out")
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

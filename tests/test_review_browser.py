@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from tests.review_support import ViewServer, label_sample_problems
+from tests.review_support import ViewServer
 
 REQUIRE_BROWSER = "PRM_LABELER_REQUIRE_BROWSER"
 
@@ -48,9 +49,9 @@ def browser():
     driver.quit()
 
 
-@pytest.fixture(scope="module")
-def labelled(tiny_model_dir, tiny_engine, tmp_path_factory):
-    return label_sample_problems(tiny_model_dir, tiny_engine, tmp_path_factory.mktemp("review") / "out")
+@pytest.fixture
+def labelled(sample_labels_output, tmp_path):
+    return Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
 
 
 @pytest.mark.engine

@@ -149,20 +149,8 @@ def open_sources(paths: list[str], read_only: bool = False, allow_writes: bool =
                 kind = "bon" if kind == "label" else kind
                 sources.scores += _bon_scores(location)
             sources.labels.append(LabelsOutput(len(sources.labels), given, shards, kind, location, writable, why))
-        elif "://" not in given and Path(given).is_file():
-            if not given.endswith(".parquet"):
-                raise SourceError(f"{given}: expected a labeler output directory, a folder of shards, a .parquet shard or a .jsonl file")
-            folder = OutputLocation(str(Path(given).parent))
-            shards = ShardSet(folder, LABELS_DIR, is_job=False, single=Path(given).name)
-            sources.labels.append(LabelsOutput(len(sources.labels), given, shards, "shards", None, False, "a single shard: no output to keep corrections in"))
-        elif "://" in given or Path(given).is_dir():
-            shards = ShardSet(location, LABELS_DIR, is_job=False)
-            shards.refresh(force=True)
-            if not shards.files:
-                raise SourceError(f"{given}: no manifest.json and no Parquet shards: not something `labeler view` reads")
-            sources.labels.append(
-                LabelsOutput(len(sources.labels), given, shards, "shards", None, False, "a folder of shards: corrections are kept in a job's output")
-            )
+        elif ("://" not in given and Path(given).is_file()) or "://" in given or Path(given).is_dir():
+            _open_shards(given, sources)
         else:
             raise SourceError(f"{given}: no such file or directory")
     if not sources.labels:
@@ -170,6 +158,31 @@ def open_sources(paths: list[str], read_only: bool = False, allow_writes: bool =
     for output in sources.labels:
         output.shards.refresh(force=True)
     return sources
+
+
+def _open_shards(given: str, sources: Sources) -> None:
+    """A folder of labels or judgments shards (their folder, or the one above it), or one shard: read-only."""
+    if "://" not in given and Path(given).is_file():
+        if not given.endswith(".parquet"):
+            raise SourceError(f"{given}: expected a labeler output directory, a folder of shards, a .parquet shard or a .jsonl file")
+        shards = ShardSet(OutputLocation(str(Path(given).parent)), LABELS_DIR, is_job=False, single=Path(given).name)
+        why = "a single shard: no output to keep corrections in"
+    else:
+        location = OutputLocation(given)
+        directory = JUDGMENTS_DIR if location.exists(JUDGMENTS_DIR) and not location.exists(LABELS_DIR) else LABELS_DIR
+        shards = ShardSet(location, directory, is_job=False)
+        why = "a folder of shards: corrections are kept in a job's output"
+    shards.refresh(force=True)
+    if not shards.files:
+        raise SourceError(f"{given}: no manifest.json and no Parquet shards: not something `labeler view` reads")
+    names = shards.schema_names(shards.files[0][0])
+    if "critique_indices" in names:
+        shards.directory = JUDGMENTS_DIR
+        sources.judgments.append(JudgmentsOutput(given, shards))
+    elif "label_method" in names:
+        sources.labels.append(LabelsOutput(len(sources.labels), given, shards, "shards", None, False, why))
+    else:
+        raise SourceError(f"{given}: its shards are neither labels nor judgments (no label_method or critique_indices column)")
 
 
 def _writable(location: OutputLocation, read_only: bool, allow_writes: bool) -> tuple[bool, str]:

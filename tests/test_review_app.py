@@ -1,0 +1,221 @@
+"""`labeler view` over real HTTP: `labeler view` run as a subprocess on 127.0.0.1, on a real labeling output
+(the shared tiny engine's) and on labels and judgments shards written with the tables' schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.cli import main
+from labeler.review.corrections import read_corrections
+from labeler.store.reader import LabelsError, read_labelled_rows
+from tests.review_support import ViewServer
+from tests.synthetic_labels import labels_row, write_labels
+from tests.test_consensus import judgment, write_judgments
+
+STEPS = ["1 + 1 = 2.", "2 + 2 = 4.", "4 + 4 = 8.", "The answer is 8."]
+
+
+def rows() -> list[dict]:
+    made = [
+        labels_row("p0", "s0", "Double one three times.", STEPS, [1.0, 0.75, 0.5, 1.0], [True, True, True, True]),
+        labels_row("p1", "s1", "Double one twice, wrongly.", STEPS, [1.0, 0.0, 0.0, 0.0], [True, False, False, False]),
+        labels_row("p2", "s2", "A step with no label.", STEPS, [1.0, None, 0.0, 0.0], [True, None, False, False]),
+        labels_row("p3", "s3", "Cut rollouts.", STEPS, [1.0, 1.0, 1.0, 1.0], [True, True, True, True], n_truncated=[0, 2, 0, 0]),
+    ]
+    return made
+
+
+@pytest.fixture
+def shards(tmp_path) -> Path:
+    return write_labels(tmp_path / "labels-folder", rows(), shard_size=2)
+
+
+def solution_ids(html: str) -> list[str]:
+    return re.findall(r'href="/solution/\d+/([^"]+)"', html)
+
+
+def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tmp_path):
+    judged = write_judgments(tmp_path / "judged", [judgment("s0", [-1, -1]), judgment("s1", [2, 2]), judgment("s2", [2, 2], n_steps=4)])
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(
+        "".join(
+            json.dumps({"problem_id": p, "solution_id": s, "step_scores": sc}) + "\n"
+            for p, s, sc in (("p0", "s0", [0.9, 0.8, 0.7, 0.9]), ("p1", "s1", [0.9, 0.2, 0.1, 0.1]), ("p2", "s2", [0.9, None, None, None]))
+        )
+    )
+    with ViewServer(shards, judged, scores, log=tmp_path / "view.log") as server:
+        get = lambda **params: server.http.get("/", params=params)
+        everything = get()
+        assert everything.status_code == 200 and sorted(solution_ids(everything.text)) == ["s0", "s1", "s2", "s3"]
+        assert "read-only: a folder of shards" in everything.text
+        # Monte-Carlo against the judge: s0 agrees (none), s1 disagrees (1 vs 2), s2's MC first error is after an unlabelled step
+        assert solution_ids(get(judge="agree").text) == ["s0"]
+        assert solution_ids(get(judge="disagree").text) == ["s1"]
+        assert solution_ids(get(judge="unknown").text) == ["s2"]
+        assert solution_ids(get(judge="not-judged").text) == ["s3"]
+        assert solution_ids(get(first_error="unknown").text) == ["s2"]
+        assert solution_ids(get(first_error="none").text) == ["s0", "s3"]
+        assert solution_ids(get(unlabelled="yes").text) == ["s2"]
+        assert solution_ids(get(truncated="yes").text) == ["s3"]
+        assert solution_ids(get(text="WRONGLY").text) == ["s1"]
+        # PRM min: s2 is not fully scored, so it has no minimum: never inside a range, last in a sort
+        assert solution_ids(get(prm_min="0.5").text) == ["s0"]
+        assert solution_ids(get(prm_max="0.5").text) == ["s1"]
+        by_score = get(sort="prm_min", order="desc").text
+        assert solution_ids(by_score) == ["s0", "s1", "s2", "s3"] and "not fully scored" in by_score
+        # one solution: its labels, the judge's critiques and the PRM's scores side by side; no rollouts kept here
+        page = server.http.get("/solution/0/s1").text
+        assert "vote 1: step 2" in page and "PRM scores.jsonl: 0.200" in page and "rollouts-link" not in page
+        assert 'name="action"' not in page  # read-only: no correction form
+        assert server.http.post("/solution/0/s1/correct", data={"action": "wrong", "step_index": "1"}).status_code == 403
+        # bad requests: a page that says what is wrong, never a traceback
+        for path, status, says in (
+            ("/?prm_min=abc", 400, "prm_min"),
+            ("/?judge=maybe", 400, "judge"),
+            ("/?sort=nonsense", 400, "sort"),
+            ("/solution/0/nope", 404, "no solution"),
+            ("/solution/7/s1", 404, "no solution"),
+            ("/solution/0/s1/step/1", 200, "keeps no rollouts"),
+        ):
+            answer = server.http.get(path)
+            assert answer.status_code == status and says in answer.text and "Traceback" not in answer.text, path
+    assert "Traceback" not in (tmp_path / "view.log").read_text()
+
+
+def test_a_shard_of_an_older_schema_reads_with_what_it_does_not_record_said(tmp_path):
+    old = pa.Table.from_pylist(rows()).drop_columns(["n_truncated", "n_timeouts", "label_source", "trajectory_verdict", "trajectory_label", "thinking_steps"])
+    folder = tmp_path / "old" / "labels"
+    folder.mkdir(parents=True)
+    pq.write_table(old, folder / "part-00000.parquet")
+    with ViewServer(tmp_path / "old", log=tmp_path / "view.log") as server:
+        table = server.http.get("/").text
+        assert sorted(solution_ids(table)) == ["s0", "s1", "s2", "s3"] and "not recorded" in table
+        assert solution_ids(server.http.get("/", params={"truncated": "not-recorded"}).text) == ["s0", "s1", "s2", "s3"]
+        page = server.http.get("/solution/0/s3")
+        assert page.status_code == 200 and "truncated not recorded" in page.text and "monte-carlo" in page.text
+
+
+@pytest.mark.engine
+def test_a_job_still_being_written_shows_its_committed_units_and_then_the_new_ones(sample_labels_output, tmp_path):
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    last = manifest["units"][-1]
+    finished = json.dumps(manifest)
+    for key in ("files", "stats", "committed_at", "engine_record"):
+        last.pop(key, None)
+    last["state"] = "pending"  # its shards are on disk, as when the driver is killed before the commit
+    manifest["totals"]["units_committed"] -= 1
+    manifest_path.write_text(json.dumps(manifest))
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        table = server.http.get("/").text
+        assert f"{8 - last['n_rows']} of {8 - last['n_rows']} solutions" in table and "still being written, or interrupted" in table
+        manifest_path.write_text(finished)  # the unit commits
+        time.sleep(1.5)
+        assert "8 of 8 solutions" in server.http.get("/").text
+
+
+@pytest.mark.engine
+def test_corrections_are_kept_applied_by_every_reader_and_never_lost_between_two_reviewers(sample_labels_output, tmp_path):
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    with ViewServer(out, "--reviewer", "ada", log=tmp_path / "ada.log") as ada, ViewServer(out, "--reviewer", "bob", log=tmp_path / "bob.log") as bob:
+        ids = solution_ids(ada.http.get("/").text)
+        assert len(ids) == 8
+        hashes = {i: re.search(r'name="steps_hash" value="([0-9a-f]+)"', ada.http.get(f"/solution/0/{i}").text).group(1) for i in ids}
+        failures = []
+
+        def review(server, action, note):
+            for solution_id in ids:
+                for _ in range(2):
+                    answer = server.http.post(
+                        f"/solution/0/{solution_id}/correct",
+                        data={"steps_hash": hashes[solution_id], "step_index": "0", "action": action, "note": note},
+                        follow_redirects=False,
+                    )
+                    if answer.status_code != 303:
+                        failures.append(answer.text)
+
+        threads = [threading.Thread(target=review, args=(ada, "wrong", "ada says")), threading.Thread(target=review, args=(bob, "right", "bob says"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures
+        # a stale page (the steps it showed are not the solution's) cannot save
+        stale = ada.http.post(f"/solution/0/{ids[0]}/correct", data={"steps_hash": "0" * 16, "step_index": "0", "action": "wrong"})
+        assert stale.status_code == 409 and "changed" in stale.text
+        bad = ada.http.post(f"/solution/0/{ids[0]}/correct", data={"steps_hash": hashes[ids[0]], "step_index": "99", "action": "wrong"})
+        assert bad.status_code == 400 and "step_index" in bad.text
+        foreign = ada.http.post(
+            f"/solution/0/{ids[0]}/correct", data={"steps_hash": hashes[ids[0]], "step_index": "0", "action": "wrong"}, headers={"origin": "http://evil.example"}
+        )
+        assert foreign.status_code == 403
+    corrections = read_corrections(out)
+    assert len(corrections.records) == 32 and not corrections.bad  # 2 reviewers x 8 solutions x 2 saves: none lost
+    assert {c.reviewer for c in corrections.records} == {"ada", "bob"}
+    # the readers see the last correction of each step as a human label
+    last = {}
+    for c in corrections.records:
+        last[c.solution_id] = c.action
+    rows = {row.solution_id: row for row in read_labelled_rows(out)}
+    for solution_id, action in last.items():
+        row = rows[solution_id]
+        assert row.label_source == "human" and row.label_method[0] == "human" and row.hard_labels[0] is (action == "right")
+    # the job's own labels stay readable without them, and the report is of the labeling alone
+    assert all(row.label_source == "monte-carlo" for row in read_labelled_rows(out / "labels"))
+    # export carries them: a human hard label
+    exported = tmp_path / "export.jsonl"
+    assert main(["export", str(out), "--format", "jsonl", "--output", str(exported)]) == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert sum(line.get("label_source") == "human" for line in lines) == 8
+
+
+@pytest.mark.engine
+def test_a_corrections_file_edited_by_hand_is_shown_and_training_refuses_it(sample_labels_output, tmp_path):
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    solution = read_labelled_rows(out)[0]
+    (out / "corrections").mkdir()
+    (out / "corrections" / "by-hand.jsonl").write_text('{"solution_id": "' + solution.solution_id + '", "action": "wrong"}\nnot json\n')
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        table = server.http.get("/").text
+        assert table.count('class="warn bad-correction"') == 2 and "by-hand.jsonl:1: problem_id: missing" in table
+        assert "by-hand.jsonl:2: line: not JSON" in table
+    with pytest.raises(LabelsError, match=r"2 corrections line\(s\) cannot be read .*by-hand.jsonl:1: problem_id: missing"):
+        read_labelled_rows(out)
+    assert main(["export", str(out), "--format", "jsonl", "--output", str(tmp_path / "x.jsonl")]) == 2
+
+
+@pytest.mark.engine
+def test_an_output_someone_else_owns_is_read_only_unless_writes_are_allowed(sample_labels_output, tmp_path):
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    os.chown(out, os.geteuid() + 4242, -1)
+    solution_id = read_labelled_rows(out)[0].solution_id
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        page = server.http.get(f"/solution/0/{solution_id}").text
+        assert "you do not own this output" in page and 'value="wrong"' not in page
+        assert server.http.post(f"/solution/0/{solution_id}/correct", data={"action": "wrong", "step_index": "0"}).status_code == 403
+    with ViewServer(out, "--allow-writes", log=tmp_path / "view2.log") as server:
+        assert 'value="wrong"' in server.http.get(f"/solution/0/{solution_id}").text
+    with ViewServer(out, "--allow-writes", "--read-only", log=tmp_path / "view3.log") as server:
+        assert "read-only: --read-only" in server.http.get(f"/solution/0/{solution_id}").text
+    assert not (out / "corrections").exists()
+
+
+def test_a_path_it_cannot_read_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    for path in (tmp_path / "missing", tmp_path / "empty", tmp_path / "notes.txt"):
+        assert main(["view", str(path), "--port", "0"]) == 2
+        error = capsys.readouterr().err
+        assert str(path) in error and "Traceback" not in error
+    assert main(["view", str(tmp_path / "empty"), "--reviewer", " "]) == 2
