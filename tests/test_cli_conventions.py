@@ -36,7 +36,7 @@ def cli(*args: str, env: dict | None = None, code: str | None = None) -> subproc
 
 
 def test_every_subcommand_is_tested_here():
-    assert COMMANDS == sorted(["label", "import", "judge", "consensus", "status", "check", "train", "score", "select", "eval", "bon", "search", "export", "report", "serve"])
+    assert COMMANDS == sorted(["label", "import", "judge", "consensus", "status", "check", "train", "score", "select", "eval", "bon", "search", "export", "report", "serve", "view"])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -87,7 +87,7 @@ def test_the_output_flag_is_called_output_everywhere():
     for command, parser in subcommands().items():
         options = {option for action in parser._actions for option in action.option_strings}
         assert "--out" not in options, command
-        assert "--output" in options or command in ("status", "check", "eval", "serve"), command
+        assert "--output" in options or command in ("status", "check", "eval", "serve", "view"), command
 
 
 @pytest.mark.parametrize("spelling", [["--out", "x.jsonl"], ["--out=x.jsonl"]])

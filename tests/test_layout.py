@@ -21,6 +21,7 @@ LAYERS = [
     "labeler.decoding",
     "labeler.rewards",
     "labeler.serving",
+    "labeler.review",
     "labeler.world",
     "workers",
     "labeler.api",

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeler.cli import main
-from labeler.review.corrections import read_corrections
+from labeler.store.corrections import read_corrections
 from labeler.store.reader import LabelsError, read_labelled_rows
 from tests.review_support import ViewServer
 from tests.synthetic_labels import labels_row, write_labels

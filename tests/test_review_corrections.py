@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labeler.review.corrections import (
+from labeler.store.corrections import (
     AFTER_REVIEWED_ERROR,
     Correction,
     CorrectionError,

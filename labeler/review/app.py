@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException
 
-from labeler.review.corrections import CorrectionError, new_correction, steps_hash, write_correction
+from labeler.store.corrections import CorrectionError, new_correction, steps_hash, write_correction
 from labeler.review.index import FIRST_ERROR_CHOICES, JUDGE_CHOICES, SORTS, Query, QueryError, SolutionIndex
 from labeler.review.solution import solution_view, step_rollouts
 from labeler.review.sources import Sources

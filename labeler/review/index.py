@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from labeler.review.corrections import Corrections, applicable, read_corrections, resolve
+from labeler.store.corrections import Corrections, applicable, read_corrections, resolve
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR
 from schemas.tables import MONTE_CARLO, UNCHECKED

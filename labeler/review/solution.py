@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
-from labeler.review.corrections import Correction, StepReview, applicable, resolve, steps_hash
+from labeler.store.corrections import Correction, StepReview, applicable, resolve, steps_hash
 from labeler.review.index import Located, SolutionIndex
 from schemas.tables import MONTE_CARLO, UNCHECKED
 

@@ -195,7 +195,7 @@ def read_labelled_rows(path: str | Path, corrections: bool = True) -> list[Label
         per_step = ("steps", *_PER_STEP, *_OPTIONAL_PER_STEP)
         rows.append(LabelledRow(**{key: tuple(value) if key in per_step and value is not None else value for key, value in row.items()}))
     if corrections:
-        from labeler.review.corrections import corrected_rows  # the review package reads this module
+        from labeler.store.corrections import corrected_rows  # it reads LabelledRow from this module
 
         rows = corrected_rows(path, rows, LabelsError)
     return rows
