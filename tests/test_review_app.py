@@ -45,6 +45,10 @@ def solution_ids(html: str) -> list[str]:
 
 
 def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tmp_path):
+    human = labels_row("p1", "s1", "Double one twice, wrongly.", STEPS, [None] * 4, [True, True, False, None], label_source="human")
+    human["label_method"] = ["human", "human", "human", "unlabelled"]
+    human["n_rollouts"] = human["n_correct"] = [0] * 4
+    imported = write_labels(tmp_path / "imported", [human])
     judged = write_judgments(tmp_path / "judged", [judgment("s0", [-1, -1]), judgment("s1", [2, 2]), judgment("s2", [2, 2], n_steps=4)])
     scores = tmp_path / "scores.jsonl"
     scores.write_text(
@@ -53,10 +57,11 @@ def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tm
             for p, s, sc in (("p0", "s0", [0.9, 0.8, 0.7, 0.9]), ("p1", "s1", [0.9, 0.2, 0.1, 0.1]), ("p2", "s2", [0.9, None, None, None]))
         )
     )
-    with ViewServer(shards, judged, scores, log=tmp_path / "view.log") as server:
-        get = lambda **params: server.http.get("/", params=params)
+    with ViewServer(shards, judged, scores, imported, log=tmp_path / "view.log") as server:
+        get = lambda **params: server.http.get("/", params={"output": "0"} | params)  # the Monte-Carlo labels
         everything = get()
         assert everything.status_code == 200 and sorted(solution_ids(everything.text)) == ["s0", "s1", "s2", "s3"]
+        assert solution_ids(get(source="human", output="").text) == ["s1"] and "5 of 5 solutions" in get(output="").text
         assert "read-only: a folder of shards" in everything.text
         # Monte-Carlo against the judge: s0 agrees (none), s1 disagrees (1 vs 2), s2's MC first error is after an unlabelled step
         assert solution_ids(get(judge="agree").text) == ["s0"]
@@ -76,6 +81,7 @@ def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tm
         # one solution: its labels, the judge's critiques and the PRM's scores side by side; no rollouts kept here
         page = server.http.get("/solution/0/s1").text
         assert "vote 1: step 2" in page and "PRM scores.jsonl: 0.200" in page and "rollouts-link" not in page
+        assert page.count(f"#1 {imported} (human): wrong (human)") == 1  # the imported human label beside the step
         assert 'name="action"' not in page  # read-only: no correction form
         assert server.http.post("/solution/0/s1/correct", data={"action": "wrong", "step_index": "1"}).status_code == 403
         # bad requests: a page that says what is wrong, never a traceback
@@ -90,6 +96,29 @@ def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tm
             answer = server.http.get(path)
             assert answer.status_code == status and says in answer.text and "Traceback" not in answer.text, path
     assert "Traceback" not in (tmp_path / "view.log").read_text()
+
+
+def test_a_trace_is_shown_as_its_thinking_then_its_response(tmp_path):
+    trace = labels_row("p9", "s9", "Think first.", STEPS, [1.0] * 4, [True] * 4, thinking_steps=3)
+    with ViewServer(write_labels(tmp_path / "trace", [trace]), log=tmp_path / "view.log") as server:
+        page = server.http.get("/solution/0/s9").text
+    assert page.index("<h3>Thinking</h3>") < page.index('id="step-0"') < page.index('id="step-2"') < page.index("<h3>Response</h3>") < page.index('id="step-3"')
+
+
+@pytest.mark.engine
+def test_a_bon_output_brings_its_kept_prm_scores(sample_labels_output, tmp_path):
+    from labeler.decoding.prm_scores import METADATA_KEY, SCORES_DIR, SCORES_SCHEMA
+
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    solutions = read_labelled_rows(out)
+    table = pa.Table.from_pylist([{"solution_id": r.solution_id, "step_scores": [0.25] * len(r.steps)} for r in solutions], schema=SCORES_SCHEMA)
+    (out / SCORES_DIR).mkdir(parents=True)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps({"spec": "checkpoint:runs/prm"}).encode()}), out / SCORES_DIR / "prm.parquet")
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        table_page = server.http.get("/").text
+        assert "(bon, 3 of 3 units committed)" in table_page and "PRM scores: checkpoint:runs/prm" in table_page
+        assert table_page.count("0.250") == len(solutions)
+        assert "PRM checkpoint:runs/prm: 0.250" in server.http.get(f"/solution/0/{solutions[0].solution_id}").text
 
 
 def test_a_shard_of_an_older_schema_reads_with_what_it_does_not_record_said(tmp_path):
