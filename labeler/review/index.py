@@ -10,6 +10,7 @@ n_truncated says "not recorded"; each is a filter value of its own.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Callable
 
@@ -151,19 +152,27 @@ class SolutionIndex:
         return tuple(sorted(self._corrections_key.items()))
 
     def _build(self) -> pa.Table:
-        parts, wanted = [], set()
-        for output in self.sources.labels:
-            for relative, version in output.shards.files:
-                key = (output.number, relative, version)
-                wanted.add(key)
-                if key not in self._parts:
-                    self._parts[key] = summarize(output.shards.read(relative), output.number, relative)
-                parts.append(self._parts[key])
-        for stale in set(self._parts) - wanted:
+        wanted = [(output, relative, (output.number, relative, version)) for output in self.sources.labels for relative, version in output.shards.files]
+        new = [(output, relative, key) for output, relative, key in wanted if key not in self._parts]
+        # Parquet reads release the GIL, so a few at once; the summary is then made once per output and
+        # set of columns (per shard, its many small Arrow calls would cost more than the reads)
+        with ThreadPoolExecutor(READERS) as pool:
+            read = list(pool.map(lambda job: _read_columns(job[0], job[1]), new))
+        groups: dict[tuple, list] = {}
+        for (output, relative, key), shard in zip(new, read):
+            groups.setdefault((output.number, tuple(shard.column_names)), []).append((relative, key, shard))
+        for (number, _), members in groups.items():
+            summary = summarize(pa.concat_tables([shard for *_, shard in members], promote_options="permissive"), number, [(relative, shard.num_rows) for relative, _, shard in members])
+            start = 0
+            for _, key, shard in members:
+                self._parts[key] = summary.slice(start, shard.num_rows)
+                start += shard.num_rows
+        keys = {key for *_, key in wanted}
+        for stale in set(self._parts) - keys:
             del self._parts[stale]
-        table = pa.concat_tables(parts, promote_options="permissive") if parts else _empty_summary()
-        table = table.combine_chunks()
-        return self._joined(table)
+        parts = [self._parts[key] for *_, key in wanted]
+        table = pa.concat_tables(parts) if parts else _empty_summary()
+        return self._joined(table.combine_chunks())
 
     def _joined(self, table: pa.Table) -> pa.Table:
         ids = table.column("solution_id")
@@ -205,15 +214,15 @@ class SolutionIndex:
         table = table.append_column("queue_rank", pa.array(ranks, pa.int64()))
         # the steps reviewers labelled, and the first error after their corrections
         reviewed = [0] * len(table)
-        outputs = table.column("output").to_pylist()
-        rows_of = {(o, s): i for i, (o, s) in enumerate(zip(outputs, ids.to_pylist()))}
         for number, corrections in self.corrections.items():
-            for solution_id, mine in corrections.by_solution().items():
-                i = rows_of.get((number, solution_id))
-                if i is None:
-                    continue
+            by_solution = corrections.by_solution()
+            if not by_solution:
+                continue
+            mine = pc.and_(pc.equal(table.column("output"), number), pc.is_in(ids, value_set=pa.array(list(by_solution), pa.string())))
+            for i in pc.indices_nonzero(mine).to_pylist():
                 steps = table.column("steps")[i].as_py()
-                reviewed[i] = sum(r.label is not None for r in resolve(applicable(mine, steps), len(steps)).values())
+                found = applicable(by_solution[ids[i].as_py()], steps)
+                reviewed[i] = sum(r.label is not None for r in resolve(found, len(steps)).values())
         return table.append_column("reviewed", pa.array(reviewed, pa.int32()))
 
     # -- querying -------------------------------------------------------------
@@ -343,12 +352,25 @@ _SUMMARY = pa.schema(
 )
 
 
+# the labels columns a summary is made of (the others, such as the counts, are read when a solution is opened)
+_READ = (
+    "problem_id", "solution_id", "problem", "steps", "label_method", "first_error", "soft_labels", "n_truncated",
+    "solution_truncated", "label_source", "trajectory_verdict",
+)  # fmt: skip
+READERS = 4
+
+
+def _read_columns(output: LabelsOutput, relative: str) -> pa.Table:
+    return output.shards.read_present(relative, _READ)
+
+
 def _empty_summary() -> pa.Table:
     return _SUMMARY.empty_table()
 
 
-def summarize(shard: pa.Table, output: int, relative: str) -> pa.Table:
-    """One shard's rows as summary rows (_SUMMARY), from whichever schema it was written with."""
+def summarize(shard: pa.Table, output: int, files: list[tuple[str, int]]) -> pa.Table:
+    """The rows of shards written with one schema (whichever), laid end to end, as summary rows (_SUMMARY);
+    `files`: each shard's name and rows, in that order."""
     n = shard.num_rows
     names = shard.column_names
     methods = shard.column("label_method").combine_chunks()
@@ -377,8 +399,8 @@ def summarize(shard: pa.Table, output: int, relative: str) -> pa.Table:
     return pa.table(
         {
             "output": pa.array(np.full(n, output, np.int32)),
-            "file": pa.array([relative] * n, pa.string()),
-            "row": pa.array(np.arange(n, dtype=np.int32)),
+            "file": pa.array([name for name, rows in files for _ in range(rows)], pa.string()),
+            "row": pa.array(np.concatenate([np.arange(rows, dtype=np.int32) for _, rows in files] or [np.zeros(0, np.int32)])),
             "problem_id": shard.column("problem_id"),
             "solution_id": shard.column("solution_id"),
             "problem": shard.column("problem"),

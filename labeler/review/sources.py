@@ -74,6 +74,13 @@ class ShardSet:
     def read(self, relative: str, columns: list[str] | None = None, filters=None) -> pa.Table:
         return pq.read_table(self.location.path(relative), columns=columns, filters=filters, filesystem=self.location.filesystem)
 
+    def read_present(self, relative: str, columns: tuple[str, ...]) -> pa.Table:
+        """Those of `columns` the shard has (an older schema lacks some), in one open of the file."""
+        with self.location.filesystem.open_input_file(self.location.path(relative)) as handle:
+            shard = pq.ParquetFile(handle)
+            present = set(shard.schema_arrow.names)
+            return shard.read(columns=[c for c in columns if c in present])
+
     def schema_names(self, relative: str) -> list[str]:
         return pq.read_schema(self.location.path(relative), filesystem=self.location.filesystem).names
 
