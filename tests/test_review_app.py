@@ -248,3 +248,16 @@ def test_a_path_it_cannot_read_is_one_line_and_exit_2(tmp_path, capsys):
         error = capsys.readouterr().err
         assert str(path) in error and "Traceback" not in error
     assert main(["view", str(tmp_path / "empty"), "--reviewer", " "]) == 2
+
+
+@pytest.mark.engine
+def test_a_corrected_first_error_after_an_unlabelled_step_is_unknown(sample_labels_output, tmp_path):
+    from labeler.store.corrections import new_correction, write_correction
+
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    row = next(r for r in read_labelled_rows(out) if r.label_method[0] == "unlabelled" and len(r.steps) > 1)
+    write_correction(out, new_correction(row.solution_id, row.problem_id, row.steps, "wrong", len(row.steps) - 1, "", "ada"))
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        page = server.http.get(f"/solution/0/{row.solution_id}").text
+    shown = re.search(r'id="corrected-first-error">([^<]*)<', page).group(1)
+    assert shown.startswith("unknown (an unlabelled step comes before step")

@@ -10,6 +10,7 @@ n_truncated says "not recorded"; each is a filter value of its own.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Callable
@@ -123,10 +124,15 @@ class SolutionIndex:
         self._key = None
         self.corrections: dict[int, Corrections] = {}
         self._corrections_key: dict[int, tuple] = {}
+        self._lock = threading.Lock()  # the app answers requests from several threads
 
     # -- building -------------------------------------------------------------
     def table(self) -> pa.Table:
         """Every solution's summary row, joined; rebuilt when a shard is committed or a correction saved."""
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> pa.Table:
         for output in self.sources.labels:
             output.shards.refresh()
         for judged in self.sources.judgments:

@@ -40,6 +40,7 @@ class SolutionView:
     steps_hash: str
     first_error_known: bool
     corrected_first_error: int | None  # after the corrections; None when none is applied
+    corrected_first_error_known: bool  # no unlabelled step before it (before any step, for none)
     history: list[Correction]  # every correction of the solution, oldest first (stale ones too)
     stale: list[Correction]
     judgments: list[dict]  # per judgments output: its row (critiques, indices, first_error, agreement)
@@ -88,10 +89,11 @@ def solution_view(index: SolutionIndex, located: Located) -> SolutionView:
             view.scores.append((scores.name, step_scores[view.index] if view.index < len(step_scores) else None))
     first_error = row["first_error"]
     before = [s.method for s in views[: first_error if first_error >= 0 else n]]
-    corrected_first = None
+    corrected_first, corrected_known = None, False
     if reviews:
         hard = [r.label if (r := reviews.get(i)) is not None else v.hard for i, v in enumerate(views)]
         corrected_first = next((i for i, h in enumerate(hard) if h is False), -1)
+        corrected_known = None not in hard[: corrected_first if corrected_first >= 0 else n]
     judgments = []
     for judged in index.sources.judgments:
         for relative, _ in judged.shards.files:
@@ -101,7 +103,7 @@ def solution_view(index: SolutionIndex, located: Located) -> SolutionView:
     row.setdefault("trajectory_verdict", UNCHECKED)
     row.setdefault("label_source", MONTE_CARLO)
     return SolutionView(
-        located, row, views, steps_hash(steps), "unlabelled" not in before, corrected_first,
+        located, row, views, steps_hash(steps), "unlabelled" not in before, corrected_first, corrected_known,
         mine, [c for c in mine if c not in current], judgments, output.shards.rollouts_of(located.file) is not None, queue,
     )  # fmt: skip
 
