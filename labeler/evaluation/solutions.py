@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labeler.inputs.readers import read_rows
-from labeler.store.reader import read_labelled_rows
+from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.labeling.planning import assign_row_keys
 from labeler.inputs.presets import TRACE_COLUMNS, PresetOptions, resolve_preset, to_source_row
 from labeler.records import RejectedRow, RowError, SourceRow
@@ -28,6 +28,8 @@ class SolutionToScore:
     steps: tuple[str, ...]
     row_index: int | None = None
     thinking_steps: int = 0  # steps[:thinking_steps] are a reasoning trace's thinking (the trace preset)
+    reference_answer: str | None = None  # None: the row gives none (scoring needs none; a review queue checks with it)
+    complete: bool = True  # False: known to stop before its final answer (a trace cut off, a PRM800K trajectory that gave up)
 
 
 @dataclass
@@ -56,8 +58,7 @@ def read_solutions(
 ) -> SolutionsRead:
     if is_labels_input(spec):
         rows = read_labelled_rows(spec)[:limit]
-        solutions = [SolutionToScore(r.problem_id, r.solution_id, r.problem, r.steps, thinking_steps=r.thinking_steps) for r in rows]
-        return SolutionsRead("labels", solutions)
+        return SolutionsRead("labels", [labelled_solution(r) for r in rows])
     sources: list[SourceRow] = []
     rejected: list[RejectedRow] = []
     resolved: str | None = None
@@ -75,11 +76,25 @@ def read_solutions(
             rejected.append(RejectedRow(raw.row_index, error.field, error.reason, raw=raw.raw))
     solutions = [
         SolutionToScore(
-            p.source.problem_id, p.given_solution().solution_id, p.source.problem, p.source.steps, p.source.row_index, p.source.thinking_steps
+            p.source.problem_id,
+            p.given_solution().solution_id,
+            p.source.problem,
+            p.source.steps,
+            p.source.row_index,
+            p.source.thinking_steps,
+            reference_answer=None if p.source.reference_answer == ANSWER_PLACEHOLDER else p.source.reference_answer,
+            complete=p.source.complete,
         )
         for p in assign_row_keys(sources)
     ]
     return SolutionsRead(resolved or preset or "unknown", solutions, rejected)
+
+
+def labelled_solution(row: LabelledRow) -> SolutionToScore:
+    """A labels row as a solution to score: it keeps its solution_id."""
+    return SolutionToScore(
+        row.problem_id, row.solution_id, row.problem, row.steps, thinking_steps=row.thinking_steps, reference_answer=row.reference_answer
+    )
 
 
 def with_placeholder_answer(preset: str, row: dict, options: PresetOptions) -> dict:

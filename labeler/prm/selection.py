@@ -37,12 +37,20 @@ class SelectionError(ValueError):
 @dataclass(frozen=True)
 class SelectConfig:
     top: float = setting(
-        help="keep the best P share of the scored solutions (0.1: the best 10%)", metavar="P", above=0, at_most=1, group=SELECTION
+        help="keep the best P share of the scored solutions (0.1: the best 10%)",
+        metavar="P",
+        above=0,
+        at_most=1,
+        cli_default=None,  # the flag is one of --top and --queue (labeler/review/queue.py)
+        default_text="none: pass --top or --queue",
+        group=SELECTION,
     )
     by: str = setting(
         COMBINED,
         choices=SELECT_BY,
         help="the score that ranks them: combined (step and trajectory), or a step aggregate",
+        cli_default=None,  # not given: this default for --top, the queue's own for --queue
+        default_text=f"{COMBINED}; min with --queue",
         group=SELECTION,
     )
 
