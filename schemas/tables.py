@@ -65,9 +65,11 @@ LABELS_SCHEMA = _versioned(
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
         # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps), its
         # counts kept (some rollouts may have been counted, none correct: too few to call it wrong);
-        # "human": given by the input dataset (`labeler import`), hard label only, soft null, no rollouts;
+        # "human": given by the input dataset (`labeler import`) or by a reviewer (`labeler view`'s corrections,
+        # which readers lay over the rows: labeler/store/corrections.py), hard label only, soft null, no rollouts;
         # "judge": from an LLM judge's first error (`labeler consensus`): steps before it positive, it and
-        # the steps after it negative, soft null, no counted rollouts.
+        # the steps after it negative, soft null, no counted rollouts (in a row whose label_source is "judge",
+        # or "human": a judge's row a reviewer corrected).
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
         # The first hard-negative step, -1 for none. Known only when no unlabelled step precedes it (none at all,

@@ -84,12 +84,13 @@ def validate_labels(table: pa.Table) -> None:
 
 
 def _check_label_source(row: dict, where: str) -> None:
-    """Judge labels (label_method "judge") on every step of a row whose label_source is "judge", and on no other."""
+    """Judge labels (label_method "judge") on every step of a row whose label_source is "judge", and on no
+    other, but a judge's row a reviewer corrected (label_source "human", its steps judge or human)."""
     source = row["label_source"]
     judged = [method == "judge" for method in row["label_method"]]
     if source == "judge" and not all(judged):
         raise SchemaError(f"{where}: a row with label_source judge has steps labelled otherwise")
-    if source != "judge" and any(judged):
+    if source not in ("judge", "human") and any(judged):
         raise SchemaError(f"{where}: a step labelled judge in a row with label_source {source}")
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from dataclasses import asdict
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +27,8 @@ from labeler.store.corrections import (
 )
 from labeler.store.reader import LabelsError, read_labelled_rows
 from schemas.corrections import ACTIONS, CLEAR, FIRST_ERROR, NO_ERROR, RIGHT, WRONG
+from schemas import LABELS_SCHEMA
+from schemas.validate import validate_labels
 from tests.synthetic_labels import labels_row, write_labels
 
 STEPS = ["a = 1.", "b = 2.", "a + b = 3.", "The answer is 3."]
@@ -68,19 +72,26 @@ def test_the_last_correction_of_a_step_decides_it(history):
             assert step not in reviews
 
 
+@settings(deadline=None)
 @given(histories())
-def test_a_corrected_row_keeps_its_steps_and_counts_and_says_who_labelled_it(history):
+def test_a_corrected_row_keeps_its_steps_meets_the_labels_contract_and_says_who_labelled_it(history):
     n, made = history
     steps = STEPS[:n] if n <= len(STEPS) else STEPS + [f"step {i}." for i in range(len(STEPS), n)]
     made = [Correction(c.solution_id, c.problem_id, steps_hash(steps), c.action, c.step_index, c.note, c.reviewer, c.created_at) for c in made]
     soft = [0.5] * n
     from labeler.store.reader import LabelledRow
 
-    row = LabelledRow(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in _row_fields(labels_row("p0", "s0", "P", steps, soft, [True] * n)).items()})
+    written = labels_row("p0", "s0", "P", steps, soft, [True] * n)
+    row = LabelledRow(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in _row_fields(written).items()})
     applied = apply_corrections([row], Corrections(made))
     out = applied.rows[0]
     reviews = resolve(made, n)
-    assert out.steps == row.steps and out.n_correct == row.n_correct and out.n_rollouts == row.n_rollouts
+    assert out.steps == row.steps
+    # what `labeler export` and train read is a labels row like any other: a reviewed step counts no rollout
+    validate_labels(pa.Table.from_pylist([written | {k: v for k, v in asdict(out).items() if k in written}], schema=LABELS_SCHEMA))
+    for i in range(n):
+        counts = (out.n_correct[i], out.n_rollouts[i], out.n_truncated[i], out.n_timeouts[i])
+        assert counts == ((0, 0, 0, 0) if i in reviews else (row.n_correct[i], row.n_rollouts[i], row.n_truncated[i], row.n_timeouts[i]))
     if not reviews:
         assert out == row and applied.solutions == 0
         return
@@ -93,6 +104,18 @@ def test_a_corrected_row_keeps_its_steps_and_counts_and_says_who_labelled_it(his
         else:
             assert (out.soft_labels[i], out.hard_labels[i], out.label_method[i]) == (0.5, True, row.label_method[i])
     assert out.first_error == next((i for i, h in enumerate(out.hard_labels) if h is False), -1)
+
+
+def test_a_judge_labelled_row_with_one_step_corrected_is_a_human_row_that_keeps_its_judge_steps():
+    from labeler.store.reader import LabelledRow
+
+    n = len(STEPS)
+    written = labels_row("p0", "s0", "P", STEPS, [None] * n, [True, True, False, False])
+    written |= {"label_method": ["judge"] * n, "n_correct": [0] * n, "n_rollouts": [0] * n, "label_source": "judge"}
+    row = LabelledRow(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in _row_fields(written).items()})
+    out = apply_corrections([row], Corrections([correction(RIGHT, 2)])).rows[0]
+    assert out.label_source == "human" and out.label_method == ("judge", "judge", "human", "judge") and out.first_error == 3
+    validate_labels(pa.Table.from_pylist([written | {k: v for k, v in asdict(out).items() if k in written}], schema=LABELS_SCHEMA))
 
 
 def _row_fields(row: dict) -> dict:

@@ -5,7 +5,10 @@ The table and its actions are defined in schemas/corrections.py. Readers of a la
 solution with its reviewers' labels: a corrected step has label_method "human", its hard label the
 reviewer's and no soft label (training uses the hard label as 0/1, as for imported human labels);
 the steps after a marked first error are unlabelled; the solution's label_source is "human" and its
-first_error is recomputed. The counts (n_correct, n_rollouts, ...) stay those of the rollouts.
+first_error is recomputed; a reviewed step's counts (n_correct, n_rollouts, n_truncated, n_timeouts)
+read 0, as a human label's do (schemas/tables.py): its label no longer derives from them (the shards
+keep them; `labeler report` and a labels folder read the labels as the job wrote them). The
+trajectory verdict and label stay: they are the answer check of the final step, not a step label.
 A folder of shards (OUT/labels itself) has no corrections: it reads the labels as the job wrote them.
 
 A corrections line that cannot be read (a file edited by hand) stops every reader but the review
@@ -45,6 +48,7 @@ HUMAN = "human"  # the label_method and label_source of a corrected step and sol
 AFTER_REVIEWED_ERROR = "after the first error a reviewer marked: not reviewed"
 _FIELDS = tuple(CORRECTIONS_SCHEMA.names)
 _INTEGER_FIELDS = ("step_index",)
+_STEP_COUNTS = ("n_correct", "n_rollouts", "n_truncated", "n_timeouts")  # a reviewed step counts none
 
 
 class CorrectionError(ValueError):
@@ -235,13 +239,17 @@ def corrected(row, reviews: dict[int, StepReview]):
     """The LabelledRow with its reviewed steps' labels (module docstring); the row itself when none is."""
     if not reviews:
         return row
+    n = len(row.steps)
     soft, hard, method = list(row.soft_labels), list(row.hard_labels), list(row.label_method)
-    reason = list(row.unlabelled_reason) if row.unlabelled_reason is not None else [None] * len(row.steps)
+    reason = list(row.unlabelled_reason) if row.unlabelled_reason is not None else [None] * n
+    counts = {name: list(getattr(row, name)) for name in _STEP_COUNTS if getattr(row, name) is not None}  # None: an older shard's
     for i, review in reviews.items():
         soft[i] = None
         hard[i] = review.label
         method[i] = HUMAN if review.label is not None else "unlabelled"
         reason[i] = None if review.label is not None else AFTER_REVIEWED_ERROR
+        for values in counts.values():
+            values[i] = 0  # the label no longer comes from these rollouts (the shards keep them)
     first_error = next((i for i, label in enumerate(hard) if label is False), -1)
     return replace(
         row,
@@ -251,6 +259,7 @@ def corrected(row, reviews: dict[int, StepReview]):
         unlabelled_reason=tuple(reason),
         first_error=first_error,
         label_source=HUMAN,
+        **{name: tuple(values) for name, values in counts.items()},
     )
 
 
