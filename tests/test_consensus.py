@@ -269,3 +269,14 @@ def test_rows_of_an_older_schema_keep_their_version_and_judge_rows_are_current(t
 
         [line] = [line for line in format_summary(result).splitlines() if line.startswith("schema versions")]
         assert "of 1.4" in line and line.endswith("(rows of older shards keep their version and its rules)")
+
+
+def test_corrections_beside_the_labels_are_not_applied_and_a_warning_says_so(inputs, tmp_path, caplog):
+    from labeler.store.corrections import new_correction, write_correction
+
+    labels, _ = inputs
+    write_correction(labels, new_correction("s0", "p-s0", LABELS[0]["steps"], "wrong", 0, "", "ada"))
+    with caplog.at_level("WARNING"):
+        assert consensus(inputs, tmp_path / "out") == 0
+    assert "1 correction file(s) from `labeler view`" in caplog.text and "not applied" in caplog.text
+    assert by_id(tmp_path / "out")["s0"].label_source == "consensus"

@@ -261,3 +261,111 @@ def test_a_corrected_first_error_after_an_unlabelled_step_is_unknown(sample_labe
         page = server.http.get(f"/solution/0/{row.solution_id}").text
     shown = re.search(r'id="corrected-first-error">([^<]*)<', page).group(1)
     assert shown.startswith("unknown (an unlabelled step comes before step")
+
+
+def test_every_sort_and_a_malformed_address_answer_a_page_and_unknown_first_errors_sort_last(shards, tmp_path):
+    from labeler.review.index import SORTS
+
+    with ViewServer(shards, log=tmp_path / "view.log") as server:
+        for sort in SORTS:
+            for order in ("asc", "desc"):
+                answer = server.http.get("/", params={"sort": sort, "order": order})
+                assert answer.status_code == 200 and len(solution_ids(answer.text)) == 4, (sort, order)
+        # s0 and s3 have no error, s1's is step 1, s2's is after an unlabelled step: no position, last both ways
+        assert solution_ids(server.http.get("/", params={"sort": "first_error"}).text) == ["s0", "s3", "s1", "s2"]
+        assert solution_ids(server.http.get("/", params={"sort": "first_error", "order": "desc"}).text) == ["s1", "s0", "s3", "s2"]
+        for path, status in (
+            ("/solution/abc/s1", 404), ("/solution/99999999999/s1", 404), ("/solution/0/s1/step/9", 404),
+            ("/solution/0/s1/step/x", 404), ("/explain/0/s1/x/0", 404), ("/explain/0/s1/0/0", 404), ("/?page=x", 400),
+        ):  # fmt: skip
+            answer = server.http.get(path)
+            assert answer.status_code == status and answer.headers["content-type"].startswith("text/html"), path
+            assert "Traceback" not in answer.text and '"detail"' not in answer.text, path
+        # a page of another site whose name resolves to 127.0.0.1 (DNS rebinding) is not served
+        assert server.http.get("/", headers={"host": "evil.example"}).status_code == 400
+        assert server.http.get("/", headers={"host": "localhost"}).status_code == 200
+    assert "Traceback" not in (tmp_path / "view.log").read_text()
+
+
+def test_a_solution_id_with_slashes_and_question_marks_opens(tmp_path):
+    odd = "gsm8k/train/7?v=1#a b"
+    row = labels_row("p0", odd, "Odd id.", STEPS, [1.0, 0.5, 0.0, 0.0], [True, True, False, False])
+    with ViewServer(write_labels(tmp_path / "odd", [row]), log=tmp_path / "view.log") as server:
+        link = re.search(r'href="(/solution/0/[^"]+)"', server.http.get("/").text).group(1)
+        assert link == "/solution/0/gsm8k%2Ftrain%2F7%3Fv%3D1%23a%20b"
+        page = server.http.get(link)
+        assert page.status_code == 200 and "Odd id." in page.text
+        assert server.http.get(link + "/step/2").status_code == 200
+
+
+def test_prm_scores_of_another_number_of_steps_are_not_fully_scored(shards, tmp_path):
+    scores = tmp_path / "scores.jsonl"
+    lines = [{"solution_id": "s0", "step_scores": [0.9, 0.9, 0.9]}, {"solution_id": "s1", "step_scores": [0.9, 0.8, 0.7, 0.6, 0.1]}]
+    scores.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ViewServer(shards, scores, log=tmp_path / "view.log") as server:
+        assert solution_ids(server.http.get("/", params={"prm_min": "0"}).text) == []
+        assert server.http.get("/").text.count("not fully scored") == 2
+
+
+def test_a_shard_rewritten_between_two_listings_is_read_again_not_shown_as_another_solution(shards, tmp_path):
+    with ViewServer(shards, log=tmp_path / "view.log") as server:
+        assert server.http.get("/").status_code == 200  # the shards were just listed: not again for a second
+        first = shards / "labels" / "part-00000.parquet"
+        pq.write_table(pq.read_table(first).take([1, 0]), first)  # s1 now comes before s0
+        page = server.http.get("/solution/0/s0").text
+        assert "Double one three times." in page and "Double one twice, wrongly." not in page
+
+
+def test_a_queue_written_as_parquet_is_read_like_its_jsonl(shards, tmp_path):
+    queue = tmp_path / "queue.parquet"
+    pq.write_table(pa.Table.from_pylist([{"solution_id": "s2", "queue": "uncertain", "queue_rank": 1, "queue_score": 0.9, "queue_reason": "PRM step 1 scores 0.45"}]), queue)
+    with ViewServer(shards, queue, log=tmp_path / "view.log") as server:
+        assert solution_ids(server.http.get("/", params={"queued": "yes"}).text) == ["s2"]
+        assert "PRM step 1 scores 0.45" in server.http.get("/solution/0/s2").text
+
+
+def test_a_bad_score_or_queue_record_or_shard_is_one_line_and_exit_2(shards, tmp_path, capsys):
+    bad_scores = tmp_path / "scores.jsonl"
+    bad_scores.write_text(json.dumps({"solution_id": "s0", "step_scores": [0.5]}) + "\n" + json.dumps({"solution_id": "s1", "step_scores": "high"}) + "\n")
+    no_rank = tmp_path / "queue.jsonl"
+    no_rank.write_text(json.dumps({"solution_id": "s0", "queue_rank": 1}) + "\n" + json.dumps({"solution_id": "s1"}) + "\n")
+    not_parquet = tmp_path / "broken"
+    (not_parquet / "labels").mkdir(parents=True)
+    (not_parquet / "labels" / "part-00000.parquet").write_text("not parquet")
+    mixed = write_labels(tmp_path / "mixed", rows())
+    shutil.copy(write_judgments(tmp_path / "judged", [judgment("s0", [-1])]) / "judgments" / "part-00000.parquet", mixed / "labels" / "part-00009.parquet")
+    for args, says in (
+        ([shards, bad_scores], "record 2: not a line of `labeler score`: step_scores"),
+        ([shards, no_rank], "record 2: not a queue line: queue_rank: None"),
+        ([not_parquet], "not a Parquet file"),
+        ([mixed], "labels and judgments shards in one folder"),
+    ):
+        assert main(["view", *map(str, args), "--port", "0"]) == 2
+        error = capsys.readouterr().err
+        assert says in error and "Traceback" not in error and len(error.strip().splitlines()) == 1, error
+
+
+@pytest.mark.engine
+def test_a_committed_shard_that_is_gone_is_one_line_and_exit_2(sample_labels_output, tmp_path, capsys):
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    next((out / "labels").glob("*.parquet")).unlink()
+    assert main(["view", str(out), "--port", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "labels/" in error and len(error.strip().splitlines()) == 1, error
+
+
+@pytest.mark.engine
+def test_the_table_filters_a_reviewed_solution_by_its_corrected_labels_and_rereads_a_file_edited_in_place(sample_labels_output, tmp_path):
+    from labeler.store.corrections import new_correction, write_correction
+
+    out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
+    row = next(r for r in read_labelled_rows(out) if r.first_error >= 0 or "unlabelled" in r.label_method)  # not "none" as labelled
+    name = write_correction(out, new_correction(row.solution_id, row.problem_id, row.steps, "no_error", None, "", "ada"))
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        get = lambda **params: solution_ids(server.http.get("/", params=params).text)
+        assert row.solution_id in get(first_error="none") and row.solution_id not in get(first_error="some")
+        assert get(source="human") == [row.solution_id] and get(method="human") == [row.solution_id]
+        # the same file rewritten with the same name, as by hand: the table follows it
+        (out / name).write_text(json.dumps(new_correction(row.solution_id, row.problem_id, row.steps, "first_error", 0, "", "ada").record()) + "\n")
+        time.sleep(1.1)
+        assert row.solution_id in get(first_error="some") and row.solution_id not in get(first_error="none")

@@ -1,4 +1,4 @@
-"""Human corrections (labeler/review/corrections.py): how they resolve into step labels, how they lie over
+"""Human corrections (labeler/store/corrections.py): how they resolve into step labels, how they lie over
 the labels every reader reads, and how they are written and read back."""
 
 from __future__ import annotations
@@ -220,3 +220,17 @@ def test_training_weights_a_reviewed_step_by_its_human_label(tmp_path):
     assert row.label_method == ("human", "human", "unlabelled", "unlabelled") and row.label_source == "human"
     Path(out / "corrections" / "note.txt").write_text("ignored: not a .jsonl file")
     assert read_training_rows(str(out))[0] == row
+
+
+def test_corrections_apply_in_time_order_whatever_the_time_zone_then_file_then_line(tmp_path):
+    (tmp_path / "corrections").mkdir()
+    earlier = correction(WRONG, 1, at="2026-12-04T10:00:00+02:00")  # 08:00 UTC: sorts after 09:00 as a string
+    later = correction(RIGHT, 1, at="2026-12-04T09:00:00+00:00")
+    same_time = [correction(RIGHT if i % 2 else WRONG, 2, at="2026-12-04T07:00:00+00:00") for i in range(11)]
+    (tmp_path / "corrections" / "a.jsonl").write_text("".join(json.dumps(c.record()) + "\n" for c in [later, earlier, *same_time]))
+    read = read_corrections(tmp_path)
+    assert [c.where.rsplit(":", 1)[1] for c in read.records] == [str(n) for n in range(3, 14)] + ["2", "1"]
+    reviews = resolve(read.records, len(STEPS))
+    assert reviews[1].label is True and reviews[2].label is False  # the 11th line, the last of those at 07:00, is wrong
+    (tmp_path / "corrections" / "b.jsonl").write_text(json.dumps(correction(RIGHT, 0, at="2026-12-04T09:00:00").record()) + "\n")
+    assert [(b.field, b.reason) for b in read_corrections(tmp_path).bad] == [("created_at", "'2026-12-04T09:00:00' has no time zone")]

@@ -73,7 +73,11 @@ def run_view(args: argparse.Namespace) -> int:
 
     from labeler.review.app import ReviewSettings, create_app
 
-    app = create_app(sources, ReviewSettings(config.reviewer, config.checker_timeout))
+    try:  # reads every committed shard once: a shard that is missing or not Parquet is named here
+        app = create_app(sources, ReviewSettings(config.reviewer, config.checker_timeout, config.host))
+    except (SourceError, ShardsError, StorageError, ValueError, OSError) as error:
+        sock.close()
+        return usage_error(COMMAND, str(error).splitlines()[0])
     host, port = sock.getsockname()[:2]
     for output in sources.labels:
         log.info("#%d %s: %s%s", output.number, output.given, output.kind, "" if output.writable else f", read-only ({output.why_read_only})")

@@ -22,6 +22,7 @@ position) goes to OUTPUT/consensus.json, and to stdout.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass
 
@@ -34,11 +35,14 @@ from labeler.labeling.planning import PlannedRow, plan_units
 from labeler.records import SourceRow
 from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
+from labeler.store.corrections import correction_files
 from labeler.store.reader import read_judgments_table, read_labels_table
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ShardStore
 from labeler.labeling.tables import rejected_table
 from schemas.judgments import NO_ERROR
 from schemas.tables import LABELS_SCHEMA, MONTE_CARLO, SCHEMA_VERSION, UNCHECKED
+
+log = logging.getLogger("labeler.consensus")
 
 JOB_KIND = "consensus"
 SUMMARY_NAME = "consensus.json"
@@ -236,6 +240,13 @@ def run_consensus(config: ConsensusConfig, *, overwrite: bool = False, lock_outp
     """Write the consensus labels of `config` into config.output (resumable like a job: a rerun of the
     same command completes an interrupted run, and refuses other settings or inputs) and return the summary."""
     labels = [with_trajectory(row) for row in read_labels_table(config.labels).to_pylist()]
+    reviewed = correction_files(config.labels)
+    if reviewed:  # consensus compares the Monte-Carlo labels with the judge: a human label is neither
+        log.warning(
+            "%s keeps %d correction file(s) from `labeler view`: not applied here (consensus compares the job's own "
+            "labels with the judge); `labeler train` and `eval` apply them to the labels output itself",
+            config.labels, reviewed,
+        )  # fmt: skip
     judgments = read_judgments_table(config.judgments).to_pylist()
     joined, left_out = compare(labels, judgments)
     written = consensus_rows(joined, config.on_disagreement)

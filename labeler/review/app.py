@@ -11,15 +11,18 @@ page that says what failed (the traceback goes to the server's log).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from labeler.store.corrections import CorrectionError, new_correction, steps_hash, write_correction
 from labeler.review.index import FIRST_ERROR_CHOICES, JUDGE_CHOICES, SORTS, Query, QueryError, SolutionIndex
@@ -32,10 +35,22 @@ log = logging.getLogger("labeler.view")
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+LOCAL_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+_NUMBER = re.compile(r"\d{1,9}")  # an output's, a step's or a rollout's number in a path
+
+
 @dataclass(frozen=True)
 class ReviewSettings:
     reviewer: str
     checker_timeout: float = 5.0
+    host: str = "127.0.0.1"  # the address bound: pages are served under it (or a local name) only
+
+    def allowed_hosts(self) -> list[str]:
+        """The Host headers served: a page of another site that resolves its own name to this address (DNS
+        rebinding) is refused. Bound to every interface, any name reaches it: the user asked for that."""
+        if self.host in ("0.0.0.0", "::", ""):
+            return ["*"]
+        return sorted({*LOCAL_NAMES, self.host, f"[{self.host}]" if ":" in self.host else self.host})
 
 
 def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
@@ -43,8 +58,10 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
     index.table()  # read the shards once before the first page
     templates = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     templates.globals.update(urlencode=urlencode, zip=zip, actions=ACTIONS, reviewer=settings.reviewer)
+    templates.filters["path"] = lambda value: quote(str(value), safe="")  # a solution id in a URL path
     checker = _Checker(settings.checker_timeout)
     app = FastAPI(title="labeler view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts())
     app.router.on_shutdown.append(checker.close)
 
     def page(name: str, status: int = 200, **context) -> HTMLResponse:
@@ -53,16 +70,33 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
     def problem(status: int, title: str, message: str) -> HTMLResponse:
         return page("problem.html", status, title=title, message=message)
 
-    def find(output: int, solution_id: str):
-        located = index.locate(output, solution_id)
-        if located is None:
+    def number(text: str, what: str) -> int:
+        if not _NUMBER.fullmatch(text):
+            raise HTTPException(404, f"{what} {text!r} is not a number")
+        return int(text)
+
+    def find(output: str, solution_id: str, columns: list[str] | None = None):
+        """The solution's place and labels row; a 404 page when no output has it."""
+        found = index.solution_row(number(output, "output"), solution_id, columns)
+        if found is None:
             raise HTTPException(404, f"no solution {solution_id!r} in output #{output}")
-        return located
+        return found
+
+    def step_of(located, row, step: str) -> int:
+        index_ = number(step, "step")
+        if index_ >= len(row["steps"]):
+            raise HTTPException(404, f"no step {index_} in solution {row['solution_id']!r} ({len(row['steps'])} steps)")
+        return index_
 
     @app.exception_handler(HTTPException)
     async def http_problem(request: Request, error: HTTPException):
         titles = {404: "Not found", 400: "Bad request", 403: "Read-only", 409: "Changed", 405: "Not allowed"}
         return problem(error.status_code, titles.get(error.status_code, "Error"), str(error.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, error: RequestValidationError):
+        where = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}" for e in error.errors())
+        return problem(400, "Bad request", where)
 
     @app.exception_handler(Exception)
     async def failure(request: Request, error: Exception):
@@ -89,36 +123,31 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
             first_error_choices=FIRST_ERROR_CHOICES, judge_choices=JUDGE_CHOICES, sorts=SORTS,
         )  # fmt: skip
 
-    @app.get("/solution/{output}/{solution_id}", response_class=HTMLResponse)
-    def solution(output: int, solution_id: str, saved: str = ""):
-        located = find(output, solution_id)
-        view = solution_view(index, located)
-        return page("solution.html", view=view, output=located.output, saved=saved)
+    # Solution ids may hold "/" (an imported dataset's): the routes with more after the id come first
+    @app.get("/solution/{output}/{solution_id:path}/step/{step}", response_class=HTMLResponse)
+    def rollouts(output: str, solution_id: str, step: str, fragment: int = 0):
+        located, row = find(output, solution_id, ["steps"])
+        step_index = step_of(located, row, step)
+        found = step_rollouts(located, solution_id, step_index)
+        return page("rollouts.html", rollouts=found, output=located.output.number, solution_id=solution_id, step=step_index, fragment=bool(fragment))
 
-    @app.get("/solution/{output}/{solution_id}/step/{step}", response_class=HTMLResponse)
-    def rollouts(output: int, solution_id: str, step: int, fragment: int = 0):
-        located = find(output, solution_id)
-        found = step_rollouts(located, solution_id, step)
-        return page("rollouts.html", rollouts=found, output=output, solution_id=solution_id, step=step, fragment=bool(fragment))
-
-    @app.get("/explain/{output}/{solution_id}/{step}/{rollout}", response_class=HTMLResponse)
-    def explain(output: int, solution_id: str, step: int, rollout: int, fragment: int = 0):
-        located = find(output, solution_id)
-        found = [r for r in step_rollouts(located, solution_id, step) or [] if r["rollout_index"] == rollout]
+    @app.get("/explain/{output}/{solution_id:path}/{step}/{rollout}", response_class=HTMLResponse)
+    def explain(output: str, solution_id: str, step: str, rollout: str, fragment: int = 0):
+        located, row = find(output, solution_id, ["steps", "reference_answer", "problem"])
+        step_index, rollout_index = step_of(located, row, step), number(rollout, "rollout")
+        found = [r for r in step_rollouts(located, solution_id, step_index) or [] if r["rollout_index"] == rollout_index]
         if not found:
-            raise HTTPException(404, f"no rollout {rollout} of step {step} of solution {solution_id!r}")
-        row = located.output.shards.read(located.file).slice(located.row, 1).to_pylist()[0]
+            raise HTTPException(404, f"no rollout {rollout_index} of step {step_index} of solution {solution_id!r}")
         explanation = checker.explain(found[0]["text"], row["reference_answer"], row["problem"])
         return page("explain.html", rollout=found[0], explanation=explanation, fragment=bool(fragment))
 
-    @app.post("/solution/{output}/{solution_id}/correct")
-    async def correct(request: Request, output: int, solution_id: str):
+    @app.post("/solution/{output}/{solution_id:path}/correct")
+    async def correct(request: Request, output: str, solution_id: str):
         _same_origin(request)
-        located = find(output, solution_id)
+        located, row = find(output, solution_id, ["problem_id", "steps"])
         if not located.output.writable:
             raise HTTPException(403, f"{located.output.given} is read-only here: {located.output.why_read_only}")
         form = await request.form()
-        row = located.output.shards.read(located.file, ["problem_id", "steps"]).slice(located.row, 1).to_pylist()[0]
         if form.get("steps_hash") != steps_hash(row["steps"]):
             raise HTTPException(409, "this solution's steps changed since the page was loaded: reload it and correct again")
         action = str(form.get("action", ""))
@@ -132,7 +161,13 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
         name = write_correction(located.output.corrections, correction)
         log.info("%s: %s saved by %s", located.output.given, name, settings.reviewer)
         anchor = f"#step-{step}" if step is not None else ""
-        return RedirectResponse(f"/solution/{output}/{solution_id}?saved={action}{anchor}", status_code=303)
+        return RedirectResponse(f"/solution/{located.output.number}/{quote(solution_id, safe='')}?saved={quote(action)}{anchor}", status_code=303)
+
+    @app.get("/solution/{output}/{solution_id:path}", response_class=HTMLResponse)
+    def solution(output: str, solution_id: str, saved: str = ""):
+        located, row = find(output, solution_id)
+        view = solution_view(index, located, row)
+        return page("solution.html", view=view, output=located.output, saved=saved if saved in ACTIONS else "")
 
     return app
 
@@ -140,7 +175,7 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
 def _same_origin(request: Request) -> None:
     """A form posted from another site's page is refused (the app has no login; this is its only guard)."""
     origin = request.headers.get("origin") or request.headers.get("referer")
-    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin == "null" or (origin and urlsplit(origin).netloc != request.headers.get("host")):
         raise HTTPException(403, "a correction must be posted from this app's own pages")
 
 

@@ -3,9 +3,15 @@ labels output, built with Arrow from the committed shards and kept in memory (no
 search column), refreshed as a running job commits units; the judge's verdict, the PRM's score, the
 queue's rank and the reviewers' corrections joined by solution_id.
 
-What is not known is never a value: a first error after an unlabelled step is "unknown", a PRM score
-with a step past the PRM's max length is "not fully scored" (no minimum), a shard older than
-n_truncated says "not recorded"; each is a filter value of its own.
+What is not known is never a value: a first error after an unlabelled step is "unknown" (sorted after
+every known one), a PRM score with a step past the PRM's max length, or with another number of steps
+than the solution, is "not fully scored" (no minimum), a shard older than n_truncated says "not
+recorded"; each is a filter value of its own.
+
+A reviewed solution's row is its corrected labels, as `labeler train` reads them: its first error,
+label source ("human"), label methods, unlabelled count and mean soft label follow the corrections.
+The judge filter alone compares the job's own Monte-Carlo labels with the judge (`judge_first_error`
+against the first error as the job wrote it).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from labeler.store.corrections import Corrections, applicable, read_corrections, resolve
+from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR
 from schemas.tables import MONTE_CARLO, UNCHECKED
@@ -31,6 +37,8 @@ YES, NO = "yes", "no"
 FIRST_ERROR_CHOICES = ("none", "some", "unknown")  # no wrong step; a known first error; an unlabelled step before it
 JUDGE_CHOICES = ("agree", "disagree", "unknown", "not-judged")  # unknown: the Monte-Carlo first error is not known
 SORTS = ("input", "first_error", "steps", "prm_min", "mean_soft", "unlabelled", "truncated", "judge_agreement", "queue_rank", "reviewed")
+# the summary column each sort orders by (None: the input's order); first_error: the known ones only
+SORT_COLUMNS = {"input": None, "first_error": "known_first_error", "steps": "n_steps", "unlabelled": "n_unlabelled", "truncated": "n_truncated"}
 
 
 class QueryError(ValueError):
@@ -127,16 +135,17 @@ class SolutionIndex:
         self._lock = threading.Lock()  # the app answers requests from several threads
 
     # -- building -------------------------------------------------------------
-    def table(self) -> pa.Table:
-        """Every solution's summary row, joined; rebuilt when a shard is committed or a correction saved."""
+    def table(self, force: bool = False) -> pa.Table:
+        """Every solution's summary row, joined; rebuilt when a shard is committed or a correction saved
+        (the shards are listed again at most once a second, unless `force`)."""
         with self._lock:
-            return self._current()
+            return self._current(force)
 
-    def _current(self) -> pa.Table:
+    def _current(self, force: bool = False) -> pa.Table:
         for output in self.sources.labels:
-            output.shards.refresh()
+            output.shards.refresh(force)
         for judged in self.sources.judgments:
-            judged.shards.refresh()
+            judged.shards.refresh(force)
         key = (
             tuple(tuple(o.shards.files) for o in self.sources.labels),
             tuple(tuple(j.shards.files) for j in self.sources.judgments),
@@ -151,7 +160,7 @@ class SolutionIndex:
         for output in self.sources.labels:
             if output.corrections is None:
                 continue
-            listed = tuple(output.corrections.list_names(CORRECTIONS_DIR))
+            listed = tuple(output.corrections.list_versions(CORRECTIONS_DIR))  # a file edited in place is read again
             if self._corrections_key.get(output.number) != listed:
                 self.corrections[output.number] = read_corrections(output.corrections)
                 self._corrections_key[output.number] = listed
@@ -199,13 +208,14 @@ class SolutionIndex:
         # the first PRM's scores
         prm_min = [None] * len(table)
         prm_partial = [False] * len(table)
+        n_steps = table.column("n_steps").to_pylist()
         if self.sources.scores:
             scores = self.sources.scores[0].scores
             for i, solution_id in enumerate(ids.to_pylist()):
                 steps = scores.get(solution_id)
                 if steps is None:
                     continue
-                if any(s is None for s in steps) or not steps:
+                if not steps or len(steps) != n_steps[i] or any(s is None for s in steps):
                     prm_partial[i] = True
                 else:
                     prm_min[i] = min(steps)
@@ -218,18 +228,43 @@ class SolutionIndex:
                 if entry is not None:
                     ranks[i] = entry.get("queue_rank")
         table = table.append_column("queue_rank", pa.array(ranks, pa.int64()))
-        # the steps reviewers labelled, and the first error after their corrections
+        return self._reviewed(table)
+
+    def _reviewed(self, table: pa.Table) -> pa.Table:
+        """The steps reviewers labelled, and each reviewed row's summary after the corrections (module docstring)."""
+        ids = table.column("solution_id")
         reviewed = [0] * len(table)
+        changed: dict[int, dict] = {}  # row -> its corrected summary values
         for number, corrections in self.corrections.items():
             by_solution = corrections.by_solution()
             if not by_solution:
                 continue
             mine = pc.and_(pc.equal(table.column("output"), number), pc.is_in(ids, value_set=pa.array(list(by_solution), pa.string())))
-            for i in pc.indices_nonzero(mine).to_pylist():
-                steps = table.column("steps")[i].as_py()
-                found = applicable(by_solution[ids[i].as_py()], steps)
-                reviewed[i] = sum(r.label is not None for r in resolve(found, len(steps)).values())
-        return table.append_column("reviewed", pa.array(reviewed, pa.int32()))
+            rows = pc.indices_nonzero(mine).to_pylist()
+            by_file: dict[str, list[int]] = {}
+            for i in rows:
+                by_file.setdefault(table.column("file")[i].as_py(), []).append(i)
+            output = self.sources.labels[number]
+            for relative, members in by_file.items():
+                labels = output.shards.read(relative, ["solution_id", "hard_labels", "soft_labels", "label_method"])
+                for i in members:
+                    row = labels.slice(table.column("row")[i].as_py(), 1).to_pylist()
+                    if not row or row[0]["solution_id"] != ids[i].as_py():
+                        continue  # the shard was rewritten since the table was built: the next refresh reads it
+                    steps = table.column("steps")[i].as_py()
+                    reviews = resolve(applicable(by_solution[ids[i].as_py()], steps), len(steps))
+                    if reviews:
+                        reviewed[i] = sum(r.label is not None for r in reviews.values())
+                        changed[i] = _corrected_summary(row[0], reviews)
+        table = table.append_column("reviewed", pa.array(reviewed, pa.int32()))
+        if not changed:
+            return table
+        for name in ("first_error", "first_error_known", "label_source", "n_unlabelled", "mean_soft", "methods"):
+            values = table.column(name).to_pylist()
+            for i, summary in changed.items():
+                values[i] = summary[name]
+            table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, table.schema.field(name).type))
+        return table
 
     # -- querying -------------------------------------------------------------
     def query(self, query: Query) -> Page:
@@ -237,7 +272,10 @@ class SolutionIndex:
         mask = _mask(table, query)
         kept = table.filter(mask) if mask is not None else table
         order = "descending" if query.order == "desc" else "ascending"
-        sort_column = {"input": None, "steps": "n_steps", "truncated": "n_truncated"}.get(query.sort, query.sort)
+        sort_column = SORT_COLUMNS.get(query.sort, query.sort)
+        if query.sort == "first_error":  # an unknown first error is no position: after every known one
+            known = pc.if_else(kept.column("first_error_known"), kept.column("first_error"), pa.scalar(None, pa.int32()))
+            kept = kept.append_column(sort_column, known)
         if sort_column is None:
             keys = [("output", order), ("file", order), ("row", order)]
         else:
@@ -248,8 +286,23 @@ class SolutionIndex:
         rows = kept.slice((page - 1) * PAGE_SIZE, PAGE_SIZE).drop_columns(["text", "steps"]).to_pylist()
         return Page(rows, table.num_rows, kept.num_rows, page, pages)
 
-    def locate(self, output_number: int, solution_id: str) -> Located | None:
-        table = self.table()
+    def solution_row(self, output_number: int, solution_id: str, columns: list[str] | None = None) -> tuple[Located, dict] | None:
+        """Where the solution is and its labels row (`columns` of it); None when no output has it. The row
+        read is checked to be the solution's: a shard rewritten since the table was built is listed again."""
+        for force in (False, True):
+            located = self.locate(output_number, solution_id, force)
+            if located is None:
+                return None
+            wanted = None if columns is None else list(dict.fromkeys(["solution_id", *columns]))
+            shard = located.output.shards.read(located.file, wanted)
+            if located.row < shard.num_rows:
+                row = shard.slice(located.row, 1).to_pylist()[0]
+                if row["solution_id"] == solution_id:
+                    return located, row
+        return None
+
+    def locate(self, output_number: int, solution_id: str, force: bool = False) -> Located | None:
+        table = self.table(force)
         if not 0 <= output_number < len(self.sources.labels):
             return None
         mask = pc.and_(pc.equal(table.column("output"), output_number), pc.equal(table.column("solution_id"), solution_id))
@@ -321,6 +374,24 @@ def _mask(table: pa.Table, q: Query):
     for condition in conditions[1:]:
         mask = pc.and_(mask, condition)
     return mask
+
+
+def _corrected_summary(row: dict, reviews: dict) -> dict:
+    """The summary values of a labels row (hard, soft labels, methods) once `reviews` (step -> StepReview) are applied."""
+    hard, soft, methods = list(row["hard_labels"]), list(row["soft_labels"]), list(row["label_method"])
+    for i, review in reviews.items():
+        hard[i], soft[i] = review.label, None
+        methods[i] = HUMAN if review.label is not None else "unlabelled"
+    first = next((i for i, label in enumerate(hard) if label is False), -1)
+    kept_soft = [value for value in soft if value is not None]
+    return {
+        "first_error": first,
+        "first_error_known": None not in hard[: first if first >= 0 else len(hard)],
+        "label_source": HUMAN,
+        "n_unlabelled": sum(method == "unlabelled" for method in methods),
+        "mean_soft": sum(kept_soft) / len(kept_soft) if kept_soft else None,
+        "methods": "|" + "|".join(methods) + "|",
+    }
 
 
 def _judge_status(table: pa.Table) -> pa.Array:

@@ -48,10 +48,9 @@ class SolutionView:
     queue: list[dict]
 
 
-def solution_view(index: SolutionIndex, located: Located) -> SolutionView:
+def solution_view(index: SolutionIndex, located: Located, row: dict) -> SolutionView:
+    """The page of one solution: `row`, its labels row (every column) at `located`."""
     output = located.output
-    shard = output.shards.read(located.file)
-    row = shard.slice(located.row, 1).to_pylist()[0]
     steps = row["steps"]
     history = index.corrections.get(output.number)
     mine = history.of(row["solution_id"]) if history else []
@@ -75,7 +74,10 @@ def solution_view(index: SolutionIndex, located: Located) -> SolutionView:
         )
     ]  # fmt: skip
     for other in index.others(row["solution_id"], output.number):
-        other_row = other.output.shards.read(other.file).slice(other.row, 1).to_pylist()[0]
+        other_row = other.output.shards.read(other.file).slice(other.row, 1).to_pylist()
+        if not other_row or other_row[0]["solution_id"] != row["solution_id"]:
+            continue  # that shard was rewritten since the table was built: it is read again on the next page
+        other_row = other_row[0]
         if other_row["steps"] != steps:
             continue  # the same id with other steps: not comparable step by step
         name = f"#{other.output.number} {other.output.given} ({other_row.get('label_source') or MONTE_CARLO})"

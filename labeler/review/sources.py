@@ -6,7 +6,7 @@ are committed.
 - judgments: a `labeler judge` output (committed units only);
 - PRM scores: the lines of `labeler score` (.jsonl), or the scores a `labeler bon` output keeps
   (OUT/bon/scores/, one file per PRM) beside its labels;
-- a queue: the .jsonl `labeler select --queue` writes (lines with `queue_rank`).
+- a queue: the .jsonl or .parquet `labeler select --queue` writes (records with `queue_rank`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class ShardSet:
         self._checked = time.monotonic()
         before = self.files
         if self.single is not None:
-            self.files = [(self.single, _version(self.location, self.single))]
+            self.files = [(self.single, self.location.version(self.single))]
         elif self.is_job:
             manifest = load_manifest(self.location)
             if manifest is None:
@@ -67,8 +67,8 @@ class ShardSet:
                 self.state = "finished" if len(committed) == len(manifest["units"]) else "incomplete"
         else:
             folder = self.directory if self.location.exists(self.directory) else ""
-            names = [n for n in self.location.list_names(folder) if n.endswith(".parquet") and not n.startswith(".")]
-            self.files = [(f"{folder}/{n}" if folder else n, _version(self.location, f"{folder}/{n}" if folder else n)) for n in names]
+            listed = [(n, v) for n, v in self.location.list_versions(folder) if n.endswith(".parquet") and not n.startswith(".")]
+            self.files = [(f"{folder}/{n}" if folder else n, version) for n, version in listed]
         return self.files != before
 
     def read(self, relative: str, columns: list[str] | None = None, filters=None) -> pa.Table:
@@ -91,11 +91,6 @@ class ShardSet:
         if self.single is not None or not relative.startswith(f"{LABELS_DIR}/"):
             return None
         return sibling if self.location.exists(sibling) else None
-
-
-def _version(location: OutputLocation, relative: str) -> str:
-    info = location.filesystem.get_file_info(location.path(relative))
-    return f"{info.size}:{info.mtime_ns}"
 
 
 @dataclass
@@ -172,6 +167,9 @@ def _open_shards(given: str, sources: Sources) -> None:
     if "://" not in given and Path(given).is_file():
         if not given.endswith(".parquet"):
             raise SourceError(f"{given}: expected a labeler output directory, a folder of shards, a .parquet shard or a .jsonl file")
+        if "queue_rank" in _schema_names(given, lambda: pq.read_schema(given).names):
+            _add_records(given, pq.read_table(given).to_pylist(), sources)
+            return
         shards = ShardSet(OutputLocation(str(Path(given).parent)), LABELS_DIR, is_job=False, single=Path(given).name)
         why = "a single shard: no output to keep corrections in"
     else:
@@ -182,14 +180,26 @@ def _open_shards(given: str, sources: Sources) -> None:
     shards.refresh(force=True)
     if not shards.files:
         raise SourceError(f"{given}: no manifest.json and no Parquet shards: not something `labeler view` reads")
-    names = shards.schema_names(shards.files[0][0])
-    if "critique_indices" in names:
+    kinds = {}
+    for relative, _ in shards.files:
+        names = _schema_names(f"{given}: {relative}", lambda: shards.schema_names(relative))
+        kinds[relative] = JUDGMENTS if "critique_indices" in names else LABELS if "label_method" in names else None
+        if kinds[relative] is None:
+            raise SourceError(f"{given}: {relative} is neither a labels nor a judgments shard (no label_method or critique_indices column)")
+    if len(set(kinds.values())) > 1:
+        raise SourceError(f"{given}: labels and judgments shards in one folder; give each folder of its own")
+    if JUDGMENTS in kinds.values():
         shards.directory = JUDGMENTS_DIR
         sources.judgments.append(JudgmentsOutput(given, shards))
-    elif "label_method" in names:
-        sources.labels.append(LabelsOutput(len(sources.labels), given, shards, "shards", None, False, why))
     else:
-        raise SourceError(f"{given}: its shards are neither labels nor judgments (no label_method or critique_indices column)")
+        sources.labels.append(LabelsOutput(len(sources.labels), given, shards, "shards", None, False, why))
+
+
+def _schema_names(where: str, read) -> list[str]:
+    try:
+        return read()
+    except (pa.ArrowInvalid, OSError) as error:
+        raise SourceError(f"{where}: not a Parquet file: {str(error).splitlines()[0]}") from None
 
 
 def _writable(location: OutputLocation, read_only: bool, allow_writes: bool) -> tuple[bool, str]:
@@ -222,7 +232,7 @@ def _bon_scores(location: OutputLocation) -> list[ScoresSource]:
 
 
 def _open_jsonl(given: str, sources: Sources) -> None:
-    """A score file or a queue, told apart by its first line."""
+    """A score file or a queue (module docstring)."""
     try:
         lines = Path(given).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
@@ -232,18 +242,51 @@ def _open_jsonl(given: str, sources: Sources) -> None:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or not isinstance(record.get("solution_id"), str):
-                raise ValueError("no solution_id")
+            records.append(json.loads(line))
         except ValueError as error:
-            raise SourceError(f"{given}: line {number}: not a line of `labeler score` or of a queue: {error}") from None
-        records.append(record)
-    if records and "queue_rank" in records[0]:
-        sources.queues.append(Queue(given, {r["solution_id"]: r for r in records}))
-    elif records and "step_scores" in records[0]:
-        sources.scores.append(ScoresSource(Path(given).name, {r["solution_id"]: r.get("step_scores") for r in records}))
+            raise SourceError(f"{given}: line {number}: not JSON: {error}") from None
+    _add_records(given, records, sources)
+
+
+def _add_records(given: str, records: list, sources: Sources) -> None:
+    """PRM scores or a queue, told apart by the first record; every record is checked (SourceError naming
+    the first bad one): a score that is not one, or a queue line without its rank, would be shown as data."""
+    if records and isinstance(records[0], dict) and "queue_rank" in records[0]:
+        kind, check = "a queue line", _queue_problem
+    elif records and isinstance(records[0], dict) and "step_scores" in records[0]:
+        kind, check = "a line of `labeler score`", _scores_problem
     else:
         raise SourceError(f"{given}: neither PRM scores (`labeler score` lines, with step_scores) nor a queue (with queue_rank)")
+    seen = set()
+    for number, record in enumerate(records, start=1):
+        problem = "not a JSON object" if not isinstance(record, dict) else check(record)
+        if problem is None and record["solution_id"] in seen:
+            problem = f"solution_id {record['solution_id']!r} again"
+        if problem is not None:
+            raise SourceError(f"{given}: record {number}: not {kind}: {problem}")
+        seen.add(record["solution_id"])
+    if check is _queue_problem:
+        sources.queues.append(Queue(given, {r["solution_id"]: r for r in records}))
+    else:
+        sources.scores.append(ScoresSource(Path(given).name, {r["solution_id"]: r["step_scores"] for r in records}))
+
+
+def _queue_problem(record: dict) -> str | None:
+    if not isinstance(record.get("solution_id"), str):
+        return "solution_id: missing or not a string"
+    rank = record.get("queue_rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        return f"queue_rank: {rank!r} is not a rank (an integer from 1)"
+    return None
+
+
+def _scores_problem(record: dict) -> str | None:
+    if not isinstance(record.get("solution_id"), str):
+        return "solution_id: missing or not a string"
+    scores = record.get("step_scores")
+    if not isinstance(scores, list) or not all(s is None or (isinstance(s, (int, float)) and not isinstance(s, bool)) for s in scores):
+        return f"step_scores: {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
+    return None
 
 
 def solution_ids(table: pa.Table) -> pa.Array:

@@ -143,9 +143,17 @@ def check(correction: Correction, n_steps: int | None = None) -> None:
     if index is not None and (index < 0 or (n_steps is not None and index >= n_steps)):
         raise CorrectionError("step_index", f"{index} is not a step of the solution ({n_steps} steps)" if n_steps else f"{index} < 0")
     try:
-        datetime.fromisoformat(correction.created_at)
+        at = datetime.fromisoformat(correction.created_at)
     except ValueError:
         raise CorrectionError("created_at", f"{correction.created_at!r} is not an ISO 8601 time") from None
+    if at.tzinfo is None:  # its place among the others would be a guess
+        raise CorrectionError("created_at", f"{correction.created_at!r} has no time zone")
+
+
+def applying_order(correction: Correction) -> tuple:
+    """When it was made (in UTC, whatever zone it was written in), then its file, then its line."""
+    where, _, line = (correction.where or "").rpartition(":")
+    return (datetime.fromisoformat(correction.created_at).astimezone(timezone.utc), where, int(line) if line.isdigit() else 0)
 
 
 def parse_line(text: str, where: str) -> Correction:
@@ -195,8 +203,14 @@ def read_corrections(output: str | OutputLocation) -> Corrections:
                 read.records.append(parse_line(line, where))
             except CorrectionError as error:
                 read.bad.append(BadCorrection(where, error.field, error.reason))
-    read.records.sort(key=lambda c: (c.created_at, c.where))
+    read.records.sort(key=applying_order)
     return read
+
+
+def correction_files(output: str | OutputLocation) -> int:
+    """How many corrections files the output keeps (0 for a path with no corrections folder)."""
+    location = output if isinstance(output, OutputLocation) else OutputLocation(output)
+    return sum(1 for name in location.list_names(CORRECTIONS_DIR) if name.endswith(".jsonl") and not name.startswith("."))
 
 
 def write_correction(output: str | OutputLocation, correction: Correction) -> str:

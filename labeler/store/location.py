@@ -78,6 +78,17 @@ class OutputLocation:
         with self._failing("list", directory):
             return sorted(info.base_name for info in self.filesystem.get_file_info(selector) if info.type == pafs.FileType.File)
 
+    def list_versions(self, directory: str) -> list[tuple[str, str]]:
+        """(name, version) of the files directly in `directory`; the version, "size:mtime", changes when a file is rewritten."""
+        selector = pafs.FileSelector(self.path(directory), allow_not_found=True)
+        with self._failing("list", directory):
+            found = [info for info in self.filesystem.get_file_info(selector) if info.type == pafs.FileType.File]
+        return sorted((info.base_name, f"{info.size}:{info.mtime_ns}") for info in found)
+
+    def version(self, relative: str) -> str:
+        info = self.filesystem.get_file_info(self.path(relative))
+        return f"{info.size}:{info.mtime_ns}"
+
     # -- writing ---------------------------------------------------------------
     def make_dirs(self, *directories: str) -> None:
         if not self.is_local:  # object stores have no directories to make

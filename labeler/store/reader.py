@@ -181,7 +181,7 @@ def read_labelled_rows(path: str | Path, corrections: bool = True) -> list[Label
     """Every solution of the labels at `path`; LabelsError when a row's lists do not line up with its steps.
 
     With `corrections`, a labels output's human corrections (OUT/corrections/, made in `labeler view`)
-    are applied over its labels (labeler/review/corrections.py)."""
+    are applied over its labels (labeler/store/corrections.py)."""
     table = read_labels_table(path)
     missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
     if missing:
