@@ -32,7 +32,7 @@ demo: setup
 	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4
 
 test: setup
-	$(PY) -m pytest -q -ra -m "not faults and not cluster"
+	$(PY) -m pytest -q -ra --durations=25 -m "not faults and not cluster"
 
 # The fault suite (tests/test_faults.py, about 10 minutes): prints each case and its outcome.
 faults: setup
