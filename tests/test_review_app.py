@@ -369,3 +369,27 @@ def test_the_table_filters_a_reviewed_solution_by_its_corrected_labels_and_rerea
         (out / name).write_text(json.dumps(new_correction(row.solution_id, row.problem_id, row.steps, "first_error", 0, "", "ada").record()) + "\n")
         time.sleep(1.1)
         assert row.solution_id in get(first_error="some") and row.solution_id not in get(first_error="none")
+
+
+def test_an_id_that_ends_like_a_step_address_and_a_score_list_of_another_length_show_what_they_are(tmp_path):
+    tricky = [labels_row("p0", "a/step/1", "Tricky id.", STEPS, [1.0] * 4, [True] * 4), labels_row("p1", "a", "Plain id.", STEPS, [1.0] * 4, [True] * 4)]
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(json.dumps({"solution_id": "a", "step_scores": [0.9, 0.8]}) + "\n")
+    empty_queue = tmp_path / "queue.jsonl"
+    empty_queue.write_text("")
+    with ViewServer(write_labels(tmp_path / "tricky", tricky), scores, empty_queue, log=tmp_path / "view.log") as server:
+        page = server.http.get("/solution/0/a%2Fstep%2F1")
+        assert page.status_code == 200 and "Tricky id." in page.text
+        assert server.http.get("/solution/0/a/step/1").status_code == 200 and "Tricky id." in server.http.get("/solution/0/a/step/1").text
+        plain = server.http.get("/solution/0/a").text
+        assert "its scores are of 2 steps, not 4: not shown" in plain and "0.900" not in plain
+        answer = server.http.get("/", params={"output": "²"})
+        assert answer.status_code == 400 and "output" in answer.text
+    assert "queue.jsonl is empty" in (tmp_path / "view.log").read_text()
+
+
+def test_a_nan_step_score_stops_the_start_with_its_record(shards, tmp_path, capsys):
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text('{"solution_id": "s0", "step_scores": [0.9, NaN, 0.5, 0.5]}\n')
+    assert main(["view", str(shards), str(scores), "--port", "0"]) == 2
+    assert "record 1: not a line of `labeler score`: step_scores" in capsys.readouterr().err

@@ -234,3 +234,9 @@ def test_corrections_apply_in_time_order_whatever_the_time_zone_then_file_then_l
     assert reviews[1].label is True and reviews[2].label is False  # the 11th line, the last of those at 07:00, is wrong
     (tmp_path / "corrections" / "b.jsonl").write_text(json.dumps(correction(RIGHT, 0, at="2026-12-04T09:00:00").record()) + "\n")
     assert [(b.field, b.reason) for b in read_corrections(tmp_path).bad] == [("created_at", "'2026-12-04T09:00:00' has no time zone")]
+
+
+def test_a_time_out_of_range_is_a_bad_line_not_a_traceback(tmp_path):
+    (tmp_path / "corrections").mkdir()
+    (tmp_path / "corrections" / "a.jsonl").write_text(json.dumps(correction(RIGHT, 0, at="0001-01-01T00:00:00+01:00").record()) + "\n")
+    assert [(b.field, b.reason) for b in read_corrections(tmp_path).bad] == [("created_at", "'0001-01-01T00:00:00+01:00' is out of range")]

@@ -589,3 +589,49 @@ def test_labeler_label_labels_a_queue_under_the_source_ids(tiny_model_dir, tmp_p
     assert [row["solution_id"] for row in labelled] == [line["solution_id"] for line in queue_lines(queue)]
     assert [row["problem_id"] for row in labelled] == ["wrong-b", "wrong-a"] and {row["source"] for row in labelled} == {"processbench"}
     assert [row["trajectory_verdict"] for row in labelled] == ["incorrect", "incorrect"]  # the same check the queue made
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"wrong-a": [0.9, 0.7, 0.1, 0.1]}, "4 step scores for solution"),  # scores of another solution under this id
+        ({"wrong-a": [0.9]}, "1 step scores for solution"),
+        ({"wrong-b": "NaN"}, "NaN is not a score"),
+        ({"wrong-b": None}, "step_scores None is not a list of numbers"),
+        ({"wrong-b": ["0.9", "0.9"]}, "is not a list of numbers"),
+    ],
+)
+def test_score_lines_of_another_length_or_not_numbers_stop_select_with_the_line(tmp_path, capsys, change, says):
+    data = write_jsonl(tmp_path / "solutions.jsonl", ROWS)
+    ids = source_ids(data)
+    lines = [{"problem_id": p, "solution_id": ids[p], "step_scores": change.get(p, s)} for p, s in SCORES.items()]
+    text = "".join(json.dumps(line).replace('"NaN"', "[NaN, 0.8]") + "\n" for line in lines)
+    (tmp_path / "scores.jsonl").write_text(text)
+    for mode in (["--queue", "convincing-wrong"], ["--queue", "uncertain"], ["--top", "0.5"]):
+        code = main(["select", *mode, "--scores", str(tmp_path / "scores.jsonl"), "--input", str(data), "--output", str(tmp_path / "q.jsonl")])
+        error = capsys.readouterr().err
+        assert code == 2 and says in error and "Traceback" not in error, (mode, error)
+        assert not (tmp_path / "q.jsonl").exists()
+
+
+def test_judgments_that_are_not_a_judge_output_are_one_line(tmp_path, capsys):
+    rows = [labels_row("p0", "s0", "P", ["1 + 1 = 2.", "The answer is: 2"], [1.0, 1.0], [True, True])]
+    labels = write_labels(tmp_path / "labels", rows)
+    code = main(["select", "--queue", "uncertain", "--judgments", str(labels / "labels" / "part-00000.parquet"), "--input", str(labels),
+                 "--output", str(tmp_path / "q.jsonl")])  # fmt: skip
+    error = capsys.readouterr().err
+    assert code == 2 and "not a `labeler judge` output" in error and "Traceback" not in error
+
+
+def test_a_nan_prm_score_is_no_score_in_the_ranking():
+    from types import SimpleNamespace
+
+    from labeler.review.queue import gather
+
+    nan = float("nan")
+    scored = [SimpleNamespace(aggregates={"min": s}, step_scores=[s, s]) for s in (0.2, nan, 0.7)]
+    candidates = gather([solution(i) for i in range(3)], scored=scored, by="min", verdicts=[("incorrect", "1")] * 3)
+    assert [c.score for c in candidates][1] is None
+    result = rank_convincing_wrong(candidates, 5, "min")
+    assert [q.candidate.solution.solution_id for q in result.queued] == ["s2", "s0"] and result.counts["wrong_unscored"] == 1
+    assert prm_uncertainty([nan, 0.4]) == (pytest.approx(0.8), 1) and prm_uncertainty([nan]) is None

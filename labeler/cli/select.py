@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from dataclasses import asdict
 
 from labeler.cli.common import (
@@ -280,22 +281,54 @@ def _score(args, solutions, combined):
 
 def _scored_from_file(path: str, solutions, combined):
     """The score lines of `path` for `solutions`, matched by solution_id, their aggregates recomputed
-    from the step and trajectory scores (so --trajectory-weight applies); ValueError when one is missing."""
+    from the step and trajectory scores (so --trajectory-weight applies); ValueError when one is missing,
+    is not a score line (a score that is not a finite number or null), or scores another number of steps
+    than its solution has (scores of other solutions under the same ids: a job's sampled solutions)."""
     from labeler.prm.scoring import scored_solution
 
-    lines = {}
+    def no_constant(name):
+        raise ValueError(f"{name} is not a score")
+
+    lines, numbers = {}, {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    record = json.loads(line)
-                    lines[record["solution_id"]] = record
-                except (ValueError, KeyError, TypeError) as error:
+                    record = json.loads(line, parse_constant=no_constant)
+                    problem = _score_line_problem(record)
+                    if problem:
+                        raise ValueError(problem)
+                except ValueError as error:
                     raise ValueError(f"{path}: line {number} is not a score line of `labeler score`: {error}") from None
+                lines[record["solution_id"]] = record
+                numbers[record["solution_id"]] = number
     missing = [s for s in solutions if s.solution_id not in lines]
     if missing:
         raise ValueError(
             f"{path} has no score for {len(missing)} of the input's {len(solutions)} solutions (first: row {missing[0].row_index}, "
             f"solution_id {missing[0].solution_id}): score this same input, with the same format flags"
         )
+    for s in solutions:
+        given = len(lines[s.solution_id]["step_scores"])
+        if given != len(s.steps):
+            raise ValueError(
+                f"{path}: line {numbers[s.solution_id]}: {given} step scores for solution {s.solution_id}, which has {len(s.steps)} "
+                "steps: these are scores of other solutions (score this same input)"
+            )
     return [scored_solution(s, lines[s.solution_id]["step_scores"], lines[s.solution_id].get("trajectory_score"), combined) for s in solutions]
+
+
+def _score_line_problem(record) -> str | None:
+    """What makes `record` not a line of `labeler score` (None: it is one)."""
+    if not isinstance(record, dict) or not isinstance(record.get("solution_id"), str):
+        return "no solution_id"
+    scores = record.get("step_scores")
+    if not isinstance(scores, list) or not all(s is None or _is_score(s) for s in scores):
+        return f"step_scores {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
+    if record.get("trajectory_score") is not None and not _is_score(record["trajectory_score"]):
+        return f"trajectory_score {record['trajectory_score']!r} is not a number"
+    return None
+
+
+def _is_score(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

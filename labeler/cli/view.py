@@ -41,7 +41,7 @@ def register(subparsers) -> None:
         usage_errors="bad usage, an output that cannot be read, or an address that cannot be bound",
     )
     parser.add_argument(
-        "outputs", nargs="+", metavar="OUT", help="labels, judge, import, consensus or bon outputs; score lines or a queue (.jsonl)"
+        "outputs", nargs="+", metavar="OUT", help="labels, judge, import, consensus or bon outputs; score lines (.jsonl) or a queue (.jsonl or .parquet)"
     )
     add_flags(parser, ViewConfig)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
@@ -66,7 +66,8 @@ def run_view(args: argparse.Namespace) -> int:
     except (SourceError, ShardsError, StorageError, ValueError, OSError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     try:
-        sock = socket.create_server((config.host, config.port))
+        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+        sock = socket.create_server((config.host, config.port), family=family)
     except OSError as error:
         return usage_error(COMMAND, f"cannot listen on {config.host}:{config.port}: {error.strerror or error}")
     import uvicorn

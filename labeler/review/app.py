@@ -36,7 +36,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
-_NUMBER = re.compile(r"\d{1,9}")  # an output's, a step's or a rollout's number in a path
+_NUMBER = re.compile(r"[0-9]{1,9}")  # an output's, a step's or a rollout's number in a path
+_STEP_PATH = re.compile(r"(.+)/step/([^/]*)")  # SOLUTION_ID/step/I
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,7 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
             first_error_choices=FIRST_ERROR_CHOICES, judge_choices=JUDGE_CHOICES, sorts=SORTS,
         )  # fmt: skip
 
-    # Solution ids may hold "/" (an imported dataset's): the routes with more after the id come first
-    @app.get("/solution/{output}/{solution_id:path}/step/{step}", response_class=HTMLResponse)
-    def rollouts(output: str, solution_id: str, step: str, fragment: int = 0):
+    def rollouts(output: str, solution_id: str, step: str, fragment: int):
         located, row = find(output, solution_id, ["steps"])
         step_index = step_of(located, row, step)
         found = step_rollouts(located, solution_id, step_index)
@@ -163,9 +162,15 @@ def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:
         anchor = f"#step-{step}" if step is not None else ""
         return RedirectResponse(f"/solution/{located.output.number}/{quote(solution_id, safe='')}?saved={quote(action)}{anchor}", status_code=303)
 
-    @app.get("/solution/{output}/{solution_id:path}", response_class=HTMLResponse)
-    def solution(output: str, solution_id: str, saved: str = ""):
-        located, row = find(output, solution_id)
+    # A solution id may hold "/" (an imported dataset's), even ".../step/1": the whole path is tried as an
+    # id first, then as an id and a step's rollouts
+    @app.get("/solution/{output}/{path:path}", response_class=HTMLResponse)
+    def solution_or_rollouts(output: str, path: str, saved: str = "", fragment: int = 0):
+        whole = index.solution_row(number(output, "output"), path)
+        step = _STEP_PATH.fullmatch(path)
+        if whole is None and step is not None:
+            return rollouts(output, step.group(1), step.group(2), fragment)
+        located, row = whole or find(output, path)
         view = solution_view(index, located, row)
         return page("solution.html", view=view, output=located.output, saved=saved if saved in ACTIONS else "")
 

@@ -98,7 +98,7 @@ class Query:
                     float(getattr(self, name))
                 except ValueError:
                     raise QueryError(f"{name}: {getattr(self, name)!r} is not a number") from None
-        if self.output and not self.output.isdigit():
+        if self.output and not (self.output.isascii() and self.output.isdigit() and len(self.output) <= 6):
             raise QueryError(f"output: {self.output!r} is not an output's number")
 
     def params(self, **changes) -> dict[str, str]:
@@ -240,7 +240,11 @@ class SolutionIndex:
             if not by_solution:
                 continue
             mine = pc.and_(pc.equal(table.column("output"), number), pc.is_in(ids, value_set=pa.array(list(by_solution), pa.string())))
-            rows = pc.indices_nonzero(mine).to_pylist()
+            rows, seen = [], set()
+            for i in pc.indices_nonzero(mine).to_pylist():  # a repeated id: its first row only, as the readers apply them
+                if ids[i].as_py() not in seen:
+                    seen.add(ids[i].as_py())
+                    rows.append(i)
             by_file: dict[str, list[int]] = {}
             for i in rows:
                 by_file.setdefault(table.column("file")[i].as_py(), []).append(i)

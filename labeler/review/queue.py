@@ -55,6 +55,7 @@ source's, the one `labeler view` joins the labels on.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ def rank_convincing_wrong(candidates: Sequence[Candidate], budget: int, by: str)
 
 def prm_uncertainty(step_scores: Sequence[float | None]) -> tuple[float, int] | None:
     """1 - 2 x min |p - 0.5| over the scored steps, and the step nearest 0.5 (the first on ties); None: no step scored."""
-    scored = [(abs(p - 0.5), i) for i, p in enumerate(step_scores) if p is not None]
+    scored = [(abs(p - 0.5), i) for i, p in enumerate(step_scores) if p is not None and math.isfinite(p)]
     if not scored:
         return None
     distance, step = min(scored)
@@ -321,6 +322,9 @@ def judge_facts(path: str, solutions: Sequence[SolutionToScore]) -> dict[str, tu
     from labeler.store.reader import read_judgments_table
 
     table = read_judgments_table(path)
+    missing = sorted({"solution_id", "steps", "first_error", "agreement"} - set(table.column_names))
+    if missing:
+        raise QueueError(f"{path}: not a `labeler judge` output (no {', '.join(missing)} column)")
     steps_of = {solution.solution_id: list(solution.steps) for solution in solutions}
     found = {}
     for row in table.select(["solution_id", "steps", "first_error", "agreement"]).to_pylist():
@@ -352,7 +356,8 @@ def gather(
     for i, solution in enumerate(solutions):
         facts: dict = {}
         if scored is not None:
-            facts |= {"score": scored[i].aggregates.get(by), "step_scores": tuple(scored[i].step_scores)}
+            score = scored[i].aggregates.get(by)
+            facts |= {"score": score if score is not None and math.isfinite(score) else None, "step_scores": tuple(scored[i].step_scores)}
         if verdicts is not None:
             facts |= {"verdict": verdicts[i][0], "stated": verdicts[i][1]}
         if labels is not None:

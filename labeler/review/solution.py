@@ -87,8 +87,12 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
         step_scores = scores.scores.get(row["solution_id"])
         if step_scores is None:
             continue
+        if len(step_scores) != n:  # scores of another solution under this id: none is this solution's step's
+            for view in views:
+                view.scores.append((f"{scores.name} (its scores are of {len(step_scores)} steps, not {n}: not shown)", None))
+            continue
         for view in views:
-            view.scores.append((scores.name, step_scores[view.index] if view.index < len(step_scores) else None))
+            view.scores.append((scores.name, step_scores[view.index]))
     first_error = row["first_error"]
     before = [s.method for s in views[: first_error if first_error >= 0 else n]]
     corrected_first, corrected_known = None, False

@@ -12,6 +12,8 @@ are committed.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from labeler.store.manifest import JOB_KIND_KEY, MANIFEST_NAME, load_manifest
 from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ROLLOUTS_DIR
 from schemas.corrections import CORRECTIONS_DIR
 
+log = logging.getLogger("labeler.view")
 LABELS, JUDGMENTS = "labels", "judgments"
 REFRESH_SECONDS = 1.0  # how often a job's manifest is read again for newly committed units
 
@@ -250,7 +253,11 @@ def _open_jsonl(given: str, sources: Sources) -> None:
 
 def _add_records(given: str, records: list, sources: Sources) -> None:
     """PRM scores or a queue, told apart by the first record; every record is checked (SourceError naming
-    the first bad one): a score that is not one, or a queue line without its rank, would be shown as data."""
+    the first bad one): a score that is not one, or a queue line without its rank, would be shown as data.
+    An empty file (a queue that found nothing to queue) joins nothing: a warning says so."""
+    if not records:
+        log.warning("%s is empty: no PRM scores or queue to show", given)
+        return
     if records and isinstance(records[0], dict) and "queue_rank" in records[0]:
         kind, check = "a queue line", _queue_problem
     elif records and isinstance(records[0], dict) and "step_scores" in records[0]:
@@ -284,7 +291,7 @@ def _scores_problem(record: dict) -> str | None:
     if not isinstance(record.get("solution_id"), str):
         return "solution_id: missing or not a string"
     scores = record.get("step_scores")
-    if not isinstance(scores, list) or not all(s is None or (isinstance(s, (int, float)) and not isinstance(s, bool)) for s in scores):
+    if not isinstance(scores, list) or not all(s is None or (isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)) for s in scores):
         return f"step_scores: {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
     return None
 

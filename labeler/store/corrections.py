@@ -148,6 +148,10 @@ def check(correction: Correction, n_steps: int | None = None) -> None:
         raise CorrectionError("created_at", f"{correction.created_at!r} is not an ISO 8601 time") from None
     if at.tzinfo is None:  # its place among the others would be a guess
         raise CorrectionError("created_at", f"{correction.created_at!r} has no time zone")
+    try:
+        at.astimezone(timezone.utc)
+    except OverflowError:
+        raise CorrectionError("created_at", f"{correction.created_at!r} is out of range") from None
 
 
 def applying_order(correction: Correction) -> tuple:
