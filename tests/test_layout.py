@@ -1,4 +1,4 @@
-"""The layout the README's Layout section shows: packages by concern, dependencies pointing one way."""
+"""The layout docs/reference/layout.md shows: packages by concern, dependencies pointing one way."""
 
 import ast
 from pathlib import Path
