@@ -98,6 +98,29 @@ def flag_values(args: argparse.Namespace, cls, only=None, exclude=()) -> dict:
     return values
 
 
+def flags_for(values: dict, cls) -> list[str]:
+    """The flags of `cls` that give its settings `values` (a job's, as its manifest keeps them), in
+    declaration order: those whose value differs from the flag's default; a setting absent from
+    `values` is left to its default. The inverse of `flag_values`, to rebuild a job's command."""
+    hints = typing.get_type_hints(cls)
+    argv: list[str] = []
+    for f in cli_fields(cls):
+        if f.name not in values:
+            continue
+        value, default, kind = values[f.name], _cli_default(f), _base_type(hints[f.name])
+        if kind is dict:
+            given = value or {}
+            argv += [item for key in f.metadata["keys"] if given.get(key) is not None for item in (f.metadata["flag"].format(key=key), str(given[key]))]
+        elif kind is bool:
+            if value != default:
+                argv.append(flag_name(f))
+        elif kind is tuple:
+            argv += [item for entry in value or () for item in (flag_name(f), str(entry))]
+        elif value is not None and value != default:
+            argv += [flag_name(f), str(value)]
+    return argv
+
+
 def flag_name(f: dataclasses.Field) -> str:
     if f.metadata.get("flag"):
         return f.metadata["flag"]

@@ -21,7 +21,9 @@ def register(subparsers) -> None:
         COMMAND,
         help="label the steps of math solutions with Monte-Carlo rollouts",
         description="Sample N completions from every step prefix of every solution, check their final answers, "
-        "and write per-step soft/hard labels as Parquet shards. Rerun the same command to resume.",
+        "and write per-step soft/hard labels as Parquet shards.\n"
+        "Rows that carry only a problem first get --solutions-per-problem solutions sampled; with --sample-solutions\n"
+        "every row does, whatever its --preset (its own solution left out). Rerun the same command to resume.",
         usage_errors="bad usage (a setting out of range), unreadable input, an input with no rows or too many rejected, "
         "an --output that cannot be written or read or that another driver is labelling, "
         "or settings, input or engine that differ from the job already in --output",

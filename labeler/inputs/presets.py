@@ -21,6 +21,13 @@
   (--reasoning-column). Steps: the thinking split by the `thinking` rule (into at most --max-steps
   chunks; another --split rule when given), then the whole response as one final step.
 
+Sampling new solutions (PresetOptions.sample_solutions, from --sample-solutions): whatever the preset,
+a row is read as its problem and reference answer only, each found where the preset finds it
+(GSM8K's after `####`, math's `answer` or the last \\boxed{} of its solution, the `+` final step of a
+math-shepherd row), and its steps are left out (None): the job samples solutions for it as for a
+problem-only row. The row's solution is then neither split nor checked (a prm800k row's completions,
+a trace's thinking), except where the preset reads the answer from it.
+
 `math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
 columns; given without a preset they select `columns`. With an answer book (PresetOptions.answers,
 from --answers FILE), a math-shepherd, processbench, math or columns row that carries no reference
@@ -65,6 +72,7 @@ class PresetOptions:
     answers: AnswerBook | None = None  # --answers FILE: reference answers by problem text, for rows without one
     reasoning_column: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS  # the thinking split rule's bound
+    sample_solutions: bool = False  # --sample-solutions: problem and reference answer only, the row's solution left out
 
     @classmethod
     def from_columns(
@@ -74,10 +82,13 @@ class PresetOptions:
         columns: dict[str, str],
         answers: AnswerBook | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
+        sample_solutions: bool = False,
     ) -> PresetOptions:
         """From a {field: column} mapping of the explicit column flags (fields as in COLUMN_FIELDS)."""
         given = {f"{name}_column": columns.get(name) for name in COLUMN_FIELDS}
-        return cls(split_rule=split_rule, max_row_chars=max_row_chars, answers=answers, max_steps=max_steps, **given)
+        return cls(
+            split_rule=split_rule, max_row_chars=max_row_chars, answers=answers, max_steps=max_steps, sample_solutions=sample_solutions, **given
+        )
 
 
 COLUMN_FIELDS = ("problem", "answer", "solution", "steps", "id", "reasoning")  # the --FIELD-column flags
@@ -169,6 +180,8 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
     columns = _columns(preset, options)
     problem, answer, steps, *trace = _READERS[preset](row, columns, options)
     thinking_steps, finished = trace or (0, True)  # only the trace reader tells them
+    if options.sample_solutions:  # problem and reference only: the job samples the solutions
+        steps, thinking_steps, finished = None, 0, True
     total = len(problem) + len(answer) + sum(map(len, steps or ()))
     if total > options.max_row_chars:
         raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
@@ -179,7 +192,7 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
         reference_answer=answer,
         steps=None if steps is None else tuple(steps),
         source=preset,
-        complete=finished and _ends_with_answer(preset, row),
+        complete=finished and (steps is None or _ends_with_answer(preset, row)),
         thinking_steps=thinking_steps,
     )
 
@@ -246,6 +259,8 @@ def _columns(preset: str, options: PresetOptions) -> _Columns:
 
 def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
     problem = _required(row, columns.problem, "problem")
+    if columns.answer and options.sample_solutions:  # the answer from its own column: the solution is not read
+        return problem, _required(row, columns.answer, "answer", numbers=True), None
     text = _required(row, columns.solution, "answer")
     body, marker, final = text.rpartition("####")
     if columns.answer:
@@ -256,6 +271,8 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
         answer = final.strip().replace(",", "")
         if not answer:
             raise RowError("answer", "nothing after '####'")
+    if options.sample_solutions:
+        return problem, answer, None
     rule = "newline" if options.split_rule == "auto" else options.split_rule
     steps = _split(_CALCULATOR.sub("", body if marker else text), rule, "steps", options)
     return problem, answer, steps
@@ -266,7 +283,9 @@ def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_an
     problem = _required(row, columns.problem, "problem")
     solution = _text(row, columns.solution, "solution") if columns.solution else None
     steps = None
-    if columns.steps and (needs_steps or row.get(columns.steps) is not None):
+    if options.sample_solutions:  # the solution is read only for a \boxed{} answer
+        pass
+    elif columns.steps and (needs_steps or row.get(columns.steps) is not None):
         steps = _step_list(row, columns.steps)
     elif solution is not None:
         steps = _split(solution, options.split_rule, "solution", options)
@@ -328,6 +347,8 @@ def _read_prm800k(row: dict, columns: _Columns, options: PresetOptions):
         raise RowError("problem", "column 'question' is not an object")
     problem = _required(question, "problem", "problem", where="question.")
     answer = _required(question, "ground_truth_answer", "answer", numbers=True, where="question.")
+    if options.sample_solutions:
+        return problem, answer, None
     label = row.get("label")
     if not isinstance(label, dict) or not isinstance(label.get("steps"), list):
         raise RowError("steps", "column 'label' has no 'steps' list")
@@ -369,6 +390,8 @@ def _read_trace(row: dict, columns: _Columns, options: PresetOptions):
     answer = _required(row, column("answer"), "answer", numbers=True)
     if THINK_CLOSE in answer:
         raise RowError("answer", f"column '{column('answer')}' holds a thinking trace, not a reference answer: pass --solution-column and --answer-column")
+    if options.sample_solutions:
+        return problem, answer, None
     response_column, reasoning_column = column("solution"), column("reasoning")
     text = _text(row, response_column, "response") or ""
     reasoning = _text(row, reasoning_column, "reasoning")

@@ -237,6 +237,14 @@ class LabelConfig(JobSettings):
         group=INPUT_OUTPUT,
         default_text="none",
     )
+    sample_solutions: bool = setting(
+        False,
+        help="sample new solutions instead of labelling the input's own: read each row, whatever its --preset, as "
+        "its problem and reference answer only (the answer where the preset finds it: GSM8K's after '####', "
+        "math's answer or last \\boxed{}), leave out its solution or steps, and sample --solutions-per-problem "
+        "solutions for it to label (as rows without a solution always are)",
+        group=INPUT_OUTPUT,
+    )
     rollouts: int = setting(8, at_least=1, help="completions sampled per step prefix (N)", group=ROLLOUTS)
     temperature: float = setting(
         0.7, **TEMPERATURE_RANGE, help="sampling temperature of rollouts and sampled solutions (0: greedy)", group=ROLLOUTS
@@ -264,7 +272,7 @@ class LabelConfig(JobSettings):
         group=ROLLOUTS,
     )
     shard_size: int = setting(64, at_least=1, help="solutions per work unit (one shard, one commit)", group=ROLLOUTS)
-    solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem (M)", group=ROLLOUTS)
+    solutions_per_problem: int = setting(4, at_least=1, help="solutions sampled for rows that carry only a problem, and for every row with --sample-solutions (M)", group=ROLLOUTS)
     solution_max_new_tokens: int = setting(512, at_least=1, help="token budget of each sampled solution", group=ROLLOUTS)
     final_step: str = setting(
         "check",
@@ -398,6 +406,8 @@ class LabelConfig(JobSettings):
             del settings["answers"]
         if settings["min_counted_rollouts"] == 1:  # likewise: at its default, jobs started before it resume
             del settings["min_counted_rollouts"]
+        if not settings["sample_solutions"]:  # likewise
+            del settings["sample_solutions"]
         return settings
 
 

@@ -132,11 +132,14 @@ def input_path(spec: str) -> str:
 
 def preset_options(config: LabelConfig) -> PresetOptions:
     """How the presets read the job's rows: the input-format settings (preset, split rule, row size, column
-    flags) of a job's settings (LabelConfig, or another job's that declares the same fields); reads the
-    --answers file, if any (InputError when it cannot)."""
+    flags, --sample-solutions where it has it) of a job's settings (LabelConfig, or another job's that declares
+    the same fields); reads the --answers file, if any (InputError when it cannot)."""
     answers_file = config.answers_file()
     answers = read_answer_book(answers_file, config.trust_remote_code) if answers_file else None
-    return PresetOptions.from_columns(config.split_rule, config.max_row_chars, config.columns, answers, max_steps=config.max_steps)
+    return PresetOptions.from_columns(
+        config.split_rule, config.max_row_chars, config.columns, answers, max_steps=config.max_steps,
+        sample_solutions=getattr(config, "sample_solutions", False),
+    )  # fmt: skip
 
 
 def plan_job(config: LabelConfig) -> JobPlan:

@@ -213,17 +213,7 @@ class OutputLock:
 
     def _process_gone(self, holder: LockHolder) -> str | None:
         """Why the process of `holder`, a lock of this host, is certainly not running; None when it may be."""
-        me = self.holder
-        if holder.boot_id and me.boot_id and holder.boot_id != me.boot_id:
-            return "this host has restarted since it was taken"
-        if not _pid_alive(holder.pid):
-            return "that process is gone"
-        if holder.format < 2 and holder.pid == me.pid:  # every lock this process writes has a later format
-            return f"pid {holder.pid} is another process now (this one, which did not take it)"
-        now_start = _process_start(holder.pid)
-        if holder.process_start and now_start and holder.process_start != now_start:
-            return f"pid {holder.pid} is another process now (started at tick {now_start}, the holder at {holder.process_start})"
-        return None
+        return process_gone(holder, self.holder.boot_id, self.holder.pid)
 
     def _hold(self, version) -> None:
         self._version = version
@@ -295,7 +285,9 @@ def hold_output(store: ShardStore, enabled: bool = True) -> Iterator[list[str]]:
 
 
 def read_lock_holder(location: OutputLocation) -> dict | None:
-    """Who holds the output's lock, read without taking it (`labeler status`); None when no one does."""
+    """Who holds the output's lock, read without taking it (`labeler status`, `labeler report`); None when
+    no one does. `stale`: its driver is gone and the next run takes the lock over (`gone` says why, when
+    the holder is a process of this host that is certainly not running)."""
     data = location.read_bytes(LOCK_NAME)
     if data is None:
         return None
@@ -306,7 +298,26 @@ def read_lock_holder(location: OutputLocation) -> dict | None:
         who = {key: holder.content.get(key, "?") for key in ("host", "pid")}  # what readers name a holder by
         return {"foreign": holder.describe(), **who, "stale": False}
     age = time.time() - _epoch(holder.heartbeat)
-    return {"host": holder.host, "pid": holder.pid, "started": holder.started, "heartbeat_age_seconds": round(age, 1), "stale": age > STALE_AFTER_SECONDS}
+    # stale: its driver is gone, as a driver starting here would judge it (OutputLock._stale_reason): its
+    # heartbeat is too old, or it is of this host and its process is certainly not running (a kill -9)
+    gone = process_gone(holder, _boot_id(), os.getpid()) if holder.host == socket.gethostname() else None
+    found = {"host": holder.host, "pid": holder.pid, "started": holder.started, "heartbeat_age_seconds": round(age, 1)}
+    return found | {"stale": age > STALE_AFTER_SECONDS or gone is not None} | ({"gone": gone} if gone else {})
+
+
+def process_gone(holder: LockHolder, boot_id: str, pid: int) -> str | None:
+    """Why the process of `holder`, a lock of this host, is certainly not running, as seen from the
+    process `pid` of boot `boot_id` of this host; None when it may be."""
+    if holder.boot_id and boot_id and holder.boot_id != boot_id:
+        return "this host has restarted since it was taken"
+    if not _pid_alive(holder.pid):
+        return "that process is gone"
+    if holder.format < 2 and holder.pid == pid:  # every lock this process writes has a later format
+        return f"pid {holder.pid} is another process now (this one, which did not take it)"
+    now_start = _process_start(holder.pid)
+    if holder.process_start and now_start and holder.process_start != now_start:
+        return f"pid {holder.pid} is another process now (started at tick {now_start}, the holder at {holder.process_start})"
+    return None
 
 
 def _iso(epoch: float) -> str:

@@ -1,9 +1,16 @@
-"""`labeler status DIR`: what a job (running or finished) has done, read from its manifest and commit records alone."""
+"""`labeler status DIR`: what a job (running, interrupted or finished) has done, read from its manifest,
+commit records and lock alone.
+
+Its state: finished (every unit committed), running (units left, and a live driver holds the output's
+lock) or interrupted (units left, and no driver: no lock, or a stale one, left by a driver that is
+gone). Only a running job has an ETA; an interrupted one has instead the command that resumes it.
+A job run with --no-output-lock holds no lock, so while it runs it reads as interrupted."""
 
 from __future__ import annotations
 
 import time
 from calendar import timegm
+from typing import Callable
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
@@ -11,8 +18,13 @@ from labeler.store.manifest import JOB_KIND_KEY, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
+FINISHED, RUNNING, INTERRUPTED = "finished", "running", "interrupted"  # the job's `state`
 
-def job_status(directory: str) -> dict:
+
+def job_status(directory: str, resume_command: Callable[[str, dict, str], str | None] | None = None) -> dict:
+    """The job in `directory`, as `labeler status --json` shows it. `resume_command(kind, settings, directory)`:
+    the command that resumes an interrupted job of that kind with those settings (the manifest's), or None
+    where it cannot say; `labeler status` gives it (labeler/cli/status.py), since the flags are the CLI's."""
     location = OutputLocation(directory)
     manifest = load_manifest(location)
     if manifest is None:
@@ -25,10 +37,22 @@ def job_status(directory: str) -> dict:
     rows_per_second = committed_rows / seconds if seconds else None
     failed = [unit.get("stats", {}) for unit in manifest["units"] if unit.get("stats", {}).get(FAILURE_KEY)]
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
+    driver = read_lock_holder(location)
+    kind = manifest.get(JOB_KIND_KEY) or "label"  # the command that wrote it: label, judge, consensus, import
+    if done == total:
+        state = FINISHED
+    else:  # a foreign lock (a newer labeler's) is not stale: its driver may be running
+        state = RUNNING if driver is not None and not driver.get("stale") else INTERRUPTED
+    if state == INTERRUPTED:
+        eta, eta_reason = None, "interrupted: no driver is running; rerun the job's command to resume"
+    elif state == RUNNING and not rows_per_second:
+        eta, eta_reason = None, "no unit committed yet: no rate to estimate from"
+    else:
+        eta, eta_reason = (all_rows - committed_rows) / rows_per_second if rows_per_second else 0.0, None
     return {
         "directory": directory,
-        "job": manifest.get(JOB_KIND_KEY) or "label",  # the command that wrote it: label, judge, consensus
-        "state": "finished" if done == total else "incomplete",
+        "job": kind,
+        "state": state,
         "units_committed": done,
         "units_total": total,
         "units_failed": len(failed),  # committed with rows of them in rejected/ (labeler/labeling/unit_failures.py)
@@ -47,12 +71,18 @@ def job_status(directory: str) -> dict:
         "generation_seconds": seconds,
         "tokens_per_second": totals["generated_tokens"] / seconds if seconds else None,
         "rollouts_per_second": totals["rollouts"] / seconds if seconds else None,
-        "eta_seconds": (all_rows - committed_rows) / rows_per_second if rows_per_second else None,
+        "eta_seconds": eta,  # running jobs only (0 for a finished one); None with eta_reason saying why
+        "eta_reason": eta_reason,
         "last_commit": last_commit or None,
         "seconds_since_last_commit": time.time() - timegm(time.strptime(last_commit, "%Y-%m-%dT%H:%M:%SZ")) if last_commit else None,
         "model": manifest["model"].get("name"),
         "config_hash": manifest["config_hash"],
-        "driver": read_lock_holder(location),
+        "driver": driver,
+        # interrupted jobs only: the command that resumes it, rebuilt from the manifest's settings (None where
+        # they cannot be rebuilt: then rerun the command that started it)
+        "resume_command": resume_command(kind, manifest.get("config") or {}, directory)
+        if state == INTERRUPTED and resume_command is not None
+        else None,
     }
 
 
@@ -63,22 +93,36 @@ def format_status(status: dict) -> str:
     failed = _describe_failed(
         status["units_failed"], status["units_failed_by_the_machine"], status.get("most_reopenings", 0), status["job"]
     )
-    eta = "done" if status["state"] == "finished" else ("?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"]))
-    return "\n".join(
-        [
-            f"job       : {status['directory']} ({status['state']}{'' if status['job'] == 'label' else ', labeler ' + status['job']})",
-            f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
-            f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
-            f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
-            f"{status['input_rows_rejected']} rejected on input)",
-            f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
-            f"tokens    : {status['generated_tokens']} generated",
-            f"rate      : {rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}",
-            f"ETA       : {eta}",
-            f"model     : {status['model']}",
-            f"driver    : {_describe_driver(status['driver'])}",
-        ]
-    )
+    state, kind = status["state"], status["job"]
+    rates = f"{rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}"
+    if state == FINISHED:
+        what, eta = "finished", "done"
+    elif state == RUNNING:
+        what, eta = "incomplete, running", "?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"])
+    else:  # no driver: nothing runs, so no rate now and no ETA; only what it did while it ran, if anything
+        what, eta = "incomplete, interrupted: no driver is running", "none: the job is interrupted"
+        rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
+    lines = [
+        f"job       : {status['directory']} ({what}{'' if kind == 'label' else ', labeler ' + kind})",
+        f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
+        f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
+        f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
+        f"{status['input_rows_rejected']} rejected on input)",
+        f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
+        f"tokens    : {status['generated_tokens']} generated",
+        f"rate      : {rates}",
+        f"ETA       : {eta}",
+        f"model     : {status['model']}",
+        f"driver    : {_describe_driver(status['driver'])}",
+    ]
+    if state == INTERRUPTED:
+        resume = status.get("resume_command")
+        lines.append(
+            f"resume    : {resume}  (plus the engine and cluster flags it ran with, if any)"
+            if resume
+            else f"resume    : rerun the `labeler {kind}` command that started it (the same settings and --output)"
+        )
+    return "\n".join(lines)
 
 
 def _describe_failed(failed: int, by_machine: int, reopenings: int = 0, job: str = "label") -> str:
@@ -104,10 +148,12 @@ def _samples(status: dict) -> str:
 
 def _describe_driver(driver: dict | None) -> str:
     if driver is None:
-        return "none (the output is not locked: no job is running on it)"
+        return "none (the output is not locked: no job is running on it, unless one runs with --no-output-lock)"
     if driver.get("unreadable"):
         return "a lock that cannot be read: the next run takes it over"
     if driver.get("foreign"):
         return f"a lock {driver['foreign']}: its driver may be running; the next run refuses it until it is deleted"
     who = f"host {driver['host']}, pid {driver['pid']}, since {driver['started']}, last heartbeat {driver['heartbeat_age_seconds']:.0f}s ago"
+    if driver.get("gone"):
+        return f"stale lock of {who}: its driver is gone ({driver['gone']}), the next run takes it over"
     return f"stale lock of {who}: its driver is gone, the next run takes it over" if driver["stale"] else f"running on {who}"
