@@ -31,14 +31,16 @@ browser:
 demo: setup
 	$(VENV)/bin/labeler label --output demo-output --overwrite --limit 12 --rollouts 4 --temperature 0.3 --max-new-tokens 64 --shard-size 4
 
+# Leaves out the cases marked faults and slow (make faults runs them) and cluster (make cluster).
 test: setup
-	$(PY) -m pytest -q -ra --durations=25 -m "not faults and not cluster"
+	$(PY) -m pytest -q -ra --durations=25 -m "not faults and not slow and not cluster"
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing page or any other warning fails it.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
-# The fault suite (tests/test_faults.py, about 10 minutes): prints each case and its outcome.
+# The fault suite (tests/test_faults.py and the fault files), then the slow end-to-end cases make test leaves out
+# (marked slow): prints each case and its outcome. About 20 minutes on 2 cores.
 faults: setup
 	$(PY) bench/faults.py
 

@@ -1,13 +1,19 @@
 """The fault suite: faults an operator meets, injected into real runs, each checked against an
-uninterrupted run of the same job. Prints each case, its outcome and seconds.
+uninterrupted run of the same job, then the slow end-to-end cases `make test` leaves out. Prints
+each case, its outcome and seconds.
 
 The expensive cases (tests/test_faults.py, marked `faults`: engine and worker kills, kill storms of
 the driver, a disk filled mid-run) start the real engine many times and are left out of `make
 test`; the cheap ones (FAULT_FILES below: poison units, engine death with a stand-in engine
 process, two drivers, storage errors, corrupt manifests and shards) also run in `make test`.
 
-    .venv/bin/python bench/faults.py            # every case (about 10 minutes on 2 cores)
-    .venv/bin/python bench/faults.py -k storm   # the cases whose name matches, as pytest's -k
+The slow cases (marked `slow` anywhere under tests/, pyproject.toml says so): more SIGKILLs, Ray and
+subprocess runs of what other tests in `make test` cover already (a driver killed on Ray, a judge
+killed, a judge on Ray workers, the world bench end to end, ...); each test says what covers it.
+
+    .venv/bin/python bench/faults.py               # every case: the fault files, then the slow cases
+    .venv/bin/python bench/faults.py --only slow   # the slow cases alone (--only faults: the fault files alone)
+    .venv/bin/python bench/faults.py -k storm      # the cases whose name matches, as pytest's -k
 
 Exit status 0 when every case passed.
 """
@@ -23,23 +29,34 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT_FILES = ["tests/test_faults.py", "tests/test_unit_failures.py", "tests/test_output_lock.py", "tests/test_storage_errors.py"]
+# The two pytest runs, in order: (name, its arguments). `slow` minus `faults` (in FAULT_FILES already) and
+# `cluster` (make cluster runs those).
+PARTS = {
+    "faults": FAULT_FILES,
+    "slow": ["tests", "-m", "slow and not faults and not cluster"],
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-k", dest="select", help="only the cases whose name matches this pytest -k expression")
+    parser.add_argument("--only", choices=sorted(PARTS), help="run one part: the fault files, or the slow cases")
     args = parser.parse_args(argv)
+    cases = []
     with tempfile.TemporaryDirectory() as folder:
-        report = Path(folder) / "faults.xml"
-        command = [sys.executable, "-m", "pytest", "-q", *FAULT_FILES, f"--junitxml={report}", "-p", "no:cacheprovider"]
-        if args.select:
-            command += ["-k", args.select]
-        print(f"running: {' '.join(command[2:])}", file=sys.stderr)
-        subprocess.run(command, cwd=ROOT, stdout=sys.stderr)  # pytest's own report goes to stderr, the table to stdout
-        if not report.exists():
-            print("pytest wrote no report", file=sys.stderr)
-            return 2
-        cases = list(ElementTree.parse(report).getroot().iter("testcase"))
+        for part, selection in PARTS.items():
+            if args.only and part != args.only:
+                continue
+            report = Path(folder) / f"{part}.xml"
+            command = [sys.executable, "-m", "pytest", "-q", *selection, f"--junitxml={report}", "-p", "no:cacheprovider"]
+            if args.select:
+                command += ["-k", args.select]
+            print(f"running: {' '.join(command[2:])}", file=sys.stderr)
+            subprocess.run(command, cwd=ROOT, stdout=sys.stderr)  # pytest's own report goes to stderr, the table to stdout
+            if not report.exists():
+                print(f"pytest wrote no report ({part})", file=sys.stderr)
+                return 2
+            cases += list(ElementTree.parse(report).getroot().iter("testcase"))
     failed = 0
     print(f"{'case':<80} {'outcome':<8} {'seconds':>8}")
     for case in cases:

@@ -1,3 +1,4 @@
+import gc
 import json
 import os
 from pathlib import Path
@@ -26,7 +27,37 @@ def tiny_engine(tiny_model_dir):
 
     generator = VLLMGenerator(str(tiny_model_dir), model_name="tiny-llama", dtype="float32", max_model_len=1024)
     yield generator
-    generator.close()
+    # While this engine lives, every other in-process engine a test closes is set aside, and closing this one, the
+    # last, shuts them all down (workers/vllm_generator.py: shutdown_engine), each with two full gc.collect() of this
+    # process: 63 s of a make test run's last test for its ~60 engines. One collection after them frees the same.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gc, "collect", lambda *args, **kwargs: 0)
+        generator.close()
+    gc.collect()
+
+
+class _KeptOpen:
+    """The session's engine handed to a command: the command's close leaves it open for the next."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+@pytest.fixture
+def commands_on_tiny_engine(tiny_engine, monkeypatch):
+    """Commands run in this process (labeler.cli.main) get the session's engine instead of starting one (about
+    20 s each on 2 cores): give them the tiny model's folder and its settings (--dtype float32 --max-model-len 1024).
+    Starting an engine in a fresh `labeler` process is what tests/test_cli_resume.py and test_embedded_defaults.py run."""
+    import workers.vllm_generator
+
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: _KeptOpen(tiny_engine))
+    return tiny_engine
 
 
 @pytest.fixture(scope="session")

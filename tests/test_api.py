@@ -107,7 +107,10 @@ print("labelled", labels.num_rows)
 """
 
 
+# make faults, not make test: make test keeps vLLM's logging set up after the API ([after] below) and the real
+# engine through the API (the docs' example above).
 @pytest.mark.engine
+@pytest.mark.slow
 def test_the_api_prints_nothing_on_stdout_but_what_its_caller_prints(tiny_model_dir, tmp_path):
     """vLLM logs to stdout by default (its INFO lines, from this process and the engine's): a caller's
     stdout must hold only its own output; the libraries' logs go to stderr."""

@@ -9,7 +9,10 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.engine
+# `slow`: make faults runs this module, make test does not (a world model trained, every command of the bench in
+# turn). make test keeps the bench's own logic (tests/test_world.py: its flags, paths and report) and a test of
+# each command it runs.
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 QUICK = dict(train_problems=300, steps=20, batch_size=16)
 

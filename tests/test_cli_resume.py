@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import write_jsonl
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = pytest.mark.engine  # in make test: the SIGKILL-and-resume test that stays
 
 ROWS = 12
 

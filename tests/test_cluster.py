@@ -33,7 +33,7 @@ from tests.ray_cluster import RAY, REPO_ROOT, LocalRayCluster
 from workers.local_executor import LocalExecutor
 from workers.model_source import describe_model
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]  # make cluster; not in make test
+pytestmark = [pytest.mark.engine, pytest.mark.cluster]  # make cluster; not in make test
 
 ROWS, SHARD_SIZE = 40, 2  # 20 units: enough that the job outlasts the loss of a node by some seconds
 JOB_LIMIT_S = 600  # two engines starting on a loaded 2-core machine can take minutes

@@ -18,7 +18,6 @@ def test_sample_dataset_has_right_and_wrong_solutions():
     assert all(row["steps"] and row["answer"] for row in rows)
 
 
-@pytest.mark.slow
 def test_embedded_model_converts_once_into_a_loadable_folder():
     path = ensure_embedded_model()
     assert path == embedded_model_dir()
@@ -31,6 +30,9 @@ def test_embedded_model_converts_once_into_a_loadable_folder():
     assert prompt.endswith("<|im_start|>assistant\n")
 
 
+# make faults, not make test (SmolLM2 started in a fresh `labeler label`: `make demo`'s path). make test keeps the
+# conversion above, the packaged sample labelled on the engine (conftest.sample_labels_output), `labeler label` in a
+# fresh process on the engine (test_cli_resume) and vLLM's logs kept off stdout (test_api).
 @pytest.mark.engine
 @pytest.mark.slow
 def test_label_with_no_model_and_no_input_uses_the_embedded_defaults(tmp_path):

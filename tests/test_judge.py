@@ -284,7 +284,6 @@ def test_status_of_a_judge_job_counts_critiques(dataset, tmp_path, capsys):
     assert "labeler judge" in shown and f"{2 * ROWS} critiques" in shown
 
 
-@pytest.mark.slow
 def test_on_ray_workers_the_judgments_equal_one_process(dataset, tmp_path):
     ray = pytest.importorskip("ray")
     from labeler.labeling.config import ClusterSettings

@@ -21,7 +21,7 @@ from labeler.store.manifest import load_manifest
 from tests.conftest import write_jsonl
 from workers.ray_executor import ClusterSettings, RayExecutor, WorkerPool
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = pytest.mark.engine
 ray = pytest.importorskip("ray")
 
 ROWS = 16
@@ -101,6 +101,9 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
     assert len({row["solution_id"] for row in labels_by_solution(clustered)}) == ROWS
 
 
+# make faults, not make test: the driver's SIGKILL and resume is test_cli_resume's (the manifest, whatever the executor);
+# the real engine on Ray workers is the test above's.
+@pytest.mark.slow
 def test_driver_killed_mid_job_then_rerun_gives_every_solution_once(tiny_model_dir, dataset, tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "labeler.cli", "label", "--input", str(dataset), "--output", str(out), "--model", str(tiny_model_dir),

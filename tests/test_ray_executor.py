@@ -222,6 +222,9 @@ def test_workers_that_die_under_every_unit_stop_the_job_past_the_bound_and_rejec
     assert not (out / "rejected").exists() or not [p for p in (out / "rejected").glob("part-*")]
 
 
+# make faults, not make test: bisection on Ray is the test of a unit that keeps failing, losses and their bound
+# the two tests above, bisection down to a row tests/test_unit_failures.py's (the same UnitFailures).
+@pytest.mark.slow
 def test_a_row_that_kills_its_worker_is_found_by_bisection_and_rejected_alone(dataset, tmp_path, monkeypatch, capfd):
     """Unit 2's row 4 kills every worker that labels it while the other units are labelled: past its losses
     the unit is bisected, its pieces get a small loss bound of their own, and only row 4 is rejected, with

@@ -559,11 +559,9 @@ def test_labels_older_than_trajectory_verdicts_are_counted_unchecked(tmp_path, c
     assert summary["unknown_verdicts"] == {"unchecked": 1} and summary["counts"]["unknown_verdict"] == 1
 
 
-def test_labeler_label_labels_a_queue_under_the_source_ids(tiny_model_dir, tmp_path, capsys):
-    """The real `labeler label` (a vLLM engine on the tiny model) takes the queue file with no format flag."""
-    import subprocess
-    import sys
-
+@pytest.mark.engine
+def test_labeler_label_labels_a_queue_under_the_source_ids(tiny_model_dir, commands_on_tiny_engine, tmp_path, capsys):
+    """`labeler label` (on the session's vLLM engine, the tiny model) takes the queue file with no format flag."""
     data = write_jsonl(tmp_path / "solutions.jsonl", ROWS)
     scores = score_lines(tmp_path / "scores.jsonl", source_ids(data), SCORES)
     queue = tmp_path / "queue.jsonl"
@@ -583,8 +581,7 @@ def test_labeler_label_labels_a_queue_under_the_source_ids(tiny_model_dir, tmp_p
         "8",
     ]
     args += ["--dtype", "float32", "--max-model-len", "1024", "--quiet"]
-    result = subprocess.run([sys.executable, "-m", "labeler.cli", *args], check=False, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
+    assert main(args) == 0, capsys.readouterr().err
     labelled = pq.read_table(out / "labels").to_pylist()
     assert [row["solution_id"] for row in labelled] == [line["solution_id"] for line in queue_lines(queue)]
     assert [row["problem_id"] for row in labelled] == ["wrong-b", "wrong-a"] and {row["source"] for row in labelled} == {"processbench"}

@@ -253,6 +253,7 @@ def test_the_problem_is_the_last_user_turn_of_a_chat_prompt():
     assert problem_from_prompt("Question: What is 2 + 3?\nAnswer:") == "Question: What is 2 + 3?\nAnswer:"
 
 
+@pytest.mark.slow  # make faults; make test keeps a graceful stop (the test above) and the batcher's drain (test_max_wait_zero_...)
 def test_a_stop_answers_every_request_in_flight(qwen_prm):
     served = Server("--prm", qwen_prm, "--max-batch", "1")
     body = {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}

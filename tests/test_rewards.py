@@ -141,7 +141,6 @@ def test_the_reward_of_a_real_prm_is_the_aggregate_of_its_own_step_scores(qwen_p
         assert result.value == pytest.approx(min(scores), abs=1e-6)
 
 
-@pytest.mark.slow
 def test_trl_grpo_trainer_trains_two_steps_with_the_prm_reward(qwen_prm, tiny_model_dir, tmp_path):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
