@@ -1,10 +1,13 @@
 """What the review app's tests share: a real labeling output made on the tiny model, and `labeler view`
-run as the user runs it (a subprocess, over real HTTP)."""
+served over real HTTP (in this process, or as a subprocess as the user runs it)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -22,23 +25,55 @@ def label_sample_problems(model_dir, engine, output: Path, limit: int = 8) -> Pa
 
 
 class ViewServer:
-    """`labeler view ARGS --port 0`; its address is the first line it prints."""
+    """`labeler view ARGS --port 0`, over real HTTP: in this process by default (the CLI's own start, its
+    uvicorn server on a thread; its log lines in `log`), or, with `process=True`, as the user runs it, a
+    subprocess whose address is the first line it prints."""
 
-    def __init__(self, *args: str, log: Path):
+    def __init__(self, *args: str, log: Path, process: bool = False):
         self.log = log
         self._log_file = open(log, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labeler.cli", "view", "--port", "0", *map(str, args)],
-            stdout=subprocess.PIPE, stderr=self._log_file, text=True,
-        )  # fmt: skip
-        self.url = self.proc.stdout.readline().strip()
+        self.proc = self.server = None
+        if process:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "labeler.cli", "view", "--port", "0", *map(str, args)],
+                stdout=subprocess.PIPE, stderr=self._log_file, text=True,
+            )  # fmt: skip
+            self.url = self.proc.stdout.readline().strip()
+        else:
+            self._start_here([str(a) for a in args])
         assert self.url.startswith("http://127.0.0.1:"), log.read_text()
         self.http = httpx.Client(base_url=self.url, timeout=60)
 
+    def _start_here(self, args: list[str]) -> None:
+        from labeler.cli import build_parser
+        from labeler.cli.view import start_view
+
+        self._handler = logging.StreamHandler(self._log_file)
+        self._handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self._loggers = [logging.getLogger(), logging.getLogger("labeler")]  # labeler's may not propagate (log_to_stderr)
+        for logger in self._loggers:
+            logger.addHandler(self._handler)
+        started = start_view(build_parser().parse_args(["view", "--port", "0", *args]))
+        if isinstance(started, int):
+            self.url = f"exit {started}"
+            return
+        self.server, sock, self.url = started
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+
     def stop(self) -> int:
         self.http.close()
-        self.proc.terminate()
-        code = self.proc.wait(timeout=30)
+        if self.proc is not None:
+            self.proc.terminate()
+            code = self.proc.wait(timeout=30)
+        else:
+            self.server.should_exit = True
+            self._thread.join(timeout=30)
+            for logger in self._loggers:
+                logger.removeHandler(self._handler)
+            code = 0
         self._log_file.close()
         return code
 
@@ -46,5 +81,5 @@ class ViewServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.proc.poll() is None:
+        if self.proc is None or self.proc.poll() is None:
             self.stop()

@@ -1,4 +1,4 @@
-"""`labeler view` over real HTTP: `labeler view` run as a subprocess on 127.0.0.1, on a real labeling output
+"""`labeler view` over real HTTP on 127.0.0.1 (in this process; the first test as a subprocess, as a user runs it), on a real labeling output
 (the shared tiny engine's) and on labels and judgments shards written with the tables' schemas."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tm
             for p, s, sc in (("p0", "s0", [0.9, 0.8, 0.7, 0.9]), ("p1", "s1", [0.9, 0.2, 0.1, 0.1]), ("p2", "s2", [0.9, None, None, None]))
         )
     )
-    with ViewServer(shards, judged, scores, imported, log=tmp_path / "view.log") as server:
+    with ViewServer(shards, judged, scores, imported, log=tmp_path / "view.log", process=True) as server:  # as a user runs it
         get = lambda **params: server.http.get("/", params={"output": "0"} | params)  # the Monte-Carlo labels
         everything = get()
         assert everything.status_code == 200 and sorted(solution_ids(everything.text)) == ["s0", "s1", "s2", "s3"]

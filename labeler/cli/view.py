@@ -49,12 +49,25 @@ def register(subparsers) -> None:
 
 
 def run_view(args: argparse.Namespace) -> int:
+    run_options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
+    log_to_stderr(run_options.quiet)
+    started = start_view(args)
+    if isinstance(started, int):
+        return started
+    server, sock, url = started
+    print(url, flush=True)
+    for stop in (signal.SIGTERM, signal.SIGINT):  # uvicorn stops on them; exit 0, as asked
+        signal.signal(stop, lambda signum, frame: None)
+    server.run(sockets=[sock])
+    return EXIT_OK
+
+
+def start_view(args: argparse.Namespace):
+    """The server of `args`, its bound socket and its address, ready to run; or the exit code of a usage error."""
     from labeler.review.sources import SourceError, open_sources
     from labeler.store.errors import StorageError
     from labeler.store.reader import ShardsError
 
-    run_options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
-    log_to_stderr(run_options.quiet)
     try:
         config = ViewConfig(**flag_values(args, ViewConfig))
     except ValueError as error:
@@ -82,9 +95,5 @@ def run_view(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     for output in sources.labels:
         log.info("#%d %s: %s%s", output.number, output.given, output.kind, "" if output.writable else f", read-only ({output.why_read_only})")
-    print(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    for stop in (signal.SIGTERM, signal.SIGINT):  # uvicorn stops on them; exit 0, as asked
-        signal.signal(stop, lambda signum, frame: None)
-    server.run(sockets=[sock])
-    return EXIT_OK
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning")), sock, url
