@@ -1,0 +1,143 @@
+"""The command examples of README.md and docs/**/*.md, as tests/test_docs_examples.py reads them: every
+```bash (or sh, console) block, the marker before it, and the `labeler` commands in it, parsed."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+RECIPES_PAGE = DOCS / "gpu-recipes.md"
+
+FENCE = re.compile(r"^(\s*)```(bash|sh|console)\s*$")
+CLOSE = re.compile(r"^\s*```\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(gpu-recipe|run-by)\s*:\s*(.+?)\s*-->\s*$")
+SHELL_STOPS = {";", "&&", "||", "|", ">", ">>", "<", "2>", "&"}
+
+
+@dataclass
+class Block:
+    path: Path  # the Markdown file
+    line: int  # the fence's line, 1-based
+    lines: list[str]  # the block's lines, its list indentation removed
+    kind: str | None = None  # "gpu-recipe", "run-by", or None: run by tests/test_docs_examples.py
+    value: str | None = None  # the recipe's NAME, or the run-by targets
+    commands: list[str] = field(default_factory=list)  # shell lines, `\` continuations joined, comments kept
+    ordinal: int = 0  # the N-th block of its file, from 1
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.path.relative_to(ROOT)}#{self.ordinal}"
+
+    @property
+    def targets(self) -> list[str]:
+        return [t.strip() for t in (self.value or "").split(",") if t.strip()]
+
+
+def doc_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def blocks_of(path: Path) -> list[Block]:
+    lines = path.read_text().splitlines()
+    found, i = [], 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i])
+        if not fence:
+            i += 1
+            continue
+        indent = fence.group(1)
+        j = i + 1
+        while j < len(lines) and not CLOSE.match(lines[j]):
+            j += 1
+        body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
+        block = Block(path, i + 1, body, ordinal=len(found) + 1)
+        k = i - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        if k >= 0 and (marker := MARKER.match(lines[k])):
+            block.kind, block.value = marker.group(1), marker.group(2)
+        block.commands = [c for c in re.sub(r"\\\n\s*", " ", "\n".join(body)).splitlines() if c.strip() and not c.lstrip().startswith("#")]
+        found.append(block)
+        i = j + 1
+    return found
+
+
+def all_blocks() -> list[Block]:
+    return [block for path in doc_files() for block in blocks_of(path)]
+
+
+def labeler_argv(command: str) -> list[str] | None:
+    """The arguments after `labeler` (or `-m labeler.cli`) in one shell line, up to a shell operator or a
+    comment; None when the line runs no labeler command."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unclosed quote: not ours to judge here
+        return None
+    for k, token in enumerate(tokens):
+        if token in ("labeler", "labeler.cli") and (k == 0 or tokens[k - 1] in ("--", "-m", "do", *SHELL_STOPS)):
+            argv = []
+            for arg in tokens[k + 1 :]:
+                if arg in SHELL_STOPS or arg in ("done",):
+                    break
+                argv.append(arg)
+            return argv
+    return None
+
+
+def parse_error(argv: list[str]) -> str | None:
+    """What the real parser says of ARGV (its one error line), or None when it parses. `...` stands for
+    more flags: dropped, or kept as the value of the flag before it; then only a missing required flag
+    is forgiven."""
+    from labeler.cli import build_parser
+
+    elided = "..." in argv
+    args = [a for k, a in enumerate(argv) if a != "..." or (k > 0 and argv[k - 1].startswith("--") and "=" not in argv[k - 1])]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            build_parser().parse_args(args)
+    except SystemExit as stop:
+        if stop.code == 0:
+            return None
+        message = [line for line in err.getvalue().splitlines() if line.strip()][-1]
+        if elided and "the following arguments are required" in message:
+            return None
+        return message
+    return None
+
+
+def recipe_sections() -> dict[str, str]:
+    """docs/gpu-recipes.md's `## NAME` sections: {NAME: its text}."""
+    text = RECIPES_PAGE.read_text() if RECIPES_PAGE.exists() else ""
+    parts = re.split(r"^## +`?([\w.-]+)`?\s*$", text, flags=re.M)
+    return {parts[k]: parts[k + 1] for k in range(1, len(parts), 2)}
+
+
+def run_by_target_exists(target: str) -> str | None:
+    """None when TARGET names something that runs: tests/test_x.py::test_name (the test is defined there),
+    Makefile::TARGET (a make target), or a file (.ci/run); else why not."""
+    path, _, name = target.partition("::")
+    file = ROOT / path
+    if not file.is_file():
+        return f"{path} does not exist"
+    if not name:
+        return None
+    text = file.read_text()
+    if path.endswith(".py"):
+        return None if re.search(rf"^def {re.escape(name)}\(", text, re.M) else f"{path} defines no {name}"
+    if Path(path).name == "Makefile":
+        return None if re.search(rf"^{re.escape(name)}:", text, re.M) else f"{path} has no target {name}"
+    return None if name in text else f"{path} does not mention {name}"

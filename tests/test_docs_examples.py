@@ -1,0 +1,331 @@
+"""Every command example in the docs runs, or says where it is run.
+
+The convention (also at the top of docs/gpu-recipes.md): every ```bash (sh, console) block of
+README.md and docs/**/*.md is one of
+
+(a) unmarked: run by this file's slow test on the tiny model, in order, in one temporary folder, with
+    the substitutions docs/gpu-recipes.md tabulates (the model, small copies of the inputs, small
+    sizes; `labeler view`/`serve` started and stopped); a block listed in KNOWN_GAPS, with why, turns the
+    test into an expected failure naming each command that failed, never a pass;
+(b) preceded by `<!-- gpu-recipe: NAME -->`: listed on docs/gpu-recipes.md under `## NAME` with what it
+    needs and what it prints;
+(c) preceded by `<!-- run-by: TARGET, ... -->`: each TARGET (tests/test_x.py::test_name, Makefile::TARGET,
+    or a file such as .ci/run) exists and runs that same command.
+
+Whatever its kind, every `labeler ...` line is parsed with the real parser: an unknown flag, a bad
+choice or a missing value fails here (fast; part of `make test`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs_examples import ROOT, all_blocks, labeler_argv, parse_error, recipe_sections, run_by_target_exists
+
+BLOCKS = all_blocks()
+
+
+def test_the_docs_have_command_examples():
+    assert len(BLOCKS) >= 30 and sum(len(b.commands) for b in BLOCKS) >= 100
+
+
+def test_every_block_is_run_or_a_listed_recipe_or_run_elsewhere():
+    recipes = recipe_sections()
+    wrong = []
+    for block in BLOCKS:
+        if block.kind == "gpu-recipe":
+            section = recipes.get(block.value)
+            if section is None:
+                wrong.append(f"{block.where}: gpu-recipe {block.value!r} is not a section of docs/gpu-recipes.md")
+            elif "Needs:" not in section or "Prints:" not in section:
+                wrong.append(f"{block.where}: docs/gpu-recipes.md#{block.value} does not say what it needs and prints")
+        elif block.kind == "run-by":
+            if not block.targets:
+                wrong.append(f"{block.where}: run-by names nothing")
+            wrong += [f"{block.where}: run-by {t}: {why}" for t in block.targets if (why := run_by_target_exists(t))]
+        elif block.key not in RUN_KEYS:
+            wrong.append(f"{block.where}: neither run by tests/test_docs_examples.py nor marked gpu-recipe or run-by")
+    assert wrong == []
+
+
+def test_every_recipe_on_the_page_is_used():
+    used = {b.value for b in BLOCKS if b.kind == "gpu-recipe"}
+    assert sorted(set(recipe_sections()) - used) == []
+
+
+def test_every_labeler_line_parses():
+    bad, seen = [], 0
+    for block in BLOCKS:
+        for command in block.commands:
+            argv = labeler_argv(command)
+            if argv is None:
+                continue
+            seen += 1
+            if error := parse_error(argv):
+                bad.append(f"{block.where}: {command.strip()}\n    {error}")
+    assert seen >= 80
+    assert bad == [], "\n".join(bad)
+
+
+def test_every_labeler_command_in_the_prose_parses():
+    """`labeler SUB --flag ...` in inline code, outside the blocks: fragments, so only an unknown flag or a
+    bad choice fails (a fragment may leave out required flags, or write a value as a placeholder)."""
+    from tests.docs_examples import doc_files
+
+    bad = []
+    for path in doc_files():
+        for span in re.findall(r"`(labeler [a-z]+ [^`]*--[^`]*)`", path.read_text()):
+            argv = labeler_argv(span.replace("\n", " "))
+            error = parse_error(argv) if argv else None
+            if error and ("unrecognized arguments" in error or "invalid choice" in error):
+                bad.append(f"{path.relative_to(ROOT)}: `{span}`\n    {error}")
+    assert bad == [], "\n".join(bad)
+
+
+# --- (a): the unmarked blocks, run on the tiny model --------------------------------------------
+
+# The unmarked blocks, in the order they run (a block reads what those before it wrote): FILE#N is the
+# N-th block of FILE. Each group runs in a folder of its own (the README's tour and the guides reuse names).
+RUNS = [
+    ["README.md#4"],
+    [
+        "docs/guides/label-on-a-cluster.md#1",
+        "docs/guides/inputs.md#1",
+        "docs/guides/resume.md#1",
+        "docs/guides/import-labels.md#1",
+        "docs/guides/judge-consensus.md#2",
+        "docs/guides/judge-consensus.md#1",
+        "docs/guides/train.md#1",
+        "docs/guides/evaluate.md#1",
+        "docs/guides/review.md#2",
+        "docs/guides/review.md#1",
+        "docs/guides/best-of-n.md#1",
+        "docs/guides/rl-rewards.md#2",
+    ],
+]
+RUN_KEYS = {key for group in RUNS for key in group}
+# Blocks that do not yet run to their end on the tiny model, and why: the test reports them (xfail,
+# listed by `pytest -ra`) instead of passing; any other failure fails it.
+KNOWN_GAPS = {
+    "README.md#4": "the tour's consensus keeps no solution on the tiny model (its rollouts all run out of tokens, so every "
+    "Monte-Carlo first step is unlabelled: undetermined), and its train, eval, bon and serve lines read that consensus",
+    "docs/guides/review.md#2": "the queue of Monte-Carlo and judge disagreements is empty on the tiny model (no Monte-Carlo first "
+    "error is known, as above), and its last line judges that queue",
+}
+# Outputs that recipes make, which the guides' examples read: made from what an earlier block wrote.
+ALIASES = {
+    "runs/train-mc": "runs/gsm8k-qwen",
+    "runs/judge": "runs/gsm8k-judge",
+    "runs/judged": "runs/gsm8k-judge",
+    "runs/pb-gsm8k-judge": "runs/pb-judge",
+}
+
+SAMPLES = ROOT / "labeler" / "data" / "sample_problems.jsonl"
+TEST_DATA = ROOT / "tests" / "data"
+CAPS = {"--rollouts": 2, "--votes": 2, "--candidates": 4, "--max-new-tokens": 16, "--solution-max-new-tokens": 16, "--step-max-new-tokens": 16}
+DROPPED = {"--tensor-parallel-size", "--workers", "--gpus-per-worker", "--gpu-memory-utilization", "--prm-gpu-memory-utilization"}
+ENGINE_COMMANDS = {"label", "judge", "bon", "search"}
+SERVERS = {"view", "serve"}
+
+
+def head(source: Path, target: Path, rows: int) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(source.read_text().splitlines(keepends=True)[:rows]))
+
+
+class Sandbox:
+    """The temporary folder the examples run in: the inputs they name, staged small; the tiny models."""
+
+    def __init__(self, root: Path, tiny_model: Path, tiny_qwen_prm: Path, shared_processbench: Path, shared_gsm8k: Path):
+        self.work = root / "work"
+        self.work.mkdir(parents=True)
+        self.tiny_model, self.tiny_qwen_prm = tiny_model, tiny_qwen_prm
+        for name in ("problems.jsonl", "traces.jsonl"):
+            head(SAMPLES, self.work / name, 4)
+        head(shared_processbench / "gsm8k.jsonl", self.work / "solutions.jsonl", 6)
+        head(shared_gsm8k, self.work / "gsm8k-problems.jsonl", 4)
+        for name in ("gsm8k.jsonl", "math.jsonl"):
+            for target in (root / "shared" / "data" / "processbench" / name, self.work / "processbench" / name):
+                head(shared_processbench / name, target, 6)
+        head(shared_processbench / "gsm8k.jsonl", self.work / "gsm8k.jsonl", 6)
+        head(TEST_DATA / "prm800k_sample.jsonl", self.work / "prm800k" / "phase2_train.jsonl", 1000)
+        shutil.copy(TEST_DATA / "math_shepherd_sample.jsonl", self.work / "math-shepherd.jsonl")
+        shutil.copy(TEST_DATA / "math_shepherd_answers.jsonl", self.work / "gsm8k-math-answers.jsonl")
+
+    def prepare(self, key: str) -> None:
+        """The outputs of recipes the guides read (ALIASES), and the TRL file, once what they come from exists;
+        evaluate.md's Monte-Carlo labels of ProcessBench-GSM8K, made before its block."""
+        from labeler.cli import main
+
+        mc = self.work / "runs" / "pb-gsm8k-mc"
+        if key == "docs/guides/evaluate.md#1" and not mc.exists():
+            pb = "../shared/data/processbench/gsm8k.jsonl"
+            assert main(["label", "--input", pb, "--preset", "processbench", "--output", str(mc), "--model", str(self.tiny_model),
+                         "--rollouts", "2", "--max-new-tokens", "16", "--max-model-len", "1024", "--quiet"]) == 0  # fmt: skip
+        for alias, source in ALIASES.items():
+            if (self.work / source / "manifest.json").exists() and not (self.work / alias).exists():
+                (self.work / alias).symlink_to(self.work / source, target_is_directory=True)
+        trl, labels = self.work / "trl-math-shepherd.jsonl", self.work / "runs" / "math-shepherd"
+        if (labels / "manifest.json").exists() and not trl.exists():
+            assert main(["export", str(labels), "--format", "trl", "--output", str(trl)]) == 0
+
+    def substitute(self, argv: list[str]) -> list[str]:
+        sub, out, k = argv[0], [argv[0]], 1
+        while k < len(argv):
+            arg = argv[k]
+            value = argv[k + 1] if k + 1 < len(argv) else None
+            if arg in DROPPED:
+                k += 2
+                continue
+            if arg == "--model":
+                out += [arg, str(self.tiny_model)]
+            elif arg in CAPS:
+                out += [arg, str(min(int(value), CAPS[arg]))]
+            elif arg == "--device":
+                out += [arg, "cpu"]
+            elif arg == "--precision":
+                out += [arg, "fp32"]
+            elif arg == "--input" and value.startswith("hf:openai/gsm8k:main@"):
+                out += [arg, "gsm8k-problems.jsonl"]
+            elif arg == "--input" and value == "hf:peiyi9979/Math-Shepherd":
+                out += [arg, "math-shepherd.jsonl"]
+            elif arg == "--labels" and value.startswith("hf:trl-lib/math_shepherd@train"):
+                out += [arg, "trl-math-shepherd.jsonl"]
+            elif arg == "--prm" and value.split("=")[-1] in ("qwen-prm:Qwen/Qwen2.5-Math-PRM-7B", "OTHER_PRM"):
+                name = value.split("=")[0] + "=" if "=" in value else ""
+                out += [arg, f"{name}qwen-prm:{self.tiny_qwen_prm}"]
+            elif arg == "...":
+                k += 1
+                continue
+            else:
+                out.append(arg)
+                k += 1
+                continue
+            k += 2
+        if sub in ENGINE_COMMANDS and "--model" not in out:
+            out += ["--model", str(self.tiny_model)]
+        if sub in ENGINE_COMMANDS:
+            out += ["--max-model-len", "1024", "--quiet"]
+        if sub == "label":
+            out += ["--max-new-tokens", "16", "--rollouts", "2"] if "--max-new-tokens" not in out else []
+        if sub == "train":
+            out += ["--epochs", "1", "--device", "cpu", "--batch-size", "4"]
+            if "--model" not in out:
+                out += ["--model", str(self.tiny_model)]
+        if sub in SERVERS:
+            if "--port" in out:
+                del out[out.index("--port") : out.index("--port") + 2]
+            out += ["--port", "0"]
+        if "--prm-backend" in _flags_of(sub) and "--prm" in out:
+            out += ["--prm-backend", "torch"]
+        return out
+
+
+def _flags_of(sub: str) -> set[str]:
+    from tests.test_docs import subcommands
+
+    return {option for action in subcommands()[sub]._actions for option in action.option_strings}
+
+
+def run_server(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """`labeler view|serve ... --port 0`: its first stdout line is its address; one GET; stopped. (0, "")
+    when it answered, else its exit code and stderr."""
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "labeler.cli", *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            proc.wait(timeout=60)
+            return proc.returncode or 1, proc.stderr.read()
+        answer = httpx.get(url.replace("0.0.0.0", "127.0.0.1") + ("/" if argv[0] == "view" else "/health"), timeout=120)
+        return (0, "") if answer.status_code < 500 else (1, answer.text)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen_prm(tmp_path_factory) -> Path:
+    from tests.public_prms import build_qwen_prm
+
+    built = build_qwen_prm(tmp_path_factory.mktemp("tiny-qwen-prm"))
+    return Path(built[0] if isinstance(built, tuple) else built)
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_the_unmarked_examples_run_on_the_tiny_model(tiny_model_dir, tiny_engine, tiny_qwen_prm, tmp_path, monkeypatch, capsys):
+    import workers.vllm_generator
+    from labeler.judging.config import JudgeConfig
+    from tests.conftest import shared_data
+    from tests.fakes import ScriptedJudge
+
+    class Shared:  # the session's engine, never closed by a command
+        def __init__(self, engine):
+            self._engine = engine
+
+        def __getattr__(self, name):
+            return getattr(self._engine, name)
+
+        def close(self):
+            pass
+
+    def start_engine(model, config):
+        if isinstance(config, JudgeConfig):  # the tiny random model writes no verdict a critique reader reads
+            return ScriptedJudge(lambda problem, seed: "The first paragraph is wrong.\n\n\\boxed{0}")
+        return Shared(tiny_engine)
+
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", start_engine)
+    by_key = {block.key: block for block in BLOCKS}
+    assert [key for key in RUN_KEYS if key not in by_key or by_key[key].kind] == []
+    ran, failed, gaps = [], [], []
+    for number, group in enumerate(RUNS):
+        box = Sandbox(tmp_path / f"group-{number}", tiny_model_dir, tiny_qwen_prm, shared_data("processbench"), shared_data("gsm8k/test.jsonl"))
+        monkeypatch.chdir(box.work)
+        try:
+            for key in group:
+                run_block(by_key[key], box, ran, gaps, capsys)
+        except AssertionError as error:  # the rest of this group reads what it would have written: the next group
+            key = next((k for k in group if str(error).startswith(by_key[k].where + ":")), None)
+            failed.append(f"{key}:\n{str(error)[:2500]}")
+    with capsys.disabled():
+        print("\n" + "\n".join(line.splitlines()[0] for line in ran))
+    assert failed == [], "\n\n".join(failed)
+    if gaps:
+        reasons = "; ".join(f"{key}: {why}" for key, why in KNOWN_GAPS.items())
+        pytest.xfail(f"{len(gaps)} commands do not run on the tiny model ({reasons}): " + " | ".join(gaps))
+
+
+def run_block(block, box: Sandbox, ran: list[str], gaps: list[str], capsys) -> None:
+    """Each command of BLOCK, in order; in a block of KNOWN_GAPS a failing command is noted in GAPS and the
+    next one runs."""
+    from labeler.cli import main
+
+    for command in block.commands:
+        argv = labeler_argv(command)
+        assert argv is not None, f"{block.where}: {command!r} runs no labeler command"
+        box.prepare(block.key)
+        argv = box.substitute(argv)
+        server_err = ""
+        if argv[0] in SERVERS:
+            code, server_err = run_server(argv, box.work)
+        else:
+            code = main(argv)
+        captured = capsys.readouterr()
+        captured = type(captured)(captured.out, captured.err + server_err)
+        before = "\n".join(ran[-2:])
+        if code != 0 and block.key in KNOWN_GAPS:
+            gaps.append(f"{block.where}: labeler {argv[0]} exited {code}: {captured.err.strip()[-300:]}")
+            continue
+        assert code == 0, f"{block.where}: labeler {shlex.join(argv)}\n{captured.err[-3000:]}\nbefore it:\n{before}"
+        ran.append(f"{block.where}: labeler {shlex.join(argv)}\n{captured.out[-1500:]}")
