@@ -115,7 +115,7 @@ def test_unreadable_or_empty_input_exits_2_before_an_engine_starts(tmp_path, eng
 
 def test_given_candidates_need_no_sampling_and_another_pool_size_is_refused(given, prm, tmp_path, engine_starts, capsys):
     output = tmp_path / "out"
-    args = ["bon", "--input", str(given), "--output", str(output), "--prm", prm, "--device", "cpu", "--quiet", "--json"]
+    args = ["bon", "--input", str(given), "--output", str(output), "--prm", prm, "--device", "cpu", "--quiet", "--json", "--prm-backend", "torch"]
     assert main(args) == 0
     results = json.loads(capsys.readouterr().out)
     assert results["candidates"] == 3 and results["candidates_correct"] == 2 and results["tokens_per_candidate"] is None
@@ -145,7 +145,7 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     of all three is wrong; the JSON and the table say how many candidates were not scored or checked and how much of
     each figure rests on them."""
     given = write_jsonl(tmp_path / "unmeasured.jsonl", UNMEASURED)
-    args = ["bon", "--input", str(given), "--output", str(tmp_path / "out"), "--prm", prm, "--device", "cpu", "--quiet"]
+    args = ["bon", "--input", str(given), "--output", str(tmp_path / "out"), "--prm", prm, "--device", "cpu", "--quiet", "--prm-backend", "torch"]
     assert main([*args, "--json"]) == 0
     results = json.loads(capsys.readouterr().out)
     assert results["n"] == [1, 2, 3] and sum(results["candidates_unchecked"].values()) == 1

@@ -199,7 +199,8 @@ def test_score_and_eval_take_public_prms_beside_our_checkpoints(models, tiny_mod
     # ours and the three public formats side by side, each named
     specs = {"ours": str(tmp_path / "run"), "qwen": spec}
     specs |= {"shepherd": f"math-shepherd:{models['math-shepherd']}", "rlhflow": f"rlhflow:{models['rlhflow']}"}
-    argv = ["eval", "--reference", str(reference), "--quiet", "--device", "cpu"]
+    # torch: score and eval above keep the default backend (vLLM) on a public PRM; test_vllm_scorer.py holds the two equal
+    argv = ["eval", "--reference", str(reference), "--quiet", "--device", "cpu", "--prm-backend", "torch"]
     argv += [arg for name, s in specs.items() for arg in ("--prm", f"{name}={s}")]
     assert main([*argv, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -78,7 +78,7 @@ def test_scoring_labels_shards_writes_the_output_file(untrained_prm, tmp_path, c
         tmp_path / "job", [labels_row("p", f"s{i}", "Add.", ["1 + 1 = 2."] * (i + 1), [1.0] * (i + 1), [True] * (i + 1)) for i in range(3)]
     )
     out = tmp_path / "scores.jsonl"
-    assert main(["score", "--prm", str(untrained_prm.parent), "--input", str(job), "--output", str(out), "--json", "--quiet"]) == 0
+    assert main(["score", "--prm", str(untrained_prm.parent), "--input", str(job), "--output", str(out), "--json", "--quiet", "--prm-backend", "torch"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["solutions"] == 3 and summary["problems"] == 1 and summary["steps_scored"] == 6
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -87,7 +87,7 @@ def test_scoring_labels_shards_writes_the_output_file(untrained_prm, tmp_path, c
 
 def test_score_bad_usage_exits_2(untrained_prm, tmp_path, capsys):
     data = write_jsonl(tmp_path / "in.jsonl", [{"problem": "Q", "steps": ["a"]}])
-    assert main(["score", "--prm", str(tmp_path), "--input", str(data)]) == 2
+    assert main(["score", "--prm", str(tmp_path), "--input", str(data), "--prm-backend", "torch"]) == 2
     assert "not a saved PRM" in capsys.readouterr().err
     assert main(["score", "--prm", str(untrained_prm), "--input", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
@@ -99,7 +99,7 @@ def test_score_summary_counts_the_solutions_cut_at_max_length_apart(untrained_pr
         {"problem": "What is 2 + 2?", "steps": ["2 + 2 = 5.", "So the answer is 5, which is what we were asked for in the end."]},
     ]
     data, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "scores.jsonl"
-    args = ["score", "--prm", str(untrained_prm), "--input", str(data), "--preset", "processbench", "--output", str(out), "--quiet"]
+    args = ["score", "--prm", str(untrained_prm), "--input", str(data), "--preset", "processbench", "--output", str(out), "--quiet", "--prm-backend", "torch"]
     assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["solutions"], summary["steps_scored"], summary["steps_past_max_length"]) == (2, 3, 1)

@@ -262,11 +262,11 @@ def test_a_rerun_with_the_same_max_steps_trains_nothing_and_the_summary_names_wh
     # scoring the run folder names the checkpoint to pass; its last/ scores
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"problem": "Add.", "steps": ["1 + 1 = 2.", "2 + 2 = 5."]}) + "\n")
-    assert main(["score", "--prm", str(run), "--input", str(data), "--quiet"]) == 2
+    assert main(["score", "--prm", str(run), "--input", str(data), "--quiet", "--prm-backend", "torch"]) == 2
     err = capsys.readouterr().err
     assert "no best/ checkpoint yet" in err and f"pass {run}/last" in err and err.count("\n") == 1
     assert "stopped before its first epoch ended (--max-steps, or interrupted)" in err  # not blamed on --max-steps alone
-    assert main(["score", "--prm", str(run / "last"), "--input", str(data), "--quiet"]) == 0
+    assert main(["score", "--prm", str(run / "last"), "--input", str(data), "--quiet", "--prm-backend", "torch"]) == 0
     capsys.readouterr()
 
     # at an epoch's end (step 5 ends epoch 1): a rerun trains nothing either; without --max-steps it goes on

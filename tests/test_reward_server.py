@@ -215,7 +215,7 @@ def test_a_bounded_load_is_answered_without_an_error(server):
 
 
 def test_unmeasured_score_and_a_request_too_large_and_a_graceful_stop(qwen_prm):
-    served = Server("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2")
+    served = Server("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2", "--prm-backend", "torch")
     try:
         empty = httpx.post(f"{served.url}/get_reward", json={"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT]}, timeout=60)
         assert empty.status_code == 200 and empty.json()["rewards"] == [0.0]

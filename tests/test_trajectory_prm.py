@@ -86,7 +86,7 @@ def test_score_reports_step_trajectory_and_combined_scores(trajectory_prm, tmp_p
     run, _ = trajectory_prm
     data = trace_input(tmp_path / "traces.jsonl", 6)
     out = tmp_path / "scores.jsonl"
-    assert main(["score", "--prm", str(run), "--input", str(data), "--output", str(out), "--trajectory-weight", "0.5", "--quiet"]) == 0
+    assert main(["score", "--prm", str(run), "--input", str(data), "--output", str(out), "--trajectory-weight", "0.5", "--quiet", "--prm-backend", "torch"]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 6
     for line in lines:
@@ -122,9 +122,9 @@ def test_select_keeps_the_best_share_as_a_fine_tuning_dataset(trajectory_prm, tm
 def test_select_refuses_what_it_cannot_rank(tiny_model_dir, trajectory_prm, tmp_path, capsys):
     run, _ = trajectory_prm
     data = trace_input(tmp_path / "traces.jsonl", 2)
-    assert main(["select", "--prm", str(run), "--input", str(data), "--top", "0", "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert main(["select", "--prm", str(run), "--input", str(data), "--top", "0", "--output", str(tmp_path / "o.jsonl"), "--prm-backend", "torch"]) == 2
     assert "--top must be in (0, 1]" in capsys.readouterr().err
-    assert main(["select", "--prm", str(run), "--input", str(data), "--top", "0.5", "--output", str(tmp_path / "o.txt")]) == 2
+    assert main(["select", "--prm", str(run), "--input", str(data), "--top", "0.5", "--output", str(tmp_path / "o.txt"), "--prm-backend", "torch"]) == 2
     assert "must end in .jsonl or .parquet" in capsys.readouterr().err
     scores = write_jsonl(tmp_path / "partial.jsonl", [{"solution_id": "other", "step_scores": [0.5]}])
     assert main(["select", "--scores", str(scores), "--input", str(data), "--top", "0.5", "--output", str(tmp_path / "o.jsonl")]) == 2
@@ -137,7 +137,7 @@ def test_select_refuses_what_it_cannot_rank(tiny_model_dir, trajectory_prm, tmp_
     config = TrainConfig(labels=str(labels), output=str(tmp_path / "steps-only"), model=str(tiny_model_dir), epochs=1, batch_size=4,
                          max_length=128, device="cpu", validation_fraction=0)  # fmt: skip
     train(config)
-    args = ["select", "--prm", str(tmp_path / "steps-only"), "--input", str(data), "--top", "1", "--output", str(tmp_path / "o.jsonl")]
+    args = ["select", "--prm", str(tmp_path / "steps-only"), "--input", str(data), "--top", "1", "--output", str(tmp_path / "o.jsonl"), "--prm-backend", "torch"]
     assert main(args) == 2 and "no solution has a combined score" in capsys.readouterr().err
     assert main([*args, "--by", "mean", "--quiet"]) == 0 and len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
 
