@@ -52,14 +52,15 @@ def test_an_interrupted_job_has_no_eta_and_says_how_to_resume(interrupted, capsy
     assert status["state"] == "interrupted" and (status["units_committed"], status["units_total"]) == (2, 3)
     assert status["eta_seconds"] is None and status["eta_reason"].startswith("interrupted: no driver is running")
     assert status["driver"] is None
-    assert "(incomplete, interrupted: no driver is running)" in text and "2/3 committed" in text
+    assert "(incomplete, interrupted: no driver holds its lock (unless it runs with --no-output-lock))" in text and "2/3 committed" in text
+    assert "only when no job runs on it" in text and "--checker-timeout, --max-rejected-share" in text
     assert "ETA       : none: the job is interrupted" in text
     assert "rate      : none now (no driver is running)" in text
     command = status["resume_command"]
     assert f"resume    : {command}" in text
     assert shlex.split(command) == [
-        "labeler", "label", "--input", args[2], "--model", "scripted", "--rollouts", "2", "--temperature", "0.5", "--shard-size", "2",
-        "--stop", "END", "--no-rollouts", "--output", str(out),
+        "labeler", "label", f"--input={args[2]}", "--model=scripted", "--rollouts=2", "--temperature=0.5", "--shard-size=2",
+        "--stop=END", "--no-rollouts", "--output", str(out),
     ], command  # fmt: skip
 
     # the command it gives resumes the job (its settings are the job's: a mismatch would be refused)
@@ -116,7 +117,7 @@ def test_the_resume_command_gives_back_the_jobs_settings():
 
     config = LabelConfig(
         input="data/my problems.jsonl", output="o", model="Qwen/Qwen2.5-Math-7B-Instruct", preset="gsm8k", columns={"answer": "final"},
-        stop=("x", "y z"), strategy="adaptive", stop_after_answer=False, write_rollouts=False, limit=5, temperature=0.5,
+        stop=("x", "y z", "-x"), strategy="adaptive", stop_after_answer=False, write_rollouts=False, limit=5, temperature=0.5,
         sample_solutions=True, answers="answers.jsonl", min_counted_rollouts=2, trust_remote_code=True,
     )  # fmt: skip
     command = shlex.split(resume_command("label", config.output_settings(), "runs/the job"))
@@ -125,3 +126,14 @@ def test_the_resume_command_gives_back_the_jobs_settings():
     rebuilt = config_from_args(args, args.model)
     assert rebuilt.output_settings() == config.output_settings() and rebuilt.config_hash() == config.config_hash()
     assert resume_command("judge", {}, "out") is None  # said in words instead
+    # bon's and search's candidates job is a label job: resuming it with `labeler label` would not score it
+    assert resume_command("label", LabelConfig(input="p.jsonl", output="o", model="m", strategy="final-answer").output_settings(), "o") is None
+
+
+@pytest.mark.parametrize("pid", ['"123"', "null", str(2**63), "0", "-1", "true"])
+def test_a_lock_edited_by_hand_is_unreadable_not_a_traceback(tmp_path, pid, capsys):
+    from labeler.store.lock import read_lock_holder
+
+    holder = json.loads(OutputLock(OutputLocation(str(tmp_path))).holder.to_bytes())
+    (tmp_path / LOCK_NAME).write_text(json.dumps(holder | {"pid": json.loads(pid)}))
+    assert read_lock_holder(OutputLocation(str(tmp_path))).get("unreadable")

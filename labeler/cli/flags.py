@@ -110,14 +110,14 @@ def flags_for(values: dict, cls) -> list[str]:
         value, default, kind = values[f.name], _cli_default(f), _base_type(hints[f.name])
         if kind is dict:
             given = value or {}
-            argv += [item for key in f.metadata["keys"] if given.get(key) is not None for item in (f.metadata["flag"].format(key=key), str(given[key]))]
+            argv += [f"{f.metadata['flag'].format(key=key)}={given[key]}" for key in f.metadata["keys"] if given.get(key) is not None]
         elif kind is bool:
             if value != default:
                 argv.append(flag_name(f))
         elif kind is tuple:
-            argv += [item for entry in value or () for item in (flag_name(f), str(entry))]
+            argv += [f"{flag_name(f)}={entry}" for entry in value or ()]
         elif value is not None and value != default:
-            argv += [flag_name(f), str(value)]
+            argv.append(f"{flag_name(f)}={value}")  # one word: a value that starts with "-" stays a value
     return argv
 
 

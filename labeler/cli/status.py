@@ -52,7 +52,9 @@ def resume_command(kind: str, settings: dict, directory: str) -> str | None:
     from labeler.labeling.job import SAMPLE_INPUT
     from workers.model_source import EMBEDDED_MODEL
 
-    if kind != "label":
+    from labeler.decoding.candidates import CANDIDATE_STRATEGY
+
+    if kind != "label" or settings.get("strategy") == CANDIDATE_STRATEGY:  # bon's and search's candidates: rerun bon/search
         return None
     left_out = {"output": None, "input": SAMPLE_INPUT, "model": EMBEDDED_MODEL}  # the flags' defaults, as the config has them
     try:

@@ -102,6 +102,8 @@ class LockHolder:
         try:
             holder = cls(**content)
             _epoch(holder.heartbeat)
+            if not isinstance(holder.pid, int) or isinstance(holder.pid, bool) or not 0 < holder.pid < 2**31:
+                return None  # edited by hand: no process to ask about
             return holder
         except (ValueError, TypeError):
             return None

@@ -100,7 +100,9 @@ def format_status(status: dict) -> str:
     elif state == RUNNING:
         what, eta = "incomplete, running", "?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"])
     else:  # no driver: nothing runs, so no rate now and no ETA; only what it did while it ran, if anything
-        what, eta = "incomplete, interrupted: no driver is running", "none: the job is interrupted"
+        unlocked = status["driver"] is None  # a job run with --no-output-lock holds no lock while it runs
+        what = "incomplete, interrupted: no driver holds its lock" + (" (unless it runs with --no-output-lock)" if unlocked else "")
+        eta = "none: the job is interrupted"
         rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
     lines = [
         f"job       : {status['directory']} ({what}{'' if kind == 'label' else ', labeler ' + kind})",
@@ -118,10 +120,13 @@ def format_status(status: dict) -> str:
     if state == INTERRUPTED:
         resume = status.get("resume_command")
         lines.append(
-            f"resume    : {resume}  (plus the engine and cluster flags it ran with, if any)"
+            f"resume    : {resume}  (plus the flags it ran with that the manifest does not keep: engine and cluster flags, "
+            "--checker-timeout, --max-rejected-share, --no-output-lock, if any)"
             if resume
-            else f"resume    : rerun the `labeler {kind}` command that started it (the same settings and --output)"
+            else "resume    : rerun the command that started it (the same settings and --output; `labeler bon` or `search` for their candidates)"
         )
+        if status["driver"] is None:
+            lines.append("            only when no job runs on it: a job run with --no-output-lock holds no lock while it runs")
     return "\n".join(lines)
 
 
