@@ -159,7 +159,8 @@ class Sandbox:
         head(shared_processbench / "gsm8k.jsonl", self.work / "solutions.jsonl", 6)
         head(shared_gsm8k, self.work / "gsm8k-problems.jsonl", 4)
         for name in ("gsm8k.jsonl", "math.jsonl"):
-            for target in (root / "shared" / "data" / "processbench" / name, self.work / "processbench" / name):
+            # the docs' ../shared/data paths, copies of a few rows in the sandbox (the data itself comes through shared_data)
+            for target in (root.joinpath("shared", "data", "processbench", name), self.work / "processbench" / name):
                 head(shared_processbench / name, target, 6)
         head(shared_processbench / "gsm8k.jsonl", self.work / "gsm8k.jsonl", 6)
         head(TEST_DATA / "prm800k_sample.jsonl", self.work / "prm800k" / "phase2_train.jsonl", 1000)
