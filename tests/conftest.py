@@ -36,7 +36,7 @@ def tiny_engine(tiny_model_dir):
     gc.collect()
 
 
-class _KeptOpen:
+class KeptOpen:
     """The session's engine handed to a command: the command's close leaves it open for the next."""
 
     def __init__(self, engine):
@@ -56,7 +56,7 @@ def commands_on_tiny_engine(tiny_engine, monkeypatch):
     Starting an engine in a fresh `labeler` process is what tests/test_cli_resume.py and test_embedded_defaults.py run."""
     import workers.vllm_generator
 
-    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: _KeptOpen(tiny_engine))
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: KeptOpen(tiny_engine))
     return tiny_engine
 
 

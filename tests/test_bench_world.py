@@ -9,25 +9,14 @@ import json
 
 import pytest
 
+from tests.conftest import KeptOpen
+
 # `slow`: make faults runs this module, make test does not (a world model trained, every command of the bench in
 # turn). make test keeps the bench's own logic (tests/test_world.py: its flags, paths and report) and a test of
 # each command it runs.
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 QUICK = dict(train_problems=300, steps=20, batch_size=16)
-
-
-class KeepOpen:
-    """The session's engine for every command: a command's close leaves it open for the next."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def close(self) -> None:
-        pass
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +45,7 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     from labeler.cli import main
 
     engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
-    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeepOpen(engine))
+    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeptOpen(engine))
 
     def in_process(args: list[str]) -> str:
         out = io.StringIO()

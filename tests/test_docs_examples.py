@@ -274,23 +274,13 @@ def tiny_qwen_prm(tmp_path_factory) -> Path:
 def test_the_unmarked_examples_run_on_the_tiny_model(tiny_model_dir, tiny_engine, tiny_qwen_prm, tmp_path, monkeypatch, capsys):
     import workers.vllm_generator
     from labeler.judging.config import JudgeConfig
-    from tests.conftest import shared_data
+    from tests.conftest import KeptOpen, shared_data
     from tests.fakes import ScriptedJudge
-
-    class Shared:  # the session's engine, never closed by a command
-        def __init__(self, engine):
-            self._engine = engine
-
-        def __getattr__(self, name):
-            return getattr(self._engine, name)
-
-        def close(self):
-            pass
 
     def start_engine(model, config):
         if isinstance(config, JudgeConfig):  # the tiny random model writes no verdict a critique reader reads
             return ScriptedJudge(lambda problem, seed: "The first paragraph is wrong.\n\n\\boxed{0}")
-        return Shared(tiny_engine)
+        return KeptOpen(tiny_engine)
 
     monkeypatch.setattr(workers.vllm_generator, "start_engine", start_engine)
     by_key = {block.key: block for block in BLOCKS}
