@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 from dataclasses import asdict
 
 from labeler.cli.common import (
@@ -319,16 +318,10 @@ def _scored_from_file(path: str, solutions, combined):
 
 
 def _score_line_problem(record) -> str | None:
-    """What makes `record` not a line of `labeler score` (None: it is one)."""
-    if not isinstance(record, dict) or not isinstance(record.get("solution_id"), str):
-        return "no solution_id"
-    scores = record.get("step_scores")
-    if not isinstance(scores, list) or not all(s is None or _is_score(s) for s in scores):
-        return f"step_scores {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
-    if record.get("trajectory_score") is not None and not _is_score(record["trajectory_score"]):
+    """What makes `record` not a line of `labeler score` (None: it is one): its step scores, and its trajectory score."""
+    from labeler.prm.solution_scores import is_score, score_line_problem
+
+    problem = score_line_problem(record)
+    if problem is None and record.get("trajectory_score") is not None and not is_score(record["trajectory_score"]):
         return f"trajectory_score {record['trajectory_score']!r} is not a number"
-    return None
-
-
-def _is_score(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return problem

@@ -73,3 +73,18 @@ def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True
+
+
+def is_score(value) -> bool:
+    """A finite number (not a bool): what a PRM's score can be."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def score_line_problem(record) -> str | None:
+    """What makes `record` not a line of `labeler score` (its solution_id and step scores; None: it is one)."""
+    if not isinstance(record, dict) or not isinstance(record.get("solution_id"), str):
+        return "solution_id: missing or not a string"
+    scores = record.get("step_scores")
+    if not isinstance(scores, list) or not all(s is None or is_score(s) for s in scores):
+        return f"step_scores {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
+    return None

@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve
+from labeler.evaluation.metrics import first_predicted_error
+from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve, reviewed_labels
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR
 from schemas.tables import MONTE_CARLO, UNCHECKED
@@ -382,15 +383,11 @@ def _mask(table: pa.Table, q: Query):
 
 def _corrected_summary(row: dict, reviews: dict) -> dict:
     """The summary values of a labels row (hard, soft labels, methods) once `reviews` (step -> StepReview) are applied."""
-    hard, soft, methods = list(row["hard_labels"]), list(row["soft_labels"]), list(row["label_method"])
-    for i, review in reviews.items():
-        hard[i], soft[i] = review.label, None
-        methods[i] = HUMAN if review.label is not None else "unlabelled"
-    first = next((i for i, label in enumerate(hard) if label is False), -1)
+    hard, soft, methods = reviewed_labels(row["hard_labels"], row["soft_labels"], row["label_method"], reviews)
     kept_soft = [value for value in soft if value is not None]
     return {
-        "first_error": first,
-        "first_error_known": None not in hard[: first if first >= 0 else len(hard)],
+        "first_error": first_predicted_error(hard, missing="as-correct"),
+        "first_error_known": first_predicted_error(hard) is not None,
         "label_source": HUMAN,
         "n_unlabelled": sum(method == "unlabelled" for method in methods),
         "mean_soft": sum(kept_soft) / len(kept_soft) if kept_soft else None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
+from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.corrections import Correction, StepReview, applicable, resolve, steps_hash
 from labeler.review.index import Located, SolutionIndex
 from schemas.tables import MONTE_CARLO, UNCHECKED
@@ -98,8 +99,8 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
     corrected_first, corrected_known = None, False
     if reviews:
         hard = [r.label if (r := reviews.get(i)) is not None else v.hard for i, v in enumerate(views)]
-        corrected_first = next((i for i, h in enumerate(hard) if h is False), -1)
-        corrected_known = None not in hard[: corrected_first if corrected_first >= 0 else n]
+        corrected_first = first_predicted_error(hard, missing="as-correct")
+        corrected_known = first_predicted_error(hard) is not None
     judgments = []
     for judged in index.sources.judgments:
         for relative, _ in judged.shards.files:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeler.decoding.prm_scores import METADATA_KEY, SCORES_DIR
+from labeler.prm.solution_scores import score_line_problem
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import JOB_KIND_KEY, MANIFEST_NAME, load_manifest
 from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ROLLOUTS_DIR
@@ -258,10 +258,10 @@ def _add_records(given: str, records: list, sources: Sources) -> None:
     if not records:
         log.warning("%s is empty: no PRM scores or queue to show", given)
         return
-    if records and isinstance(records[0], dict) and "queue_rank" in records[0]:
+    if isinstance(records[0], dict) and "queue_rank" in records[0]:
         kind, check = "a queue line", _queue_problem
-    elif records and isinstance(records[0], dict) and "step_scores" in records[0]:
-        kind, check = "a line of `labeler score`", _scores_problem
+    elif isinstance(records[0], dict) and "step_scores" in records[0]:
+        kind, check = "a line of `labeler score`", score_line_problem
     else:
         raise SourceError(f"{given}: neither PRM scores (`labeler score` lines, with step_scores) nor a queue (with queue_rank)")
     seen = set()
@@ -286,14 +286,6 @@ def _queue_problem(record: dict) -> str | None:
         return f"queue_rank: {rank!r} is not a rank (an integer from 1)"
     return None
 
-
-def _scores_problem(record: dict) -> str | None:
-    if not isinstance(record.get("solution_id"), str):
-        return "solution_id: missing or not a string"
-    scores = record.get("step_scores")
-    if not isinstance(scores, list) or not all(s is None or (isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)) for s in scores):
-        return f"step_scores: {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
-    return None
 
 
 def solution_ids(table: pa.Table) -> pa.Array:

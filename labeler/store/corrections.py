@@ -253,18 +253,24 @@ def resolve(corrections: Sequence[Correction], n_steps: int) -> dict[int, StepRe
     return reviews
 
 
+def reviewed_labels(hard: Sequence, soft: Sequence, methods: Sequence, reviews: dict[int, StepReview]) -> tuple[list, list, list]:
+    """A solution's hard labels, soft labels and label methods with its reviewed steps' (module docstring)."""
+    hard, soft, methods = list(hard), list(soft), list(methods)
+    for i, review in reviews.items():
+        hard[i], soft[i] = review.label, None
+        methods[i] = HUMAN if review.label is not None else "unlabelled"
+    return hard, soft, methods
+
+
 def corrected(row, reviews: dict[int, StepReview]):
     """The LabelledRow with its reviewed steps' labels (module docstring); the row itself when none is."""
     if not reviews:
         return row
     n = len(row.steps)
-    soft, hard, method = list(row.soft_labels), list(row.hard_labels), list(row.label_method)
+    hard, soft, method = reviewed_labels(row.hard_labels, row.soft_labels, row.label_method, reviews)
     reason = list(row.unlabelled_reason) if row.unlabelled_reason is not None else [None] * n
     counts = {name: list(getattr(row, name)) for name in _STEP_COUNTS if getattr(row, name) is not None}  # None: an older shard's
     for i, review in reviews.items():
-        soft[i] = None
-        hard[i] = review.label
-        method[i] = HUMAN if review.label is not None else "unlabelled"
         reason[i] = None if review.label is not None else AFTER_REVIEWED_ERROR
         for values in counts.values():
             values[i] = 0  # the label no longer comes from these rollouts (the shards keep them)
