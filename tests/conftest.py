@@ -84,3 +84,23 @@ def shared_data(relative: str) -> Path:
     if os.environ.get(NO_SHARED_DATA) == "1":
         pytest.skip(f"{why}; {NO_SHARED_DATA}=1 runs without it")
     pytest.fail(f"{why}; set {SHARED_DATA_DIR}=DIR to where it is, or {NO_SHARED_DATA}=1 to skip the tests that need it", pytrace=False)
+
+
+@pytest.fixture
+def local_ray():
+    """A local Ray instance (2 CPUs), started by the first test that asks for it and kept for the tests that
+    follow in a row and ask for it too (about 5 s a start); shut down after the last of them (below)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    return ray
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Ray stops once the next test does not use it: its processes stay out of the tests that follow."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and (nextitem is None or "local_ray" not in nextitem.fixturenames):
+        ray.shutdown()

@@ -1,5 +1,6 @@
 """The Python API (`from labeler import Labeler`): labels in memory, the same as a job's shards."""
 
+import os
 import re
 from pathlib import Path
 
@@ -97,6 +98,14 @@ def test_readme_example_runs_on_the_tiny_model(tiny_model_dir, tiny_engine, caps
     assert "first_error" in capsys.readouterr().out
 
 
+def without_vllm_logging_switches() -> dict[str, str]:
+    """This process's environment less what decides where vLLM logs: a `labeler` command run earlier in this
+    process (tests call labeler.cli.main) set VLLM_CONFIGURE_LOGGING and VLLM_LOGGING_CONFIG_PATH."""
+    from workers.engine_logging import VLLM_LOGGING_SWITCHES
+
+    return {key: value for key, value in os.environ.items() if key not in VLLM_LOGGING_SWITCHES and not key.startswith("VLLM_LOGGING")}
+
+
 API_CALL = """
 import sys
 from labeler import Labeler
@@ -107,7 +116,7 @@ print("labelled", labels.num_rows)
 """
 
 
-# make faults, not make test: make test keeps vLLM's logging set up after the API ([after] below) and the real
+# make faults, not make test: make test keeps vLLM's logging set up after the API (its "after" case, below) and the real
 # engine through the API (the docs' example above).
 @pytest.mark.engine
 @pytest.mark.slow
@@ -118,7 +127,7 @@ def test_the_api_prints_nothing_on_stdout_but_what_its_caller_prints(tiny_model_
     import subprocess
     import sys
 
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("VLLM_LOGGING")}
+    environment = without_vllm_logging_switches()
     result = subprocess.run(
         [sys.executable, "-c", API_CALL, str(tiny_model_dir)], capture_output=True, text=True, timeout=600, env=environment, cwd=tmp_path
     )
@@ -144,17 +153,20 @@ print("the caller's result")
 """
 
 
-@pytest.mark.parametrize("engine_started", ["before", "after"])
-def test_vllm_logs_on_stderr_whether_its_logging_was_set_up_before_the_api_or_after(engine_started, tmp_path):
+def test_vllm_logs_on_stderr_whether_its_logging_was_set_up_before_the_api_or_after(tmp_path):
     import os
     import subprocess
     import sys
 
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("VLLM_LOGGING")}
+    environment = without_vllm_logging_switches()
     environment["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), environment.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", LOG_CALL, engine_started], capture_output=True, text=True, timeout=300, env=environment, cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout == "the caller's result\n"
-    assert "an engine log line" in result.stderr
+    # both at once: each is mostly vLLM's import, about 8 s of one core
+    callers = {
+        started: subprocess.Popen([sys.executable, "-c", LOG_CALL, started], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment, cwd=tmp_path)
+        for started in ("before", "after")
+    }  # fmt: skip
+    for started, caller in callers.items():
+        stdout, stderr = caller.communicate(timeout=300)
+        assert caller.returncode == 0, f"{started}: {stderr[-3000:]}"
+        assert stdout == "the caller's result\n", started
+        assert "an engine log line" in stderr, started

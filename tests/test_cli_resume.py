@@ -1,4 +1,4 @@
-"""End to end: `labeler label` as a subprocess on the real engine, killed with SIGKILL mid-run, rerun."""
+"""End to end: `labeler label` as a subprocess on the real engine, killed with SIGKILL mid-run, then rerun to its end."""
 
 import json
 import os
@@ -11,7 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import write_jsonl
+import workers.vllm_generator
+from labeler.cli import main
+from tests.conftest import KeptOpen, write_jsonl
 
 pytestmark = pytest.mark.engine  # in make test: the SIGKILL-and-resume test that stays
 
@@ -22,6 +24,17 @@ def labeler(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "labeler.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+class AsStartedBy(KeptOpen):
+    """The session's engine as `labeler label --model PATH` records it: named by the path it was given."""
+
+    def __init__(self, engine, model: str):
+        super().__init__(engine)
+        self.model = model
+
+    def describe(self) -> dict:
+        return self.engine.describe() | {"model": self.model}
+
+
 def committed_units(out: Path) -> list[dict]:
     try:
         manifest = json.loads((out / "manifest.json").read_text())
@@ -30,7 +43,7 @@ def committed_units(out: Path) -> list[dict]:
     return [u for u in manifest["units"] if u["state"] == "committed"]
 
 
-def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, tmp_path):
+def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, tiny_engine, tmp_path, monkeypatch, capsys):
     rows = [
         {"id": f"r{i}", "problem": f"What is {i} + 3?", "answer": str(i + 3), "steps": [f"Start from {i}.", f"Add 3 to get {i + 3}.", f"The answer is: {i + 3}"]}
         for i in range(ROWS)
@@ -52,12 +65,15 @@ def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, tm
     assert 2 <= len(first) < ROWS // 2, "the job must be killed mid-run"
     shards = {u["files"]["labels"]: (out / u["files"]["labels"]).read_bytes() for u in first}
 
-    status = subprocess.run([sys.executable, "-m", "labeler.cli", "status", str(out)], capture_output=True, text=True)
-    assert status.returncode == 0 and "incomplete" in status.stdout
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 0 and "incomplete" in capsys.readouterr().out
 
-    rerun = labeler(*args)
-    stdout, stderr = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, stderr[-3000:]
+    # The rerun, in this process, on the session's engine: the same model and settings as the killed process's
+    # (its engine record says so; a fresh engine process would add ~15 s and test nothing more).
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: AsStartedBy(tiny_engine, str(tiny_model_dir)))
+    code = main(args)
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
     assert f"solutions labelled : {ROWS}" in stdout
     assert f"units {ROWS // 2}/{ROWS // 2}" in stderr  # progress lines on stderr
 
@@ -73,5 +89,5 @@ def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, tm
     rollouts = pq.read_table(out / "rollouts")
     assert rollouts.num_rows == manifest["totals"]["rollouts"] == ROWS * (4 + 4 + 1)
 
-    status = subprocess.run([sys.executable, "-m", "labeler.cli", "status", str(out), "--json"], capture_output=True, text=True)
-    assert json.loads(status.stdout)["state"] == "finished"
+    assert main(["status", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "finished"

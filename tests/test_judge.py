@@ -284,22 +284,4 @@ def test_status_of_a_judge_job_counts_critiques(dataset, tmp_path, capsys):
     assert "labeler judge" in shown and f"{2 * ROWS} critiques" in shown
 
 
-def test_on_ray_workers_the_judgments_equal_one_process(dataset, tmp_path):
-    ray = pytest.importorskip("ray")
-    from labeler.labeling.config import ClusterSettings
-    from workers.ray_executor import RayExecutor
-
-    def script(text, seed):
-        return f"\\boxed{{{seed % 3 - 1}}}"
-
-    judge(dataset, tmp_path / "single", script, votes=3)
-    config = JudgeConfig(input=str(dataset), output=str(tmp_path / "ray"), model="scripted-judge", shard_size=2, votes=3)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    try:
-        executor = RayExecutor(ClusterSettings(workers=2), partial(ScriptedJudge, script), None)
-        summary = run_judge(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=False)
-    finally:
-        ray.shutdown()
-    assert summary.solutions == ROWS
-    single = pq.read_table(tmp_path / "single" / "judgments").sort_by("solution_id").to_pylist()
-    assert pq.read_table(tmp_path / "ray" / "judgments").sort_by("solution_id").to_pylist() == single
+# Judging on Ray workers: tests/test_ray_executor.py (its local Ray, shared)

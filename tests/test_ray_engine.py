@@ -62,7 +62,7 @@ def labels_by_solution(out: Path) -> list[dict]:
     return pq.read_table(out / "labels").sort_by("solution_id").to_pylist()
 
 
-def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_dir, tiny_engine, dataset, tmp_path, capfd, monkeypatch):
+def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_dir, tiny_engine, local_ray, dataset, tmp_path, capfd, monkeypatch):
     single, clustered = tmp_path / "single", tmp_path / "ray"
     with AnswerChecker(timeout_s=5) as checker:
         config = LabelConfig(input=str(dataset), output=str(single), **SETTINGS)
@@ -86,12 +86,8 @@ def test_two_workers_match_one_process_even_when_a_worker_is_killed(tiny_model_d
                 ray.kill(worker, no_restart=True)
 
         monkeypatch.setattr(WorkerPool, "assign", assign_then_kill_once)
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-        try:
-            config = LabelConfig(input=str(dataset), output=str(clustered), **SETTINGS)
-            summary = run_job(config, executor=executor, model_info={"name": "tiny"})
-        finally:
-            ray.shutdown()
+        config = LabelConfig(input=str(dataset), output=str(clustered), **SETTINGS)
+        summary = run_job(config, executor=executor, model_info={"name": "tiny"})
     assert killed, "no unit was handed out after the first commit"
     err = capfd.readouterr().err
     assert "goes back to the queue" in err and "retrying" not in err, "the worker must be killed while it had units (a loss: no retry)"

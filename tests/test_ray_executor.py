@@ -87,11 +87,7 @@ class EngineThatNeverLoads:
         time.sleep(3600)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # one local Ray for the module (tests/conftest.py)
 
 
 @pytest.fixture
@@ -296,3 +292,25 @@ def test_cluster_flags_are_checked_before_anything_starts(flags, message, tmp_pa
     assert main(["label", "--output", str(tmp_path / "out"), "--quiet", *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_on_ray_workers_the_judgments_equal_one_process(tmp_path):
+    """`labeler judge`'s units on Ray workers (the scripted judge model in each): the judgments of one process."""
+    from labeler.judging.config import JudgeConfig
+    from labeler.judging.job import run_judge
+    from tests.fakes import ScriptedJudge
+    from tests.test_judge import ROWS, judge, problem
+
+    def script(text, seed):
+        return f"\\boxed{{{seed % 3 - 1}}}"
+
+    rows = [{"id": f"r{i}", "problem": problem(i), "steps": [f"Tom starts with {i}.", f"He buys 3: {i} + 3 = {i + 3}.", f"The answer is: {i + 3}"]}
+            for i in range(ROWS)]  # fmt: skip
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    judge(dataset, tmp_path / "single", script, votes=3)
+    config = JudgeConfig(input=str(dataset), output=str(tmp_path / "ray"), model="scripted-judge", shard_size=2, votes=3)
+    executor = RayExecutor(ClusterSettings(workers=2), partial(ScriptedJudge, script), None)
+    summary = run_judge(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=False)
+    assert summary.solutions == ROWS
+    single = pq.read_table(tmp_path / "single" / "judgments").sort_by("solution_id").to_pylist()
+    assert pq.read_table(tmp_path / "ray" / "judgments").sort_by("solution_id").to_pylist() == single

@@ -1,4 +1,4 @@
-"""`labeler serve`: a tiny random Qwen PRM served over real HTTP (a subprocess on 127.0.0.1), OpenRLHF's
+"""`labeler serve`: a tiny random Qwen PRM served over real HTTP (as a subprocess, and in this process), OpenRLHF's
 protocol and the per-step endpoint, bad requests, a bounded load and a graceful stop; the batcher's logic
 on a stand-in score function."""
 
@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -214,28 +215,54 @@ def test_a_bounded_load_is_answered_without_an_error(server):
     assert health["pending"] == 0 and health["batches"] < health["scored"]  # requests were batched together
 
 
-def test_unmeasured_score_and_a_request_too_large_and_a_graceful_stop(qwen_prm):
-    served = Server("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2", "--prm-backend", "torch")
-    try:
+def test_a_graceful_stop_of_the_served_process_exits_0(server):
+    """Ctrl-C: a stop asked for, as SIGTERM is (the last test of the module's server, which it stops)."""
+    assert httpx.get(f"{server.url}/health", timeout=10).json()["status"] == "ok"
+    code, stderr = server.stop(signal.SIGINT)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "every request in flight was answered" in stderr
+
+
+class ServedHere:
+    """`labeler serve FLAGS --port 0` in this process (the CLI's own start, uvicorn on a thread), over real HTTP."""
+
+    def __init__(self, *flags: str):
+        from labeler.cli import build_parser
+        from labeler.cli.serve import start_serve
+
+        started = start_serve(build_parser().parse_args(["serve", "--port", "0", "--device", "cpu", "--quiet", *flags]))
+        assert not isinstance(started, int), f"exit {started}"
+        self.server, sock, self.url = started
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+
+    def __enter__(self) -> "ServedHere":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+
+
+def test_an_unmeasured_score_given_and_a_request_larger_than_the_queue(qwen_prm):
+    with ServedHere("--prm", qwen_prm, "--unmeasured-score", "0.0", "--max-pending", "2", "--prm-backend", "torch") as served:
         empty = httpx.post(f"{served.url}/get_reward", json={"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT]}, timeout=60)
         assert empty.status_code == 200 and empty.json()["rewards"] == [0.0]
         assert empty.json()["extra_logs"]["prm_unmeasured"] == [1.0]
         many = {"problems": [PROBLEM] * 3, "completions": [RESPONSE] * 3}
         too_many = httpx.post(f"{served.url}/rewards", json=many, timeout=60)  # more than --max-pending: never queued
         assert too_many.status_code == 413 and "at most 2 (--max-pending)" in too_many.text
-    finally:
-        code, stderr = served.stop(signal.SIGINT)  # Ctrl-C: a stop asked for, as SIGTERM is
-    assert code == 0, stderr
-    assert "Traceback" not in stderr
 
 
-def test_a_prm_that_cannot_load_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "labeler.cli", "serve", "--prm", f"qwen-prm:{tmp_path / 'missing'}", "--port", "0"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("labeler serve: error:") and "Traceback" not in done.stderr
+def test_a_prm_that_cannot_load_is_one_line_and_exit_2(tmp_path, capsys):
+    from labeler.cli import main
+
+    code = main(["serve", "--prm", f"qwen-prm:{tmp_path / 'missing'}", "--port", "0"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("labeler serve: error:") and len(err.strip().splitlines()) == 1
 
 
 def test_the_problem_is_the_last_user_turn_of_a_chat_prompt():

@@ -47,6 +47,26 @@ def register(subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    started = start_serve(args)
+    if isinstance(started, int):
+        return started
+    server, sock, url = started
+    print(url, flush=True)
+    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again: a no-op here, so that the
+    # stop asked for ends with exit code 0 (Ctrl-C while the PRM loads is still an interruption: 130)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda signum, frame: None)
+    server.run(sockets=[sock])
+    if server.force_exit:  # a second Ctrl-C or SIGTERM during the stop
+        log.warning("stopped at once (a second signal): requests in flight may be unanswered")
+    else:
+        log.info("stopped; every request in flight was answered")
+    return EXIT_OK
+
+
+def start_serve(args: argparse.Namespace):
+    """The server of `args` with its PRM loaded, its bound socket and its address, ready to run; or the
+    exit code of a usage error."""
     from labeler.cli.common import backend_config
     from labeler.rewards.config import RewardConfig
     from labeler.serving.config import ServeConfig
@@ -84,14 +104,4 @@ def run_serve(args: argparse.Namespace) -> int:
     # a stop waits for every request in flight: each ends within --request-timeout-s (answered, or 504)
     graceful_s = int(serve_config.request_timeout_s) + 5
     server = uvicorn.Server(uvicorn.Config(create_app(reward, serve_config), log_level="warning", timeout_graceful_shutdown=graceful_s))
-    print(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}", flush=True)
-    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again: a no-op here, so that the
-    # stop asked for ends with exit code 0 (Ctrl-C while the PRM loads is still an interruption: 130)
-    for stop in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop, lambda signum, frame: None)
-    server.run(sockets=[sock])
-    if server.force_exit:  # a second Ctrl-C or SIGTERM during the stop
-        log.warning("stopped at once (a second signal): requests in flight may be unanswered")
-    else:
-        log.info("stopped; every request in flight was answered")
-    return EXIT_OK
+    return server, sock, f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
