@@ -75,10 +75,10 @@ class BrokenEngine:
 
 
 class SlowGenerator(ScriptedGenerator):
-    """Half a second per generate call, so that units are in flight when the test acts."""
+    """A fifth of a second per generate call, so that units are in flight when the test acts."""
 
     def generate(self, requests, sampling):
-        time.sleep(0.5)
+        time.sleep(0.2)
         return super().generate(requests, sampling)
 
 
@@ -177,7 +177,7 @@ def test_the_units_of_workers_on_a_node_declared_dead_go_back_to_the_queue(datas
     stand-in for ray.nodes) that the node is dead, while its workers go on as in a network partition.
     Their units in flight are requeued at once, their late results ignored, the log says so; the
     output is that of one process."""
-    monkeypatch.setattr(ray_executor, "POLL_S", 0.2)
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.05)
     out = tmp_path / "ray"
     real_nodes = ray.nodes
 
