@@ -1,5 +1,7 @@
 """The command examples of README.md and docs/**/*.md, as tests/test_docs_examples.py reads them: every
-```bash (or sh, console) block, the marker before it, and the `labeler` commands in it, parsed."""
+```bash (sh, shell, console) block and every untagged or text block with `$ ` lines (a transcript: its
+commands and what each prints), fenced with backticks or tildes; the marker before it; the `labeler`
+commands in it, parsed."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 RECIPES_PAGE = DOCS / "gpu-recipes.md"
 
-FENCE = re.compile(r"^(\s*)```(bash|sh|console)\s*$")
-CLOSE = re.compile(r"^\s*```\s*$")
+FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+-]*)\s*$")
+SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
+PROMPT = "$ "  # a transcript's command line
 MARKER = re.compile(r"^\s*<!--\s*(gpu-recipe|run-by)\s*:\s*(.+?)\s*-->\s*$")
 SHELL_STOPS = {";", "&&", "||", "|", ">", ">>", "<", "2>", "&"}
 
@@ -28,7 +31,9 @@ class Block:
     kind: str | None = None  # "gpu-recipe", "run-by", or None: run by tests/test_docs_examples.py
     value: str | None = None  # the recipe's NAME, or the run-by targets
     commands: list[str] = field(default_factory=list)  # shell lines, `\` continuations joined, comments kept
-    ordinal: int = 0  # the N-th block of its file, from 1
+    ordinal: int = 0  # the N-th command block of its file, from 1
+    # a transcript (`$ ` lines): what each command prints, the lines after it up to the next `$ `
+    outputs: list[list[str]] | None = None
 
     @property
     def where(self) -> str:
@@ -55,19 +60,31 @@ def blocks_of(path: Path) -> list[Block]:
         if not fence:
             i += 1
             continue
-        indent = fence.group(1)
+        indent, mark, language = fence.groups()
         j = i + 1
-        while j < len(lines) and not CLOSE.match(lines[j]):
+        while j < len(lines) and lines[j].strip() != mark:
             j += 1
         body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
-        block = Block(path, i + 1, body, ordinal=len(found) + 1)
-        k = i - 1
-        while k >= 0 and not lines[k].strip():
-            k -= 1
-        if k >= 0 and (marker := MARKER.match(lines[k])):
-            block.kind, block.value = marker.group(1), marker.group(2)
-        block.commands = [c for c in re.sub(r"\\\n\s*", " ", "\n".join(body)).splitlines() if c.strip() and not c.lstrip().startswith("#")]
-        found.append(block)
+        transcript = language in ("", "text", "console") and any(line.startswith(PROMPT) for line in body)
+        if language in SHELL_LANGUAGES or transcript:
+            block = Block(path, i + 1, body, ordinal=len(found) + 1)
+            k = i - 1
+            while k >= 0 and not lines[k].strip():
+                k -= 1
+            if k >= 0 and (marker := MARKER.match(lines[k])):
+                block.kind, block.value = marker.group(1), marker.group(2)
+            if transcript:
+                block.commands, block.outputs = [], []
+                for line in body:
+                    if line.startswith(PROMPT):
+                        block.commands.append(line[len(PROMPT) :])
+                        block.outputs.append([])
+                    elif block.outputs:
+                        block.outputs[-1].append(line)
+            else:
+                joined = re.sub(r"\\\n\s*", " ", "\n".join(body))
+                block.commands = [c for c in joined.splitlines() if c.strip() and not c.lstrip().startswith("#")]
+            found.append(block)
         i = j + 1
     return found
 
@@ -76,25 +93,39 @@ def all_blocks() -> list[Block]:
     return [block for path in doc_files() for block in blocks_of(path)]
 
 
-def labeler_argv(command: str) -> list[str] | None:
-    """The arguments after `labeler` (or `-m labeler.cli`) in one shell line, up to a shell operator or a
-    comment; None when the line runs no labeler command."""
+WRAPPERS = {"time", "exec", "nohup", "srun", "env", "do", "then", "--", "-m"}  # what may stand before `labeler`
+
+
+def labeler_argvs(command: str) -> list[list[str]]:
+    """The arguments of each `labeler` command (or `python -m labeler.cli`) in one shell line, each up to a
+    shell operator or a comment; a command may follow `VAR=value` assignments and a wrapper (srun, time)."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     lexer.commenters = "#"
     try:
         tokens = list(lexer)
     except ValueError:  # an unclosed quote: not ours to judge here
-        return None
-    for k, token in enumerate(tokens):
-        if token in ("labeler", "labeler.cli") and (k == 0 or tokens[k - 1] in ("--", "-m", "do", *SHELL_STOPS)):
-            argv = []
-            for arg in tokens[k + 1 :]:
-                if arg in SHELL_STOPS or arg in ("done",):
-                    break
-                argv.append(arg)
-            return argv
-    return None
+        return []
+    found, k = [], 0
+    while k < len(tokens):
+        before = k - 1
+        while before >= 0 and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", tokens[before]) or tokens[before] in WRAPPERS - {"-m"}):
+            before -= 1
+        starts = before < 0 or tokens[before] in SHELL_STOPS or (tokens[k] == "labeler.cli" and tokens[k - 1] == "-m")
+        if tokens[k] in ("labeler", "labeler.cli") and starts:
+            argv, k = [], k + 1
+            while k < len(tokens) and tokens[k] not in SHELL_STOPS and tokens[k] != "done":
+                argv.append(tokens[k])
+                k += 1
+            found.append(argv)
+        k += 1
+    return found
+
+
+def labeler_argv(command: str) -> list[str] | None:
+    """The arguments of the first `labeler` command in one shell line; None when it runs none."""
+    found = labeler_argvs(command)
+    return found[0] if found else None
 
 
 def parse_error(argv: list[str]) -> str | None:

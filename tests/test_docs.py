@@ -91,17 +91,20 @@ def help_of(command: str) -> str:
     return out.getvalue()
 
 
-def invocations(help_text: str, titles: set[str]) -> set[str]:
+def help_entries(help_text: str, titles: set[str]) -> dict[str, str]:
     """The arguments --help lists under its sections (titles: its argument groups), as it writes them
-    ("--input INPUT", "-h, --help", "DIR")."""
-    found, inside = set(), False
+    ("--input INPUT", "-h, --help", "DIR"), each with the help text written beside or under it."""
+    found, inside, current = {}, False, None
     for line in help_text.splitlines():
         if line.endswith(":") and line[:-1] in titles:
-            inside = True
+            inside, current = True, None
         elif line and not line.startswith(" "):
-            inside = False
-        elif inside and (m := re.match(r"^  (\S.*?)(?:  |$)", line)):
-            found.add(m.group(1))
+            inside, current = False, None
+        elif inside and (m := re.match(r"^  (\S.*?)(?:  +(.*)|$)", line)):
+            current = m.group(1)
+            found[current] = m.group(2) or ""
+        elif inside and current is not None and line.startswith("   "):
+            found[current] += " " + line.strip()
     return found
 
 
@@ -123,10 +126,11 @@ def test_the_cli_reference_says_what_help_says(site):
         shown = help_of(name)
         rows = parsed.sections[f"labeler-{name}"]
         titles = {group.title for group in parser._action_groups}
-        assert {flag for flag, _, _ in rows} == invocations(shown, titles), name
-        for flag, default, meaning in rows:
+        entries = help_entries(shown, titles)
+        assert {flag for flag, _, _ in rows} == set(entries), name
+        for flag, default, meaning in rows:  # each row against its own flag's entry: swapped texts do not pass
             expected = meaning if default in ("", "required", "switch") else f"{meaning} (default: {default})"
-            assert squash(expected) in squash(shown), f"labeler {name} {flag}: {expected!r} is not what --help says"
+            assert squash(expected) == squash(entries[flag]), f"labeler {name} {flag}: {expected!r} is not what --help says: {entries[flag]!r}"
 
 
 def test_the_schemas_page_holds_every_column(site):

@@ -1,7 +1,8 @@
 """Every command example in the docs runs, or says where it is run.
 
-The convention (also at the top of docs/gpu-recipes.md): every ```bash (sh, console) block of
-README.md and docs/**/*.md is one of
+The convention (also at the top of docs/gpu-recipes.md): every ```bash (sh, shell, console) block of
+README.md and docs/**/*.md, and every transcript (an untagged block of `$ ` lines, whose output the test
+compares with what the command prints), is one of
 
 (a) unmarked: run by this file's slow test on the tiny model, in order, in one temporary folder, with
     the substitutions docs/gpu-recipes.md tabulates (the model, small copies of the inputs, small
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_examples import ROOT, all_blocks, labeler_argv, parse_error, recipe_sections, run_by_target_exists
+from tests.docs_examples import ROOT, all_blocks, labeler_argv, labeler_argvs, parse_error, recipe_sections, run_by_target_exists
 
 BLOCKS = all_blocks()
 
@@ -65,12 +66,10 @@ def test_every_labeler_line_parses():
     bad, seen = [], 0
     for block in BLOCKS:
         for command in block.commands:
-            argv = labeler_argv(command)
-            if argv is None:
-                continue
-            seen += 1
-            if error := parse_error(argv):
-                bad.append(f"{block.where}: {command.strip()}\n    {error}")
+            for argv in labeler_argvs(command):
+                seen += 1
+                if error := parse_error(argv):
+                    bad.append(f"{block.where}: {command.strip()}\n    {error}")
     assert seen >= 80
     assert bad == [], "\n".join(bad)
 
@@ -97,6 +96,7 @@ def test_every_labeler_command_in_the_prose_parses():
 RUNS = [
     ["README.md#4"],
     [
+        "docs/concepts/checker.md#1",
         "docs/guides/label-on-a-cluster.md#1",
         "docs/guides/inputs.md#1",
         "docs/guides/resume.md#1",
@@ -112,20 +112,15 @@ RUNS = [
     ],
 ]
 RUN_KEYS = {key for group in RUNS for key in group}
-# Blocks that do not yet run to their end on the tiny model, and why: the test reports them (xfail,
-# listed by `pytest -ra`) instead of passing; any other failure fails it.
-KNOWN_GAPS = {  # block -> (the commands of it that may fail, why); any other command of it must run
-    "README.md#4": (
-        {"train", "eval", "bon", "serve"},
-        "the tour's consensus keeps no solution on the tiny model (its rollouts all run out of tokens, so every "
-        "Monte-Carlo first step is unlabelled: undetermined), and its train, eval, bon and serve lines read that consensus",
-    ),
-    "docs/guides/review.md#2": (
-        {"judge"},
-        "the queue of Monte-Carlo and judge disagreements is empty on the tiny model (no Monte-Carlo first "
-        "error is known, as above), and its last line judges that queue",
-    ),
-}
+# The groups whose commands sample from a scripted model (tests/fakes.py) instead of the tiny random one: the
+# README's tour judges, takes the consensus of the judge and Monte-Carlo, then trains, evaluates, picks the best
+# of N and serves on it; the tiny model's rollouts all run out of tokens (no Monte-Carlo first step is labelled),
+# so its consensus would keep no solution and the rest would have nothing to read. Every other group, and every
+# command of the library's own tests of the generator path, runs the real engine.
+SCRIPTED_GROUPS = {0}
+# Blocks that do not yet run to their end, and why: the test reports them (xfail, listed by `pytest -ra`)
+# instead of passing; any other failure fails it.
+KNOWN_GAPS: dict[str, tuple[set[str], str]] = {}  # block -> (the commands of it that may fail, why)
 # Outputs that recipes make, which the guides' examples read: made from what an earlier block wrote.
 ALIASES = {
     "runs/train-mc": "runs/gsm8k-qwen",
@@ -166,6 +161,18 @@ class Sandbox:
         head(TEST_DATA / "prm800k_sample.jsonl", self.work / "prm800k" / "phase2_train.jsonl", 1000)
         shutil.copy(TEST_DATA / "math_shepherd_sample.jsonl", self.work / "math-shepherd.jsonl")
         shutil.copy(TEST_DATA / "math_shepherd_answers.jsonl", self.work / "gsm8k-math-answers.jsonl")
+
+    def reference_answers(self) -> dict[str, str]:
+        """Problem -> reference answer, of every input staged here that has one: what a scripted model answers."""
+        answers = {}
+        for path in self.work.rglob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                problem = row.get("problem") or row.get("question")
+                answer = row.get("answer")
+                if isinstance(problem, str) and isinstance(answer, str):
+                    answers[problem] = answer.rpartition("####")[2].strip().replace(",", "") if "####" in answer else answer
+        return answers
 
     def prepare(self, key: str) -> None:
         """The outputs of recipes the guides read (ALIASES), and the TRL file, once what they come from exists;
@@ -275,11 +282,17 @@ def test_the_unmarked_examples_run_on_the_tiny_model(tiny_model_dir, tiny_engine
     import workers.vllm_generator
     from labeler.judging.config import JudgeConfig
     from tests.conftest import KeptOpen, shared_data
-    from tests.fakes import ScriptedJudge
+    from tests.fakes import ScriptedGenerator, ScriptedJudge
+
+    scripted = {}  # the scripted model of the group that runs now, if any
 
     def start_engine(model, config):
         if isinstance(config, JudgeConfig):  # the tiny random model writes no verdict a critique reader reads
+            if scripted:  # the scripted model's solutions are right: so says the judge (consensus keeps them)
+                return ScriptedJudge(lambda problem, seed: "Every paragraph checks out.\n\n\\boxed{-1}")
             return ScriptedJudge(lambda problem, seed: "The first paragraph is wrong.\n\n\\boxed{0}")
+        if scripted:
+            return ScriptedGenerator(scripted, sampled_solution="Work it out.\n\nThe answer is: {answer}")
         return KeptOpen(tiny_engine)
 
     monkeypatch.setattr(workers.vllm_generator, "start_engine", start_engine)
@@ -288,6 +301,9 @@ def test_the_unmarked_examples_run_on_the_tiny_model(tiny_model_dir, tiny_engine
     ran, failed, gaps = [], [], []
     for number, group in enumerate(RUNS):
         box = Sandbox(tmp_path / f"group-{number}", tiny_model_dir, tiny_qwen_prm, shared_data("processbench"), shared_data("gsm8k/test.jsonl"))
+        scripted.clear()
+        if number in SCRIPTED_GROUPS:
+            scripted.update(box.reference_answers())
         monkeypatch.chdir(box.work)
         try:
             for key in group:
@@ -308,21 +324,25 @@ def run_block(block, box: Sandbox, ran: list[str], gaps: list[str], capsys) -> N
     next one runs."""
     from labeler.cli import main
 
-    for command in block.commands:
-        argv = labeler_argv(command)
-        assert argv is not None, f"{block.where}: {command!r} runs no labeler command"
-        box.prepare(block.key)
-        argv = box.substitute(argv)
-        server_err = ""
-        if argv[0] in SERVERS:
-            code, server_err = run_server(argv, box.work)
-        else:
-            code = main(argv)
-        captured = capsys.readouterr()
-        captured = type(captured)(captured.out, captured.err + server_err)
-        before = "\n".join(ran[-2:])
-        if code != 0 and argv[0] in KNOWN_GAPS.get(block.key, (set(), ""))[0]:
-            gaps.append(f"{block.where}: labeler {argv[0]} exited {code}: {captured.err.strip()[-300:]}")
-            continue
-        assert code == 0, f"{block.where}: labeler {shlex.join(argv)}\n{captured.err[-3000:]}\nbefore it:\n{before}"
-        ran.append(f"{block.where}: labeler {shlex.join(argv)}\n{captured.out[-1500:]}")
+    for number, command in enumerate(block.commands):
+        argvs = labeler_argvs(command)
+        assert argvs, f"{block.where}: {command!r} runs no labeler command"
+        for argv in argvs:
+            box.prepare(block.key)
+            argv = box.substitute(argv)
+            server_err = ""
+            if argv[0] in SERVERS:
+                code, server_err = run_server(argv, box.work)
+            else:
+                code = main(argv)
+            captured = capsys.readouterr()
+            captured = type(captured)(captured.out, captured.err + server_err)
+            before = "\n".join(ran[-2:])
+            if code != 0 and argv[0] in KNOWN_GAPS.get(block.key, (set(), ""))[0]:
+                gaps.append(f"{block.where}: labeler {argv[0]} exited {code}: {captured.err.strip()[-300:]}")
+                continue
+            assert code == 0, f"{block.where}: labeler {shlex.join(argv)}\n{captured.err[-3000:]}\nbefore it:\n{before}"
+            if block.outputs is not None:  # a transcript: the docs show what the command prints
+                shown = "\n".join(block.outputs[number]).rstrip()
+                assert captured.out.rstrip() == shown, f"{block.where}: labeler {shlex.join(argv)} prints\n{captured.out}\nnot what the docs show:\n{shown}"
+            ran.append(f"{block.where}: labeler {shlex.join(argv)}\n{captured.out[-1500:]}")
