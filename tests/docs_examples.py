@@ -93,7 +93,8 @@ def all_blocks() -> list[Block]:
     return [block for path in doc_files() for block in blocks_of(path)]
 
 
-WRAPPERS = {"time", "exec", "nohup", "srun", "env", "do", "then", "--", "-m"}  # what may stand before `labeler`
+STARTS = {"--", "do", "then"}  # after these a command starts (`ray job submit ... -- labeler label ...`)
+WRAPPERS = {"time", "exec", "nohup", "srun", "env"}  # what may stand before `labeler`, as VAR=value may
 
 
 def labeler_argvs(command: str) -> list[list[str]]:
@@ -109,9 +110,9 @@ def labeler_argvs(command: str) -> list[list[str]]:
     found, k = [], 0
     while k < len(tokens):
         before = k - 1
-        while before >= 0 and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", tokens[before]) or tokens[before] in WRAPPERS - {"-m"}):
+        while before >= 0 and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", tokens[before]) or tokens[before] in WRAPPERS):
             before -= 1
-        starts = before < 0 or tokens[before] in SHELL_STOPS or (tokens[k] == "labeler.cli" and tokens[k - 1] == "-m")
+        starts = before < 0 or tokens[before] in SHELL_STOPS | STARTS or (tokens[k] == "labeler.cli" and tokens[k - 1] == "-m")
         if tokens[k] in ("labeler", "labeler.cli") and starts:
             argv, k = [], k + 1
             while k < len(tokens) and tokens[k] not in SHELL_STOPS and tokens[k] != "done":

@@ -42,6 +42,9 @@ class ScriptedGenerator:
         self.miss_every = miss_every
         self.calls: list[int] = []  # number of requests in each generate call
 
+    def close(self) -> None:  # as an engine is closed when a command ends: nothing to free
+        pass
+
     def _answer(self, request: GenerationRequest) -> str:
         for problem, answer in self.answers.items():
             if request.user_message.startswith(problem.strip()):
