@@ -191,28 +191,46 @@ def train_data_parallel(config, world_size: int = 2) -> dict:
     return by_rank[0]
 
 
-def test_two_processes_train_the_model_of_one_with_twice_the_accumulation_and_resume_to_it(tiny_model_dir, tmp_path):
+def data_parallel_labels(tmp_path):
     rows = arithmetic_rows(problems=14, solutions_per_problem=2, seed=5)  # 12 train problems, 24 solutions: 6 micro-batches of 4 an epoch
     for row in rows[3:]:  # trajectory labels on 3 solutions only: most micro-batches have none for the trajectory head
         row |= {"trajectory_verdict": "unchecked", "trajectory_label": None}
-    labels = write_labels(tmp_path / "labels", rows)
+    return write_labels(tmp_path / "labels", rows)
+
+
+def assert_same_training(one, two) -> None:
+    alone, together = model_state(one / "last"), model_state(two / "last")
+    assert "trajectory_head.weight" in alone  # both heads trained, and compared
+    for name in alone:
+        torch.testing.assert_close(together[name], alone[name], rtol=1e-4, atol=1e-5, msg=name)
+    for a, b in zip(metrics(one), metrics(two), strict=True):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4) and b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
+
+
+def test_two_processes_train_the_model_of_one_with_twice_the_accumulation(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
     one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
     assert one.global_step == 6  # 3 steps an epoch, 2 epochs
+    two = tmp_path / "two"
+    together = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15))
+    assert together["global_step"] == 6 and together["epochs_done"] == 2 and not together["resumed"]
+    assert_same_training(tmp_path / "one", two)
+    with pytest.raises(TrainingError, match="trained on 2 processes, this run has 1"):
+        train(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, epochs=3))
 
+
+# make faults, not make test: make test keeps two processes against one (above) and a resume on one process
+# (tests/test_prm_training.py: test_an_interrupted_run_resumes_to_the_model_of_an_uninterrupted_one).
+@pytest.mark.slow
+def test_two_processes_stopped_and_resumed_train_the_model_of_one(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
+    train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
     two = tmp_path / "two"
     stopped = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, max_steps=4))
     assert stopped["global_step"] == 4 and stopped["stopped_early"]
     resumed = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15))
     assert resumed["resumed"] and resumed["global_step"] == 6 and resumed["epochs_done"] == 2
-
-    alone, together = model_state(tmp_path / "one" / "last"), model_state(two / "last")
-    assert "trajectory_head.weight" in alone  # both heads trained, and compared
-    for name in alone:
-        torch.testing.assert_close(together[name], alone[name], rtol=1e-4, atol=1e-5, msg=name)
-    for a, b in zip(metrics(tmp_path / "one"), metrics(two), strict=True):
-        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4) and b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
-    with pytest.raises(TrainingError, match="trained on 2 processes, this run has 1"):
-        train(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, epochs=3))
+    assert_same_training(tmp_path / "one", two)
 
 
 def test_under_torchrun_only_process_0_prints_the_result(monkeypatch, tiny_model_dir, tmp_path, capsys):
