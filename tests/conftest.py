@@ -97,10 +97,13 @@ def local_ray():
     return ray
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Ray stops once the next test does not use it: its processes stay out of the tests that follow."""
+    """Ray stops once the next test does not use it (after this test's own teardown, its fixtures' included):
+    its processes stay out of the tests that follow."""
     import sys
 
+    yield
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized() and (nextitem is None or "local_ray" not in nextitem.fixturenames):
+    if ray is not None and ray.is_initialized() and "local_ray" not in getattr(nextitem, "fixturenames", ()):
         ray.shutdown()

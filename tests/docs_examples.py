@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 RECIPES_PAGE = DOCS / "gpu-recipes.md"
 
-FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+-]*)\s*$")
+# a fence: three or more backticks or tildes, a language, maybe more (```python title="x.py"); it closes at
+# a line of the same character, at least as long, and nothing else
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)(?:\s+[^`]*)?$")
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
 PROMPT = "$ "  # a transcript's command line
 MARKER = re.compile(r"^\s*<!--\s*(gpu-recipe|run-by)\s*:\s*(.+?)\s*-->\s*$")
@@ -62,7 +64,7 @@ def blocks_of(path: Path) -> list[Block]:
             continue
         indent, mark, language = fence.groups()
         j = i + 1
-        while j < len(lines) and lines[j].strip() != mark:
+        while j < len(lines) and not (set(lines[j].strip()) == {mark[0]} and len(lines[j].strip()) >= len(mark)):
             j += 1
         body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
         transcript = language in ("", "text", "console") and any(line.startswith(PROMPT) for line in body)
@@ -81,9 +83,10 @@ def blocks_of(path: Path) -> list[Block]:
                         block.outputs.append([])
                     elif block.outputs:
                         block.outputs[-1].append(line)
-            else:
+            else:  # a shell block: its lines, a `$ ` prompt left out
                 joined = re.sub(r"\\\n\s*", " ", "\n".join(body))
-                block.commands = [c for c in joined.splitlines() if c.strip() and not c.lstrip().startswith("#")]
+                commands = [c.strip() for c in joined.splitlines() if c.strip() and not c.lstrip().startswith("#")]
+                block.commands = [c[len(PROMPT) :] if c.startswith(PROMPT) else c for c in commands]
             found.append(block)
         i = j + 1
     return found
@@ -93,34 +96,60 @@ def all_blocks() -> list[Block]:
     return [block for path in doc_files() for block in blocks_of(path)]
 
 
-STARTS = {"--", "do", "then"}  # after these a command starts (`ray job submit ... -- labeler label ...`)
-WRAPPERS = {"time", "exec", "nohup", "srun", "env"}  # what may stand before `labeler`, as VAR=value may
+STARTS = {"--", "do", "then", "(", "{"}  # after these a command starts (`ray job submit ... -- labeler label ...`)
+# what may stand before `labeler`, with its own options: srun -N 2, time -p, timeout 60, uv run, env A=1
+WRAPPERS = {"time", "exec", "nohup", "srun", "env", "sudo", "timeout", "xargs", "uv", "run", "torchrun"}
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def labeler_argvs(command: str) -> list[list[str]]:
     """The arguments of each `labeler` command (or `python -m labeler.cli`) in one shell line, each up to a
-    shell operator or a comment; a command may follow `VAR=value` assignments and a wrapper (srun, time)."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>")
+    shell operator or a comment. A command starts the line, or follows a shell operator or one of STARTS;
+    before `labeler` it may have VAR=value assignments and wrappers (WRAPPERS) with their options."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()")
     lexer.whitespace_split = True
     lexer.commenters = "#"
     try:
         tokens = list(lexer)
     except ValueError:  # an unclosed quote: not ours to judge here
         return []
-    found, k = [], 0
+    found, k, at_start = [], 0, True
     while k < len(tokens):
-        before = k - 1
-        while before >= 0 and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", tokens[before]) or tokens[before] in WRAPPERS):
-            before -= 1
-        starts = before < 0 or tokens[before] in SHELL_STOPS | STARTS or (tokens[k] == "labeler.cli" and tokens[k - 1] == "-m")
-        if tokens[k] in ("labeler", "labeler.cli") and starts:
+        token = tokens[k]
+        if token in SHELL_STOPS or token in STARTS or token in ("(", ")"):
+            at_start, k = True, k + 1
+            continue
+        if not at_start:
+            k += 1
+            continue
+        if ASSIGNMENT.match(token):
+            k += 1
+            continue
+        if token in WRAPPERS:  # the wrapper, its options and their values (srun -N 2, timeout 60)
+            k += 1
+            while k < len(tokens) and (tokens[k].startswith("-") or tokens[k][:1].isdigit()) and tokens[k] not in SHELL_STOPS:
+                k += 1
+            continue
+        if token in ("python", "python3") or token.endswith("/python"):  # python -m labeler.cli
+            if tokens[k + 1 : k + 3] == ["-m", "labeler.cli"]:
+                k += 2
+                token = "labeler"
+        at_start = False
+        if token in ("labeler", "labeler.cli"):
             argv, k = [], k + 1
-            while k < len(tokens) and tokens[k] not in SHELL_STOPS and tokens[k] != "done":
+            while k < len(tokens) and tokens[k] not in SHELL_STOPS and tokens[k] not in ("done", ")"):
                 argv.append(tokens[k])
                 k += 1
             found.append(argv)
+            continue
         k += 1
     return found
+
+
+def mentions_labeler(command: str) -> bool:
+    """Whether a shell line names a labeler command (`labeler SUB`), whatever stands before it: a line that
+    does, from which labeler_argvs reads none, is one it does not understand."""
+    return re.search(r"(^|[\s;&|(])(labeler|labeler\.cli) +[a-z]", command.split("#", 1)[0]) is not None
 
 
 def labeler_argv(command: str) -> list[str] | None:

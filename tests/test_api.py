@@ -165,8 +165,14 @@ def test_vllm_logs_on_stderr_whether_its_logging_was_set_up_before_the_api_or_af
         started: subprocess.Popen([sys.executable, "-c", LOG_CALL, started], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment, cwd=tmp_path)
         for started in ("before", "after")
     }  # fmt: skip
-    for started, caller in callers.items():
-        stdout, stderr = caller.communicate(timeout=300)
-        assert caller.returncode == 0, f"{started}: {stderr[-3000:]}"
-        assert stdout == "the caller's result\n", started
-        assert "an engine log line" in stderr, started
+    try:
+        for started, caller in callers.items():
+            stdout, stderr = caller.communicate(timeout=300)
+            assert caller.returncode == 0, f"{started}: {stderr[-3000:]}"
+            assert stdout == "the caller's result\n", started
+            assert "an engine log line" in stderr, started
+    finally:  # a failure or a timeout leaves no caller running
+        for caller in callers.values():
+            if caller.poll() is None:
+                caller.kill()
+                caller.wait()

@@ -4,9 +4,10 @@ The convention (also at the top of docs/gpu-recipes.md): every ```bash (sh, shel
 README.md and docs/**/*.md, and every transcript (an untagged block of `$ ` lines, whose output the test
 compares with what the command prints), is one of
 
-(a) unmarked: run by this file's slow test on the tiny model, in order, in one temporary folder, with
-    the substitutions docs/gpu-recipes.md tabulates (the model, small copies of the inputs, small
-    sizes; `labeler view`/`serve` started and stopped); a command of a block listed in KNOWN_GAPS, by name, with why, that
+(a) unmarked: run by this file's slow test on the tiny model (the README's tour on a scripted one:
+    SCRIPTED_GROUPS), in order, in one temporary folder, with the substitutions docs/gpu-recipes.md
+    tabulates (the model, small copies of the inputs, small sizes; `labeler view`/`serve` started and
+    stopped); a command of a block listed in KNOWN_GAPS, by name, with why, that
     fails turns the test into an expected failure naming it, never a pass (any other command must run);
 (b) preceded by `<!-- gpu-recipe: NAME -->`: listed on docs/gpu-recipes.md under `## NAME` with what it
     needs and what it prints;
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_examples import ROOT, all_blocks, labeler_argv, labeler_argvs, parse_error, recipe_sections, run_by_target_exists
+from tests.docs_examples import ROOT, all_blocks, blocks_of, labeler_argv, labeler_argvs, mentions_labeler, parse_error, recipe_sections, run_by_target_exists
 
 BLOCKS = all_blocks()
 
@@ -66,12 +67,54 @@ def test_every_labeler_line_parses():
     bad, seen = [], 0
     for block in BLOCKS:
         for command in block.commands:
-            for argv in labeler_argvs(command):
+            argvs = labeler_argvs(command)
+            if not argvs and mentions_labeler(command):  # never a command left unparsed unnoticed
+                bad.append(f"{block.where}: {command.strip()}\n    names a labeler command that tests/docs_examples.py cannot read")
+            for argv in argvs:
                 seen += 1
                 if error := parse_error(argv):
                     bad.append(f"{block.where}: {command.strip()}\n    {error}")
     assert seen >= 80
     assert bad == [], "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "line, commands",
+    [
+        ("labeler label --input a && labeler status runs/a", [["label", "--input", "a"], ["status", "runs/a"]]),
+        ("CUDA_VISIBLE_DEVICES=0,1 HF_HOME=/h labeler view a", [["view", "a"]]),
+        ("srun -N 2 --ntasks=1 labeler label --input a", [["label", "--input", "a"]]),
+        ("time -p labeler status x", [["status", "x"]]),
+        ("timeout 60 labeler status x", [["status", "x"]]),
+        ("python -m labeler.cli status d  # a comment", [["status", "d"]]),
+        ("ray job submit --address http://HEAD:8265 -- labeler label --model m", [["label", "--model", "m"]]),
+        ("for f in a b; do labeler status $f; done", [["status", "$f"]]),
+        ("cat x | labeler score --prm p > out.jsonl", [["score", "--prm", "p"]]),
+        ("pip install labeler", []),
+        ("echo labeler", []),
+    ],
+)
+def test_every_labeler_command_of_a_line_is_read(line, commands):
+    assert labeler_argvs(line) == commands
+    assert mentions_labeler(line) == bool(commands)
+
+
+def test_blocks_are_read_whatever_their_fence(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python title=\"x.py\"\nprint(1)\n```\n\n"  # a titled fence: its closing line opens no block
+        "<!-- gpu-recipe: a -->\n```bash\nlabeler label --bogus\n```\n\n"
+        "````bash\n$ labeler status d\n```\n````\n\n"  # a longer fence holds a shorter one; a prompt is left out
+        "~~~\n$ labeler check --gold 1 --pred 1\ncorrect\n~~~\n\n"
+        "```\nplain text\n```\n"
+    )
+    blocks = blocks_of(page)
+    assert [(b.line, b.kind, b.commands) for b in blocks] == [
+        (6, "gpu-recipe", ["labeler label --bogus"]),
+        (10, None, ["labeler status d", "```"]),
+        (15, None, ["labeler check --gold 1 --pred 1"]),
+    ]
+    assert blocks[2].outputs == [["correct"]] and [b.ordinal for b in blocks] == [1, 2, 3]
 
 
 def test_every_labeler_command_in_the_prose_parses():

@@ -132,7 +132,7 @@ def same_output(out: Path, reference: Path) -> None:
 # The three cases below are `slow`: make faults runs them, make test does not. What make test keeps of each:
 # the judge on the real engine (the batch-invariant test above), a SIGKILL and resume of `labeler label`
 # (test_cli_resume; the same manifest and commits) and a judge crashed then rerun (test_judge), the judge on
-# Ray workers (test_judge::test_on_ray_workers_the_judgments_equal_one_process) and the real engine on Ray
+# Ray workers (test_ray_executor::test_on_ray_workers_the_judgments_equal_one_process) and the real engine on Ray
 # (test_ray_engine), the embedded model on the engine (test_embedded_defaults).
 @pytest.mark.slow
 def test_a_judge_sigkilled_mid_run_resumes_with_every_solution_once(judge_model_dir, dataset, reference_run, tmp_path):

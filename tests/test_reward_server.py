@@ -235,7 +235,9 @@ class ServedHere:
         self.server, sock, self.url = started
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        while not self.server.started:
+        deadline = time.monotonic() + 60
+        while not self.server.started:  # a start that fails ends the thread: said, not waited on forever
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
             time.sleep(0.01)
 
     def __enter__(self) -> "ServedHere":
@@ -244,6 +246,7 @@ class ServedHere:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the server did not stop within 60 s"
 
 
 def test_an_unmeasured_score_given_and_a_request_larger_than_the_queue(qwen_prm):
