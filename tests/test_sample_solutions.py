@@ -94,6 +94,18 @@ def test_columns_preset_and_an_answer_column_override_take_it_too():
     assert (source.reference_answer, source.steps) == (row["final_answer"], None)
 
 
+def test_a_malformed_solution_is_not_read_when_the_answer_column_gives_the_answer():
+    from labeler.inputs.presets import RowError
+
+    row = {"problem": "P?", "solution": 123, "answer": "8"}  # a solution that is not text
+    source = to_source_row("math", 0, row, PresetOptions(sample_solutions=True))
+    assert (source.problem, source.reference_answer, source.steps) == ("P?", "8", None)
+    with pytest.raises(RowError, match="solution"):  # labelling the row's own solution still reads it, and refuses it
+        to_source_row("math", 0, row, PresetOptions())
+    with pytest.raises(RowError, match="solution"):  # no answer column: the \boxed{} answer is read from it, and refused
+        to_source_row("math", 0, {"problem": "P?", "solution": 123}, PresetOptions(sample_solutions=True))
+
+
 def test_it_is_in_the_config_hash_only_when_given():
     plain = LabelConfig(input="i", output="o", model="m")
     assert "sample_solutions" not in plain.output_settings()  # jobs started before it keep their hash and resume

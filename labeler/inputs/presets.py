@@ -281,9 +281,12 @@ def _read_gsm8k(row: dict, columns: _Columns, options: PresetOptions):
 def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_answer: bool, needs_steps: bool):
     """Formats with one column per field: math, processbench, columns."""
     problem = _required(row, columns.problem, "problem")
-    solution = _text(row, columns.solution, "solution") if columns.solution else None
+    answer = _text(row, columns.answer, "answer", numbers=True) if columns.answer else None
+    # sampling new solutions reads the row's solution only for a \boxed{} answer its answer column lacks
+    reads_solution = columns.solution and not (options.sample_solutions and answer)
+    solution = _text(row, columns.solution, "solution") if reads_solution else None
     steps = None
-    if options.sample_solutions:  # the solution is read only for a \boxed{} answer
+    if options.sample_solutions:
         pass
     elif columns.steps and (needs_steps or row.get(columns.steps) is not None):
         steps = _step_list(row, columns.steps)
@@ -292,7 +295,6 @@ def _read_flat(row: dict, columns: _Columns, options: PresetOptions, *, boxed_an
     elif needs_steps:
         raise RowError("solution", _why_absent(row, columns.solution))
 
-    answer = _text(row, columns.answer, "answer", numbers=True) if columns.answer else None
     if not answer and boxed_answer and solution:
         answer = last_boxed(solution)
     if not answer:
