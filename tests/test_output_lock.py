@@ -22,7 +22,7 @@ from labeler.labeling.job import run_job
 from labeler.store import lock as lock_module
 from labeler.store.errors import StorageError
 from labeler.store.location import OutputLocation
-from labeler.store.lock import LOCK_NAME, LockHolder, LockLostError, OutputLock, OutputLockedError
+from labeler.store.lock import LOCK_NAME, LockHolder, LockLostError, OutputLock, OutputLockedError, read_lock_holder
 from labeler.store.lock_file import GcsLockFile, open_lock_file
 from labeler.store.shard_store import ShardStore
 from tests.conftest import write_jsonl
@@ -159,6 +159,22 @@ def test_a_lock_records_the_boot_and_the_start_of_its_process(tmp_path):
     assert content["format"] == lock_module.LOCK_FORMAT
     assert content["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert content["process_start"] == Path(f"/proc/{os.getpid()}/stat").read_text().rpartition(")")[2].split()[19]
+    assert content["pid_namespace"] == os.readlink("/proc/self/ns/pid")
+
+
+def test_a_live_holder_in_another_pid_namespace_of_this_host_name_is_judged_by_its_heartbeat(tmp_path):
+    """Two containers given one hostname share a boot, not their pids: a pid that does not exist here may be a
+    live driver there. Its lock is not taken over, and status does not call it gone, until its heartbeat is stale."""
+    assert lock_module._pid_namespace().startswith("pid:[")
+    elsewhere = {"pid": 2**31 - 2, "process_start": "5", "pid_namespace": "pid:[1]"}  # a pid that is not alive here
+    write_lock_fields(tmp_path, **elsewhere)
+    with pytest.raises(OutputLockedError, match="another driver is labelling this output"):
+        OutputLock(OutputLocation(tmp_path)).acquire()
+    assert read_lock_holder(OutputLocation(tmp_path))["stale"] is False
+    write_lock_fields(tmp_path, **{**elsewhere, "pid_namespace": lock_module._pid_namespace()})  # this namespace: gone
+    assert read_lock_holder(OutputLocation(tmp_path))["gone"] == "that process is gone"
+    with OutputLock(OutputLocation(tmp_path)) as lock:
+        assert "that process is gone" in lock.warnings[0]
 
 
 def test_a_lock_of_this_pid_taken_by_an_earlier_process_is_stale(tmp_path):

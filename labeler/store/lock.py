@@ -5,14 +5,15 @@ the units the other committed. So a job takes the lock before it reads or writes
 output (--overwrite too), and a second driver stops with OutputLockedError naming the holder.
 
 The lock file is JSON: its format, the holder's token (a uuid), host, pid, command, version, when it
-started and its last heartbeat, and, on Linux, the host's boot id and the clock tick at which the
-holder's process started. The holder rewrites the heartbeat every HEARTBEAT_SECONDS from a daemon
+started and its last heartbeat, and, on Linux, the host's boot id, the clock tick at which the
+holder's process started and its PID namespace. The holder rewrites the heartbeat every HEARTBEAT_SECONDS from a daemon
 thread. A lock is stale, and is taken over with a warning, when its heartbeat is older than
 STALE_AFTER_SECONDS (a killed machine; the hosts' clocks must agree to well within that), or when
 its host is this one and its process is certainly gone: the host booted since (another boot id), its
 pid is not alive, or is another process now (it started at another tick: a restarted container whose
-driver is PID 1 again, a reused pid). Processes of one host name in separate PID namespaces (two
-containers given one hostname) are not told apart. A lock in a format this version does not know
+driver is PID 1 again, a reused pid). A holder in another PID namespace of the same host name (two
+containers given one hostname) is judged by its heartbeat only: its pid is not this namespace's to
+ask about (a lock of format 2, which does not record the namespace, is judged by its pid). A lock in a format this version does not know
 (a newer format, fields it does not know) is never taken over: its holder may live by rules this
 version cannot judge. A labeler before 0.2 does not know this format (its parser refuses the fields it
 does not know and takes the lock for unreadable, so over): a pre-0.2 labeler must not share an output
@@ -53,7 +54,7 @@ HEARTBEAT_SECONDS = 10.0
 STALE_AFTER_SECONDS = 60.0  # six missed heartbeats
 UNREADABLE_WAIT_SECONDS = 0.5  # a local lock is empty for an instant between its create and its write
 TAKE_ATTEMPTS = 3
-LOCK_FORMAT = 2  # 2: boot_id and process_start; 1 (no format field): the locks written before them
+LOCK_FORMAT = 3  # 3: pid_namespace; 2: boot_id and process_start; 1 (no format field): the locks written before them
 
 logger = logging.getLogger("labeler.lock")
 
@@ -78,6 +79,9 @@ class LockHolder:
     format: int = 1
     boot_id: str = ""  # "" where the host does not say (not Linux), and in format 1
     process_start: str = ""  # clock ticks from boot to the holder process's start; "" as boot_id
+    # the holder's PID namespace (Linux: /proc/self/ns/pid): two containers may share a hostname and a boot,
+    # not their pids; "" where the host does not say, and before format 3
+    pid_namespace: str = ""
 
     def describe(self, now: float) -> str:
         return f"host {self.host}, pid {self.pid}, since {self.started}, last heartbeat {now - _epoch(self.heartbeat):.0f}s ago"
@@ -150,6 +154,7 @@ class OutputLock:
             format=LOCK_FORMAT,
             boot_id=_boot_id(),
             process_start=_process_start(os.getpid()),
+            pid_namespace=_pid_namespace(),
         )
         self.warnings: list[str] = []  # a stale lock taken over, for the job's log
         self._version = None
@@ -215,7 +220,7 @@ class OutputLock:
 
     def _process_gone(self, holder: LockHolder) -> str | None:
         """Why the process of `holder`, a lock of this host, is certainly not running; None when it may be."""
-        return process_gone(holder, self.holder.boot_id, self.holder.pid)
+        return process_gone(holder, self.holder.boot_id, self.holder.pid, self.holder.pid_namespace)
 
     def _hold(self, version) -> None:
         self._version = version
@@ -302,16 +307,20 @@ def read_lock_holder(location: OutputLocation) -> dict | None:
     age = time.time() - _epoch(holder.heartbeat)
     # stale: its driver is gone, as a driver starting here would judge it (OutputLock._stale_reason): its
     # heartbeat is too old, or it is of this host and its process is certainly not running (a kill -9)
-    gone = process_gone(holder, _boot_id(), os.getpid()) if holder.host == socket.gethostname() else None
+    gone = process_gone(holder, _boot_id(), os.getpid(), _pid_namespace()) if holder.host == socket.gethostname() else None
     found = {"host": holder.host, "pid": holder.pid, "started": holder.started, "heartbeat_age_seconds": round(age, 1)}
     return found | {"stale": age > STALE_AFTER_SECONDS or gone is not None} | ({"gone": gone} if gone else {})
 
 
-def process_gone(holder: LockHolder, boot_id: str, pid: int) -> str | None:
+def process_gone(holder: LockHolder, boot_id: str, pid: int, pid_namespace: str = "") -> str | None:
     """Why the process of `holder`, a lock of this host, is certainly not running, as seen from the
-    process `pid` of boot `boot_id` of this host; None when it may be."""
+    process `pid` of boot `boot_id` and PID namespace `pid_namespace` of this host; None when it may be
+    (a holder in another PID namespace, another container of the same name, is never judged by its pid:
+    its heartbeat says when it is gone)."""
     if holder.boot_id and boot_id and holder.boot_id != boot_id:
         return "this host has restarted since it was taken"
+    if holder.pid_namespace and pid_namespace and holder.pid_namespace != pid_namespace:
+        return None
     if not _pid_alive(holder.pid):
         return "that process is gone"
     if holder.format < 2 and holder.pid == pid:  # every lock this process writes has a later format
@@ -344,6 +353,14 @@ def _boot_id() -> str:
     """This boot of the host (Linux: a new random id at each boot); "" where the host does not say."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (Linux: e.g. "pid:[4026531836]"); "" where the host does not say."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
     except OSError:
         return ""
 
