@@ -4,6 +4,7 @@ when the job ends. The local lock is tested for real, S3's conditional writes on
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -171,14 +172,25 @@ def test_a_live_holder_in_another_pid_namespace_of_this_host_name_is_judged_by_i
     with pytest.raises(OutputLockedError, match="another driver is labelling this output"):
         OutputLock(OutputLocation(tmp_path)).acquire()
     assert read_lock_holder(OutputLocation(tmp_path))["stale"] is False
+    write_lock_fields(tmp_path, **elsewhere, heartbeat=iso(90))  # its heartbeat past 60 s: stale, taken over
+    assert read_lock_holder(OutputLocation(tmp_path))["stale"] is True
+    with OutputLock(OutputLocation(tmp_path)) as lock:
+        assert re.search(r"last heartbeat 9\ds ago, over 60s", lock.warnings[0]), lock.warnings
     write_lock_fields(tmp_path, **{**elsewhere, "pid_namespace": lock_module._pid_namespace()})  # this namespace: gone
     assert read_lock_holder(OutputLocation(tmp_path))["gone"] == "that process is gone"
     with OutputLock(OutputLocation(tmp_path)) as lock:
         assert "that process is gone" in lock.warnings[0]
+    # a lock of format 2 records no namespace: judged by its pid, as before
+    write_lock_fields(tmp_path, pid=2**31 - 2, process_start="5", format=2, pid_namespace="")
+    content = json.loads((tmp_path / LOCK_NAME).read_text())
+    (tmp_path / LOCK_NAME).write_text(json.dumps({key: value for key, value in content.items() if key != "pid_namespace"}))
+    assert read_lock_holder(OutputLocation(tmp_path))["gone"] == "that process is gone"
 
 
 def test_a_lock_of_this_pid_taken_by_an_earlier_process_is_stale(tmp_path):
-    # a restarted container: its driver is PID 1 again, and the lock names PID 1 of before the restart
+    # a driver restarted in the same PID namespace (a process supervisor inside one container): its pid is
+    # reused, and the lock names the process of before the restart (a restarted container gets a new PID
+    # namespace: judged by its heartbeat, the test above)
     write_lock_fields(tmp_path, pid=os.getpid(), process_start="1")
     with OutputLock(OutputLocation(tmp_path)) as lock:
         assert lock_token(tmp_path) == lock.holder.token

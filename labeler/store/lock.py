@@ -10,10 +10,12 @@ holder's process started and its PID namespace. The holder rewrites the heartbea
 thread. A lock is stale, and is taken over with a warning, when its heartbeat is older than
 STALE_AFTER_SECONDS (a killed machine; the hosts' clocks must agree to well within that), or when
 its host is this one and its process is certainly gone: the host booted since (another boot id), its
-pid is not alive, or is another process now (it started at another tick: a restarted container whose
-driver is PID 1 again, a reused pid). A holder in another PID namespace of the same host name (two
-containers given one hostname) is judged by its heartbeat only: its pid is not this namespace's to
-ask about (a lock of format 2, which does not record the namespace, is judged by its pid). A lock in a format this version does not know
+pid is not alive, or is another process now (it started at another tick: a reused pid). A holder in
+another PID namespace of the same host name (two containers given one hostname, or one container
+restarted: a new PID namespace) is judged by its heartbeat only, as its pid is not this namespace's
+to ask about (a lock of format 2, which does not record the namespace, is judged by its pid). Host
+names must be unique among the machines that share an output: another machine's lock under this
+host name reads as one from before a reboot (another boot id). A lock in a format this version does not know
 (a newer format, fields it does not know) is never taken over: its holder may live by rules this
 version cannot judge. A labeler before 0.2 does not know this format (its parser refuses the fields it
 does not know and takes the lock for unreadable, so over): a pre-0.2 labeler must not share an output
