@@ -60,6 +60,28 @@ def commands_on_tiny_engine(tiny_engine, monkeypatch):
     return tiny_engine
 
 
+class ServedOnAThread:
+    """A server the CLI built (labeler.cli.view.start_view, labeler.cli.serve.start_serve), run on a thread of
+    this process, over real HTTP: its start and its stop each bounded, a start that fails said at once."""
+
+    def __init__(self, server, sock, timeout: float = 60):
+        import threading
+        import time
+
+        self.server, self.timeout = server, timeout
+        self.thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:  # a start that fails ends the thread
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=self.timeout)
+        assert not self.thread.is_alive(), f"the server did not stop within {self.timeout:.0f} s"
+
+
 @pytest.fixture(scope="session")
 def sample_labels_output(tiny_model_dir, tiny_engine, tmp_path_factory) -> Path:
     """A real labeling output (the packaged sample problems, 8 solutions in shards of 3, rollouts kept),

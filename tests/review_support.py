@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.conftest import ServedOnAThread
 
 SAMPLE_PROBLEMS = Path(__file__).resolve().parents[1] / "labeler" / "data" / "sample_problems.jsonl"
 
@@ -57,11 +57,8 @@ class ViewServer:
         if isinstance(started, int):
             self.url = f"exit {started}"
             return
-        self.server, sock, self.url = started
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
+        server, sock, self.url = started
+        self.server = ServedOnAThread(server, sock, timeout=30)
 
     def stop(self) -> int:
         self.http.close()
@@ -69,8 +66,7 @@ class ViewServer:
             self.proc.terminate()
             code = self.proc.wait(timeout=30)
         else:
-            self.server.should_exit = True
-            self._thread.join(timeout=30)
+            self.server.stop()
             for logger in self._loggers:
                 logger.removeHandler(self._handler)
             code = 0

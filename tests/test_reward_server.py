@@ -10,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from labeler.rewards import ProcessReward, RewardConfig
 from labeler.serving.batcher import Batcher, Busy
+from tests.conftest import ServedOnAThread
 from tests.public_prms import build_qwen_prm
 
 PROBLEM = "What is 2 + 3?"
@@ -232,21 +232,14 @@ class ServedHere:
 
         started = start_serve(build_parser().parse_args(["serve", "--port", "0", "--device", "cpu", "--quiet", *flags]))
         assert not isinstance(started, int), f"exit {started}"
-        self.server, sock, self.url = started
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:  # a start that fails ends the thread: said, not waited on forever
-            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.01)
+        server, sock, self.url = started
+        self.served = ServedOnAThread(server, sock)
 
     def __enter__(self) -> "ServedHere":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive(), "the server did not stop within 60 s"
+        self.served.stop()
 
 
 def test_an_unmeasured_score_given_and_a_request_larger_than_the_queue(qwen_prm):

@@ -194,3 +194,21 @@ def resolve_backbone(model: str | None) -> tuple[str, str]:
 
     source = resolve_model(None)
     return source.path, source.name
+
+
+def http_address(sock) -> str:
+    """The address a server bound to `sock` answers on, as `view` and `serve` print it (IPv6 in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def run_until_stopped(server, sock) -> bool:
+    """Run a uvicorn `server` on `sock` until SIGTERM or Ctrl-C; whether it was stopped at once (a second signal).
+    uvicorn stops gracefully on either, then raises the signal again: a no-op here, so that the stop asked for
+    ends with exit code 0."""
+    import signal
+
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda signum, frame: None)
+    server.run(sockets=[sock])
+    return server.force_exit

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, http_address, log_to_stderr, quiet_transformers, run_until_stopped, usage_error
 from labeler.cli.flags import add_flags, flag_values
 
 COMMAND = "serve"
@@ -52,12 +51,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return started
     server, sock, url = started
     print(url, flush=True)
-    # uvicorn stops gracefully on SIGTERM or Ctrl-C, then raises the signal again: a no-op here, so that the
-    # stop asked for ends with exit code 0 (Ctrl-C while the PRM loads is still an interruption: 130)
-    for stop in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop, lambda signum, frame: None)
-    server.run(sockets=[sock])
-    if server.force_exit:  # a second Ctrl-C or SIGTERM during the stop
+    # a stop asked for exits 0 (Ctrl-C while the PRM loads, before this, is still an interruption: 130)
+    if run_until_stopped(server, sock):  # a second Ctrl-C or SIGTERM during the stop
         log.warning("stopped at once (a second signal): requests in flight may be unanswered")
     else:
         log.info("stopped; every request in flight was answered")
@@ -104,4 +99,4 @@ def start_serve(args: argparse.Namespace):
     # a stop waits for every request in flight: each ends within --request-timeout-s (answered, or 504)
     graceful_s = int(serve_config.request_timeout_s) + 5
     server = uvicorn.Server(uvicorn.Config(create_app(reward, serve_config), log_level="warning", timeout_graceful_shutdown=graceful_s))
-    return server, sock, f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return server, sock, http_address(sock)

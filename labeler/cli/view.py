@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 
-from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, usage_error
+from labeler.cli.common import EXIT_OK, RunOptions, add_command, http_address, log_to_stderr, run_until_stopped, usage_error
 from labeler.cli.flags import add_flags, flag_values
 from labeler.review.config import ViewConfig
 
@@ -56,9 +55,7 @@ def run_view(args: argparse.Namespace) -> int:
         return started
     server, sock, url = started
     print(url, flush=True)
-    for stop in (signal.SIGTERM, signal.SIGINT):  # uvicorn stops on them; exit 0, as asked
-        signal.signal(stop, lambda signum, frame: None)
-    server.run(sockets=[sock])
+    run_until_stopped(server, sock)
     return EXIT_OK
 
 
@@ -92,8 +89,6 @@ def start_view(args: argparse.Namespace):
     except (SourceError, ShardsError, StorageError, ValueError, OSError) as error:
         sock.close()
         return usage_error(COMMAND, str(error).splitlines()[0])
-    host, port = sock.getsockname()[:2]
     for output in sources.labels:
         log.info("#%d %s: %s%s", output.number, output.given, output.kind, "" if output.writable else f", read-only ({output.why_read_only})")
-    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning")), sock, url
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning")), sock, http_address(sock)
