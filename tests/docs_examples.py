@@ -116,7 +116,7 @@ def labeler_argvs(command: str) -> list[list[str]]:
     found, k, at_start = [], 0, True
     while k < len(tokens):
         token = tokens[k]
-        if token in SHELL_STOPS or token in STARTS or token in ("(", ")"):
+        if token in SHELL_STOPS or token in STARTS or token == ")":
             at_start, k = True, k + 1
             continue
         if not at_start:
