@@ -86,8 +86,10 @@ def test_bad_batches_are_refused_naming_the_item():
         reward.rewards(["q", "q"], [TWO_STEPS])
     with pytest.raises(ValueError, match="completion 1: a string, not NoneType"):
         reward.rewards(["q", "q"], [TWO_STEPS, None])
-    with pytest.raises(ValueError, match="reference 0: answer_weight > 0 needs a reference answer"):
-        reward_with([0.5], answer_weight=1.0).rewards(["q"], [TWO_STEPS], [""])
+    with pytest.raises(ValueError, match="reference 0: a reference answer is text or a number, not list"):
+        reward_with([0.5], answer_weight=1.0).rewards(["q"], [TWO_STEPS], [["5"]])
+    with pytest.raises(ValueError, match="answer_weight > 0 needs a reference answer per completion"):
+        reward_with([0.5], answer_weight=1.0).rewards(["q"], [TWO_STEPS])
     with pytest.raises(ValueError, match="--aggregate must be one of"):
         RewardConfig(prm="x", aggregate="max")
 

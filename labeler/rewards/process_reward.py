@@ -7,12 +7,17 @@ aggregated (min by default), plus, when asked, a verifiable reward for the final
 
 A reward that could not be measured is None with its reason, never a number: a completion with no
 step (empty), one with a step past the PRM's length limit (an aggregate of the steps that fit would
-reward a cut completion as if the PRM had read it all), or, with an answer weight, one whose answer
+reward a cut completion as if the PRM had read it all), or, with an answer weight, one whose reference
+is missing (None, NaN: pandas' missing value, or blank; never checked as the text "nan") or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -52,24 +57,37 @@ class ProcessReward:
             max_length=config.max_length,
         )
         self._checker = None
+        self._checker_lock = threading.Lock()  # callers on several threads (verl's reward loop) share one checker
 
     def rewards(
         self, problems: Sequence[str], completions: Sequence[str], references: Sequence[str | int | float | None] | None = None
     ) -> list[Reward]:
         """One Reward per completion, in order. ValueError, naming the item, for lists of unequal length, a
-        text that is not a string (or not valid Unicode), or a missing reference while answer_weight > 0.
-        References may be numbers (a dataset's answer column often is); they are read only when answer_weight > 0."""
+        text that is not a string (or not valid Unicode), no references at all or one of another type while
+        answer_weight > 0. References may be numbers (a dataset's answer column often is); they are read only when
+        answer_weight > 0; a missing one (None, NaN, blank) makes its completion's reward unmeasured."""
         self._validate(problems, completions, references)
+        missing: dict[int, str] = {}
         if self.config.answer_weight > 0:
+            missing = {i: why for i, reference in enumerate(references) if (why := missing_reference(reference))}
             references = [str(reference) for reference in references]
         steps = [split_steps(text, self.config.split) for text in completions]
         to_score = [i for i, s in enumerate(steps) if s]
         solutions = [SolutionToScore(f"p{i}", f"c{i}", problems[i], tuple(steps[i])) for i in to_score]
         scores: dict[int, list[float | None]] = dict(zip(to_score, self.scorer.step_scores(solutions), strict=True)) if solutions else {}
-        answers = self._answers(problems, completions, references) if self.config.answer_weight > 0 else None
-        return [self._reward(i, steps[i], scores.get(i), None if answers is None else answers[i]) for i in range(len(completions))]
+        answers = None
+        if self.config.answer_weight > 0:
+            to_check = [i for i in range(len(completions)) if i not in missing]
+            checked = self._answers([problems[i] for i in to_check], [completions[i] for i in to_check], [references[i] for i in to_check])
+            answers = dict(zip(to_check, checked, strict=True))
+        return [
+            self._reward(i, steps[i], scores.get(i), None if answers is None else answers.get(i), missing.get(i))
+            for i in range(len(completions))
+        ]
 
-    def _reward(self, i: int, steps: list[str], step_scores: list[float | None] | None, answer: Verdict | None) -> Reward:
+    def _reward(
+        self, i: int, steps: list[str], step_scores: list[float | None] | None, answer: Verdict | None, no_reference: str | None
+    ) -> Reward:
         if not steps:
             return Reward(None, reason="empty completion: no step to score")
         step_scores = list(step_scores) + [None] * (len(steps) - len(step_scores))
@@ -78,6 +96,9 @@ class ProcessReward:
         if process is None:
             unscored = sum(score is None for score in step_scores)
             reward.reason = f"{unscored} of {len(steps)} steps unscored: past the PRM's length limit"
+            return reward
+        if no_reference is not None:  # the answer part cannot be measured: never a verdict against "nan"
+            reward.reason = no_reference
             return reward
         if answer is None:
             reward.value = process
@@ -90,10 +111,13 @@ class ProcessReward:
         return reward
 
     def _answers(self, problems, completions, references) -> list[Verdict]:
-        if self._checker is None:
-            from labeler.checking.checker import AnswerChecker
+        if not completions:
+            return []
+        with self._checker_lock:
+            if self._checker is None:
+                from labeler.checking.checker import AnswerChecker
 
-            self._checker = AnswerChecker()
+                self._checker = AnswerChecker()
         results = self._checker.check_many(list(zip(completions, references)), list(problems))
         return [result.verdict for result in results]
 
@@ -114,17 +138,32 @@ class ProcessReward:
             if references is None:
                 raise ValueError("answer_weight > 0 needs a reference answer per completion")
             for i, reference in enumerate(references):
-                number = isinstance(reference, int | float) and not isinstance(reference, bool)
-                if not (number or isinstance(reference, str) and reference.strip()):
-                    raise ValueError(f"reference {i}: answer_weight > 0 needs a reference answer, got {reference!r}")
+                number = isinstance(reference, numbers.Real) and not isinstance(reference, bool)
+                if not (number or isinstance(reference, str) or missing_reference(reference)):
+                    raise ValueError(f"reference {i}: a reference answer is text or a number, not {type(reference).__name__}")
 
     def close(self) -> None:
-        if self._checker is not None:
-            self._checker.close()
-            self._checker = None
+        with self._checker_lock:
+            if self._checker is not None:
+                self._checker.close()
+                self._checker = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def missing_reference(reference) -> str | None:
+    """Why `reference` is no reference answer (None, NaN or another non-finite number, blank text); None when it is one."""
+    pandas = sys.modules.get("pandas")  # pandas' own missing value, where pandas made the column
+    if reference is None or pandas is not None and reference is pandas.NA:
+        what = "null"
+    elif isinstance(reference, numbers.Real) and not isinstance(reference, bool) and not math.isfinite(reference):
+        what = f"{reference}, a missing value"
+    elif isinstance(reference, str) and not reference.strip():
+        what = "blank"
+    else:
+        return None
+    return f"no reference answer ({what}): the answer part of the reward is not measured"

@@ -11,19 +11,26 @@ problem comes from the sample's extra_info["question"] (verl's GSM8K preprocessi
 for other datasets), the reference from ground_truth. verl needs a number for every sample, and a reward that could
 not be measured has none: by default such a sample stops the run with its reason; `unmeasured_score`
 is the number you choose for them instead (each such sample logs a warning with its reason, and the
-metric prm_unmeasured counts them). Both of
-verl's call forms work: one sample (the naive reward manager) or lists (the batch reward manager).
+metric prm_unmeasured counts them); a missing ground truth (None, NaN) is one of them, never checked as
+"nan". verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
+manager), and the reward loop's, which adds reward_router_address, reward_model_tokenizer and reward_model
+(verl's own reward model, unused here: the PRM named by reward_kwargs scores) and calls from a thread pool:
+the PRM loads once per config, whichever thread asks first.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from labeler.rewards.config import RewardConfig
 from labeler.rewards.process_reward import ProcessReward, Reward
 
 logger = logging.getLogger(__name__)
 _loaded: dict[RewardConfig, ProcessReward] = {}  # one PRM per config in a reward worker
+_loading = threading.Lock()  # verl's reward loop calls from an executor's threads: one load, not one per thread
+# what verl's reward loop passes besides the sample: its own reward model, which this reward does not use
+VERL_REWARD_MODEL_KWARGS = ("reward_router_address", "reward_model_tokenizer", "reward_model")
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, data_sources=None,
@@ -33,6 +40,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     solutions = list(solution_strs) if batch else [solution_str]
     truths = list(ground_truths) if batch else [ground_truth]
     infos = list(extra_infos) if batch else [extra_info]
+    for name in VERL_REWARD_MODEL_KWARGS:
+        reward_kwargs.pop(name, None)
     reward = _reward(RewardConfig(**reward_kwargs))
     problems = []
     for i, info in enumerate(infos):
@@ -41,7 +50,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
             raise ValueError(f"sample {i}: extra_info has no 'question' (the problem text the PRM reads with the solution)")
         problems.append(question)
     answers_asked = reward.config.answer_weight > 0
-    references = [None if t is None else str(t) for t in truths] if answers_asked else None
+    references = truths if answers_asked else None  # a missing one (None, NaN) is unmeasured (ProcessReward)
     scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(reward.rewards(problems, solutions, references))]
     return scores if batch else scores[0]
 
@@ -67,6 +76,7 @@ def _score(result: Reward, unmeasured_score: float | None, i: int, answers_asked
 
 
 def _reward(config: RewardConfig) -> ProcessReward:
-    if config not in _loaded:
-        _loaded[config] = ProcessReward(config)
-    return _loaded[config]
+    with _loading:
+        if config not in _loaded:
+            _loaded[config] = ProcessReward(config)
+        return _loaded[config]
