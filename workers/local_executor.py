@@ -9,7 +9,8 @@ not wait on the checker and a finished unit is committed while the next one gene
 A unit that fails (an error while labelling it) is retried and, past --max-unit-retries, bisected
 down to the rows that fail, which go to rejected/ (labeler/labeling/unit_failures.py). An engine that
 dies is replaced by a new one before the retry. Errors of the commit itself (storage, a refused
-engine) stop the job.
+engine) and an answer checker that cannot check (CheckerUnavailable) stop the job, the unit that met
+them uncommitted: they are the machine's, not the unit's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.unit import UnitResult
-from labeler.labeling.unit_failures import UnitFailures, describe_error
+from labeler.labeling.unit_failures import UnitFailures, describe_error, stops_the_job
 from labeler.store.progress import ProgressReporter
 
 
@@ -67,6 +68,8 @@ class LocalExecutor:
                 except Exception as error:  # not a KeyboardInterrupt or a kill: those stop the job
                     self._settle(in_flight, failures, queue, commit)
                     in_flight = None
+                    if stops_the_job(error):
+                        raise
                     if isinstance(error, EngineDiedError):
                         progress.warn(f"the engine died during unit {unit.index} ({error}); starting a new one")
                         _close_quietly(generator)
@@ -89,10 +92,12 @@ class LocalExecutor:
     def _finish_and_commit(self, unit: WorkUnit, generated: object, task: UnitTask, engine: dict, failures: UnitFailures, commit):
         """On the finisher thread: check and build the unit, then commit it (a piece of a bisected unit:
         the whole unit, once its last piece is in). A failure to finish is returned (the main thread
-        retries the unit); a failure to commit is raised (it stops the job)."""
+        retries the unit); a failure to commit, or of the machine (stops_the_job), is raised (it stops the job)."""
         try:
             result = task.finish(generated, self.checker, engine)
         except Exception as error:
+            if stops_the_job(error):
+                raise
             return unit, describe_error(error), False, isinstance(error, CheckerUnhealthyError)
         whole = failures.succeeded(unit, result)
         if whole is not None:

@@ -8,6 +8,9 @@ arrives. Failures:
   replaced, and its units go back to the front of the queue for the next free worker; a worker or
   node lost spends none of its units' retries (each unit may be stranded so a bounded number of
   times: labeler/labeling/unit_failures.py, LOSSES_PER_UNIT);
+- an answer checker that cannot check (CheckerUnavailable, raised in a unit) stops the job: it is the
+  machine's failure, not the unit's (labeler/labeling/unit_failures.py: stops_the_job); committed units
+  are kept, the units in flight are not committed and none of their rows is rejected;
 - a unit whose own error came back more than `max_unit_retries` times is bisected down to the rows
   that fail, which go to rejected/ (stage "generation", the error as the reason; unit_failures.py),
   so the job finishes;
@@ -41,13 +44,14 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings
+from labeler.checking import CheckerUnavailable
 from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
 from labeler.store.progress import ProgressReporter
 from labeler.labeling.unit import UnitResult
-from labeler.labeling.unit_failures import UnitFailures
+from labeler.labeling.unit_failures import UnitFailures, stops_the_job
 from workers.checker_share import CheckerShare
 from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
 
@@ -150,6 +154,9 @@ class RayExecutor:
             try:
                 result: UnitResult | None = failures.succeeded(unit, ray.get(ref))
             except RayError as error:
+                if stops_the_job(_innermost(error)):
+                    where = f"on worker {pool.names[worker]}"
+                    raise CheckerUnavailable(f"{_innermost(error)} ({where}, unit {unit.index})") from error
                 blame_unit = isinstance(error, RayTaskError)  # raised in the unit; else its worker died
                 engine_died, unhealthy = _cause(error, EngineDiedError), _cause(error, CheckerUnhealthyError)
                 result = self._unit_failed(
@@ -389,11 +396,16 @@ def describe_place(place: dict) -> str:
     return f"node {place['node_id'][:8]} (host {place['host']}, pid {place['pid']}), {checker}"
 
 
-def _cause(error: BaseException, kind: type) -> bool:
-    """Whether the exception raised in the worker (under Ray's wrapping) is a `kind`."""
+def _innermost(error: BaseException) -> BaseException:
+    """The exception raised in the worker, under Ray's wrapping."""
     while isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
         error = error.cause
-    return isinstance(error, kind)
+    return error
+
+
+def _cause(error: BaseException, kind: type) -> bool:
+    """Whether the exception raised in the worker (under Ray's wrapping) is a `kind`."""
+    return isinstance(_innermost(error), kind)
 
 
 def _short(error: BaseException) -> str:

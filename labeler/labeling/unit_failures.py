@@ -25,7 +25,10 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   LOSSES_PER_PIECE times, then counts as failed), so that row is rejected alone with the reason. When
   none was labelled, losses hit every unit: a sick cluster, and the job stops (WorkersKeepDyingError).
 
-Three cases stop the job instead (exit 1, the cause in one line), committed units kept, nothing
+A checker that cannot check (CheckerUnavailable: its worker pool cannot start or fails its
+self-test) is never a unit's failure: the executors let it stop the job at once (`stops_the_job`),
+the unit it was checking left uncommitted, none of its rows in rejected/, so a plain rerun labels them.
+Three more cases stop the job (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
 split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from labeler.checking.verdicts import CheckerUnavailable
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.tables import rejected_table
 from labeler.labeling.unit import UnitResult
@@ -287,6 +291,12 @@ def _name(unit: WorkUnit, bisection: _Bisection | None) -> str:
         return f"unit {unit.index}"
     first, last = unit.rows[0].source.row_index, unit.rows[-1].source.row_index
     return f"a piece of unit {unit.index} (input rows {first}-{last}, {len(unit.rows)} rows)"
+
+
+def stops_the_job(error: BaseException) -> bool:
+    """An error of the machine under every unit, not of the unit that met it: retrying, bisecting or rejecting
+    its rows would write them off for nothing (the answer checker cannot check: CheckerUnavailable)."""
+    return isinstance(error, CheckerUnavailable)
 
 
 def describe_error(error: BaseException) -> str:

@@ -1,0 +1,100 @@
+"""An answer checker lost mid-job (its pool cannot start or fails its self-test: CheckerUnavailable) is the
+machine's failure, not the rows': the job stops with the cause, the units committed before are kept, the unit it
+was checking stays uncommitted and nothing goes to rejected/; a plain rerun labels every row once, none rejected.
+In this process and on Ray workers, with the real checker (labeler/checking) raising after its first check."""
+
+from functools import partial
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labeler.checking import AnswerChecker, CheckerUnavailable
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from labeler.store.status import job_status
+from tests.conftest import write_jsonl
+from tests.fakes import ScriptedGenerator
+from workers.local_executor import LocalExecutor
+
+PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 14)}  # 12 rows: 3 units of 4
+
+
+class LostAfterFirstCheck(AnswerChecker):
+    """The real checker, whose worker pool is lost after its first check_many (as one that fails its self-test)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.checks = 0
+
+    def check_many(self, pairs, questions=None):
+        self.checks += 1
+        if self.checks > 1:
+            raise CheckerUnavailable("answer checker: the symbolic worker pool failed its self-test (2 vs 3: timeout, not incorrect)")
+        return super().check_many(pairs, questions)
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    rows = [
+        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {answer}"]}
+        for k, (problem, answer) in enumerate(PROBLEMS.items())
+    ]
+    return write_jsonl(tmp_path / "in.jsonl", rows)
+
+
+def config(dataset: Path, out: Path) -> LabelConfig:
+    return LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=4, seed=5)
+
+
+def label_locally(dataset: Path, out: Path, checker):
+    executor = LocalExecutor(partial(ScriptedGenerator, PROBLEMS), checker, max_unit_retries=2)
+    return run_job(config(dataset, out), executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+
+
+def rows_of(out: Path, directory: str) -> list[dict]:
+    folder = out / directory
+    return pq.read_table(folder).sort_by("solution_id").to_pylist() if directory == "labels" else pq.read_table(folder).to_pylist()
+
+
+def assert_a_plain_rerun_labels_every_row_once(out: Path, clean: Path, committed_before: int) -> None:
+    with AnswerChecker(timeout_s=5) as healthy:
+        rerun = label_locally(out.parent / "in.jsonl", out, healthy)
+    assert rerun.units_run_now == 3 - committed_before and rerun.rejected_rows == 0 and rerun.solutions == len(PROBLEMS)
+    labels = rows_of(out, "labels")
+    assert sorted(row["problem_id"] for row in labels) == sorted(f"q{k}" for k in range(len(PROBLEMS)))  # each row once
+    assert labels == rows_of(clean, "labels")
+    assert rows_of(out, "rejected") == []
+
+
+def test_a_checker_lost_mid_job_stops_it_and_a_plain_rerun_labels_every_row_once(dataset, tmp_path, capfd):
+    clean = tmp_path / "clean"
+    with AnswerChecker(timeout_s=5) as healthy:
+        label_locally(dataset, clean, healthy)
+    out = tmp_path / "out"
+    with LostAfterFirstCheck(timeout_s=5) as lost, pytest.raises(CheckerUnavailable, match="self-test"):
+        label_locally(dataset, out, lost)
+    err = capfd.readouterr().err
+    assert "rejected/" not in err and "retrying" not in err and "halves" not in err  # not taken for a poison row
+    status = job_status(str(out))
+    assert status["units_committed"] == 1 and status["units_failed"] == 0  # the first unit kept, the lost one not committed
+    assert rows_of(out, "rejected") == []  # nothing written off
+    assert_a_plain_rerun_labels_every_row_once(out, clean, committed_before=1)
+
+
+def test_a_checker_lost_on_a_ray_worker_stops_the_job_and_a_plain_rerun_labels_every_row_once(dataset, tmp_path, local_ray):
+    from workers.ray_executor import ClusterSettings, RayExecutor
+
+    clean = tmp_path / "clean"
+    with AnswerChecker(timeout_s=5) as healthy:
+        label_locally(dataset, clean, healthy)
+    out = tmp_path / "out"
+    executor = RayExecutor(
+        ClusterSettings(workers=1), partial(ScriptedGenerator, PROBLEMS), partial(LostAfterFirstCheck, timeout_s=5), max_unit_retries=2
+    )
+    with pytest.raises(CheckerUnavailable, match="self-test"):
+        run_job(config(dataset, out), executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+    status = job_status(str(out))
+    assert status["units_failed"] == 0 and status["units_committed"] <= 1
+    assert rows_of(out, "rejected") == []
+    assert_a_plain_rerun_labels_every_row_once(out, clean, committed_before=status["units_committed"])
