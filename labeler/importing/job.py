@@ -25,13 +25,14 @@ from labeler.inputs.answers import read_answer_book
 from labeler.inputs.human_labels import StepLabel, step_labels
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
-from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
+from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share, describe_rejected
 from labeler.labeling.job import package_versions
 from labeler.labeling.planning import PlannedRow, WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.labeling.tables import rejected_table
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.lock import hold_output
 from labeler.store.manifest import (
+    JOB_KIND_KEY,
     CorruptManifestError,
     check_same_job,
     check_same_schema,
@@ -42,9 +43,10 @@ from labeler.store.manifest import (
 from labeler.store.progress import ProgressReporter
 from labeler.store.shard_store import FAILURE_KEY, LABELS_DIR, REJECTED_DIR, ShardStore
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
-from schemas.tables import UNCHECKED
+from schemas.tables import UNCHECKED, first_error
 
 IMPORT_STRATEGY = "import"  # the labels' `strategy` column
+JOB_KIND = "import"  # the manifest's JOB_KIND_KEY: what `view` and `status` say wrote the output
 
 # Who made each dataset's labels: the labels' label_source, and what their `model` column and the
 # manifest's model name say labelled them (no model did: a dataset's own labels).
@@ -156,6 +158,8 @@ def run_import(
             f"input {config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
             f"{len(plan.units)} units, {len(pending)} to write"
         )
+        for line in describe_rejected(plan.rejected, store.location.display(REJECTED_DIR)):
+            progress.warn(line)
         hash_of_config = config.config_hash()
         for unit in pending:
             unit_started = time.monotonic()
@@ -216,7 +220,7 @@ def _labels_row(planned: PlannedRow, unit_id: str, labels: list[StepLabel], pres
         "n_timeouts": [0] * k,
         "label_method": ["unlabelled" if label.correct is None else "human" for label in labels],
         "unlabelled_reason": [label.reason if label.correct is None else None for label in labels],
-        "first_error": next((i for i, correct in enumerate(hard) if correct is False), -1),
+        "first_error": first_error(hard),  # null where an unlabelled step comes first
         "thinking_steps": solution.thinking_steps,
         "trajectory_verdict": UNCHECKED,  # an import checks no answer: no trajectory label
         "trajectory_label": None,
@@ -271,6 +275,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
         input_info=input_info,
         units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
     )
+    manifest[JOB_KIND_KEY] = JOB_KIND
     warnings = []
     if rebuild:
         folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, location=store.location)

@@ -1,6 +1,7 @@
 """Reading input rows from JSON Lines, JSON, Parquet files or a Hugging Face hub dataset.
 
-An input spec is a file path (`.jsonl`, `.json` holding an array of objects, `.parquet`) or
+An input spec is a file path (`.jsonl`, `.json` holding an array of objects, `.parquet`), a folder
+of such files (all of one kind, read in name order as one input: a dataset saved in shards) or
 `hf:NAME[:CONFIG][@SPLIT]`, e.g. `hf:openai/gsm8k:main@test` (the split defaults to "train").
 
 Problems with the whole input raise InputError. A row that cannot be read (a JSON Lines line
@@ -53,20 +54,50 @@ def read_rows(spec: str, limit: int | None = None, trust_remote_code: bool = Fal
         raise ValueError(f"limit must be >= 0, got {limit}")
     if spec.startswith(HF_PREFIX):
         rows = _hub_rows(spec, trust_remote_code)
+    elif Path(spec).is_dir():
+        rows = _folder_rows([_file_rows(str(path)) for path in folder_files(spec)])
     else:
-        path = Path(spec)
-        suffix = path.suffix.lower()
-        if suffix not in FILE_EXTENSIONS:
-            raise InputError(
-                f"{spec}: unsupported input type {suffix or '(no extension)'!r}; "
-                f"expected {', '.join(FILE_EXTENSIONS)} or {HF_PREFIX}NAME[:CONFIG][@SPLIT]"
-            )
-        if not path.is_file():
-            raise InputError(f"{spec}: no such file")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{spec}: file is not readable")
-        rows = {".jsonl": _jsonl_rows, ".json": _json_rows, ".parquet": _parquet_rows}[suffix](path)
+        rows = _file_rows(spec)
     return islice(rows, limit)
+
+
+def _file_rows(spec: str) -> Iterator[RawRow]:
+    """The rows of one input file, opened (InputError for a missing, unreadable or unknown file)."""
+    path = Path(spec)
+    suffix = path.suffix.lower()
+    if suffix not in FILE_EXTENSIONS:
+        raise InputError(
+            f"{spec}: unsupported input type {suffix or '(no extension)'!r}; "
+            f"expected {', '.join(FILE_EXTENSIONS)}, a folder of such files or {HF_PREFIX}NAME[:CONFIG][@SPLIT]"
+        )
+    if not path.is_file():
+        raise InputError(f"{spec}: no such file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{spec}: file is not readable")
+    return {".jsonl": _jsonl_rows, ".json": _json_rows, ".parquet": _parquet_rows}[suffix](path)
+
+
+def folder_files(spec: str) -> list[Path]:
+    """The input files of a folder given as the input (a dataset saved as shards: train-00000-of-00002.parquet,
+    ...): its files of one kind, .parquet, .jsonl or .json, in name order; not its subfolders (a split each, say).
+    InputError when it holds none, or files of more than one kind."""
+    files = sorted(path for path in Path(spec).iterdir() if path.is_file() and path.suffix.lower() in FILE_EXTENSIONS)
+    kinds = sorted({path.suffix.lower() for path in files})
+    if not files:
+        raise InputError(f"{spec}: a folder with no {', '.join(FILE_EXTENSIONS)} files in it (its subfolders are not read: name one)")
+    if len(kinds) > 1:
+        raise InputError(f"{spec}: a folder with files of more than one kind ({', '.join(kinds)}): move them apart, or name one file")
+    return files
+
+
+def _folder_rows(files: list[Iterator[RawRow]]) -> Iterator[RawRow]:
+    """The rows of a folder's files, one after another, numbered across them as one input's rows."""
+    row_index = 0
+    for rows in files:
+        for row in rows:
+            row.row_index = row_index
+            row_index += 1
+            yield row
 
 
 def rows_from_records(records: Iterable, limit: int | None = None) -> Iterator[RawRow]:
@@ -83,6 +114,9 @@ def input_fingerprint(spec: str) -> str:
     """
     if spec.startswith(HF_PREFIX):
         return spec
+    if Path(spec).is_dir():  # its files' names (in order) and fingerprints
+        parts = [f"{path.name}={input_fingerprint(str(path))}" for path in folder_files(spec)]
+        return f"folder:{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}"
     try:
         with open(spec, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -127,12 +161,18 @@ def _parse_line(row_index: int, line: bytes) -> RawRow:
         return RawRow(
             row_index,
             None,
-            RowError("row", f"not valid JSON: {exc.msg} at column {exc.colno}"),
+            RowError("row", f"not valid JSON: {_json_message(exc)} column {exc.colno}"),
             raw,
         )
     if not isinstance(data, dict):
         return RawRow(row_index, None, RowError("row", f"expected a JSON object, got {_json_type(data)}"), raw)
     return RawRow(row_index, data, None, raw)
+
+
+def _json_message(exc: json.JSONDecodeError) -> str:
+    """The decoder's message, ending in "at" for a position to follow: some of its messages end in it
+    already ("Invalid control character '\\n' at")."""
+    return exc.msg if exc.msg.endswith(" at") else f"{exc.msg} at"
 
 
 def _json_rows(path: Path) -> Iterator[RawRow]:
@@ -144,7 +184,7 @@ def _json_rows(path: Path) -> Iterator[RawRow]:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     except json.JSONDecodeError as exc:
         hint = " (one object per line? name the file .jsonl)" if exc.msg == "Extra data" else ""
-        raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}{hint}") from exc
+        raise InputError(f"{path}: not valid JSON: {_json_message(exc)} line {exc.lineno}{hint}") from exc
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON array of objects, got {_json_type(data)}")
     if data and not any(isinstance(item, dict) for item in data):

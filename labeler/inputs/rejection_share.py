@@ -15,6 +15,8 @@ from labeler.inputs.readers import InputError
 from labeler.records import RejectedRow
 
 JUDGED_ROWS = 100
+SHOWN_REASONS = 3  # the commonest reasons an input refused for its rejected rows names
+SHOWN_ROWS = 5  # the rejected rows whose reasons a job shows as it starts (all of them are in rejected/)
 
 
 def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[RejectedRow], max_share: float, preset: str | None) -> None:
@@ -22,12 +24,29 @@ def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[Rej
     calls this once that many are read, or at the end) are rejected; `max_share` 1 never refuses."""
     if not rows_read or len(rejected) / rows_read <= max_share:
         return
-    reasons = Counter((row.field, row.reason) for row in rejected)
-    (field, reason), count = reasons.most_common(1)[0]  # ties: the first seen
-    example = next(row.row_index for row in rejected if (row.field, row.reason) == (field, reason))
+    reasons = Counter((row.field, row.reason) for row in rejected)  # most_common: ties in the order first seen
+
+    def described(field: str, reason: str, count: int) -> str:
+        example = next(row.row_index for row in rejected if (row.field, row.reason) == (field, reason))
+        return f"{count} row{'s' if count > 1 else ''} (e.g. row {example}): {field}: {reason}"
+
+    (field, reason), count = reasons.most_common(1)[0]
+    others = [described(field, reason, count) for (field, reason), count in reasons.most_common(SHOWN_REASONS)[1:]]
+    more = len(reasons) - SHOWN_REASONS
+    also = f"; also {'; '.join(others)}" if others else ""
+    also += f"; and {more} other reason{'s' if more > 1 else ''}" if more > 0 else ""
     read_as = f"read as {preset}" if preset else "none readable"
     if len(rejected) == rows_read and rows_read < JUDGED_ROWS:
         how_many = f"every row rejected ({rows_read} of {rows_read}, {read_as})"
     else:
         how_many = f"{len(rejected)} of the first {rows_read} rows rejected ({read_as}), more than --max-rejected-share {max_share}"
-    raise InputError(f"{input_name}: {how_many}; commonest reason, {count} row{'s' if count > 1 else ''} (e.g. row {example}): {field}: {reason}")
+    raise InputError(f"{input_name}: {how_many}; commonest reason, {described(field, reason, count)}{also}")
+
+
+def describe_rejected(rejected: Sequence[RejectedRow], where: str) -> list[str]:
+    """One line per rejected row, with its reason, for the first SHOWN_ROWS of them (rows numbered from 0,
+    as in rejected/); then how many more there are and `where` they are written."""
+    lines = [f"row {row.row_index} rejected: {row.field}: {row.reason}" for row in rejected[:SHOWN_ROWS]]
+    if len(rejected) > SHOWN_ROWS:
+        lines.append(f"{len(rejected) - SHOWN_ROWS} more rows rejected, each with its reason in {where}")
+    return lines

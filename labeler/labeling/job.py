@@ -23,7 +23,7 @@ from labeler import __version__
 from labeler.labeling.config import JobSettings, LabelConfig
 from labeler.inputs.answers import read_answer_book
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
-from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share
+from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share, describe_rejected
 from labeler.store.manifest import (
     JOB_KIND_KEY,
     MANIFEST_NAME,
@@ -402,6 +402,8 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
         f"input {task.config.input}: {plan.rows_read} rows read, {len(plan.rejected)} rejected, preset {plan.preset}; "
         f"{len(plan.units)} units, {len(pending)} to run"
     )
+    for line in describe_rejected(plan.rejected, store.location.display(REJECTED_DIR)):
+        progress.warn(line)
     store_lock = threading.Lock()  # executors may commit on another thread than the one that starts engines
 
     def use_engine(record: dict) -> str:

@@ -61,7 +61,8 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         "most_reopenings": max((stats.get(REOPENED_KEY, 0) for stats in failed if stats.get(TRANSIENT_KEY)), default=0),
         "input_rows_committed": committed_rows,
         "input_rows_planned": all_rows,
-        "input_rows_rejected": manifest["input"].get("rows_rejected", 0),
+        "input_rows_rejected": manifest["input"].get("rows_rejected", 0),  # read but refused as they were read, never planned
+        "input_rows_read": all_rows + manifest["input"].get("rows_rejected", 0),
         # rows and sampled solutions of committed units that went to rejected/ while labelling (not labelled)
         "rejected_in_units": totals.get("rejected_in_units", 0),
         "solutions": totals["solutions"],
@@ -107,8 +108,8 @@ def format_status(status: dict) -> str:
     lines = [
         f"job       : {status['directory']} ({what}{'' if kind == 'label' else ', labeler ' + kind})",
         f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
-        f"rows      : {status['input_rows_committed']}/{status['input_rows_planned']} input rows labelled or rejected "
-        f"({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
+        f"rows      : {status['input_rows_committed'] + status['input_rows_rejected']}/{status['input_rows_read']} input rows "
+        f"labelled or rejected ({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
         f"{status['input_rows_rejected']} rejected on input)",
         f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
         f"tokens    : {status['generated_tokens']} generated",
