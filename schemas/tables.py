@@ -3,6 +3,8 @@ Bump SCHEMA_VERSION on any change of columns or meaning."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 
 # 1.1: label_method gains "inferred"/"unlabelled"; their soft (and unlabelled hard) items are null.
@@ -27,11 +29,26 @@ import pyarrow as pa
 #      correct is hard 0 only when at least --min-counted-rollouts (default 1) were counted and timed-out checks
 #      are not the most of those sampled; else it is unlabelled, keeping its counts (n_rollouts may be > 0 there,
 #      n_correct is 0).
-SCHEMA_VERSION = "1.5"
+# 1.6: first_error is null where the steps do not determine it: an unlabelled step comes before the first
+#      hard-negative step (before any step, when none is negative). Before, it read -1 or the first negative step
+#      whatever came before it. Readers (labeler/store/reader.py) recompute the column of older shards by this rule.
+SCHEMA_VERSION = "1.6"
 
 
 class SchemaError(ValueError):
     """A table about to be written breaks its data contract."""
+
+
+def first_error(hard_labels: Sequence[bool | None]) -> int | None:
+    """The labels table's first_error from a solution's hard labels: the index of the first step labelled
+    False provided every step before it is labelled; -1 when every step is labelled and none is False; None
+    (not known) when an unlabelled step (hard label None) comes first."""
+    for i, label in enumerate(hard_labels):
+        if label is None:
+            return None
+        if label is False:
+            return i
+    return -1
 
 
 def _versioned(fields: list[pa.Field], table: str) -> pa.Schema:
@@ -72,9 +89,9 @@ LABELS_SCHEMA = _versioned(
         # or "human": a judge's row a reviewer corrected).
         pa.field("label_method", pa.list_(pa.string()), nullable=False),
         pa.field("unlabelled_reason", pa.list_(pa.string()), nullable=False),
-        # The first hard-negative step, -1 for none. Known only when no unlabelled step precedes it (none at all,
-        # for -1): else the true first error may be that step (`labeler export --format jsonl` writes null there).
-        pa.field("first_error", pa.int32(), nullable=False),
+        # The first hard-negative step when every step before it is labelled; -1 when every step is labelled and
+        # none is negative; null otherwise (an unlabelled step comes first: it may be the true first error). first_error below.
+        pa.field("first_error", pa.int32(), nullable=True),
         # A reasoning model's trace (the trace preset): steps[:thinking_steps] are its thinking, the
         # rest its response. 0: a plain step-by-step solution.
         pa.field("thinking_steps", pa.int32(), nullable=False),

@@ -17,6 +17,7 @@ from schemas.tables import (
     UNCHECKED,
     VERDICTS,
     SchemaError,
+    first_error,
 )
 
 
@@ -70,9 +71,10 @@ def validate_labels(table: pa.Table) -> None:
                     raise SchemaError(f"{where} step {i}: a step labelled {method} has no counted rollouts and no soft label")
                 if (hard is None) != (method == "unlabelled"):
                     raise SchemaError(f"{where} step {i}: an {method} step {'has no' if hard is None else 'has a'} hard label")
-        expected_first_error = next((i for i, hard in enumerate(row["hard_labels"]) if hard is False), -1)
+        expected_first_error = first_error(row["hard_labels"])
         if row["first_error"] != expected_first_error:
-            raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {expected_first_error}")
+            given = "null (an unlabelled step comes before any hard-negative one)" if expected_first_error is None else expected_first_error
+            raise SchemaError(f"{where}: first_error={row['first_error']} but hard labels give {given}")
         if not 0 <= row["thinking_steps"] <= k:
             raise SchemaError(f"{where}: thinking_steps={row['thinking_steps']} for {k} steps")
         verdict, label = row["trajectory_verdict"], row["trajectory_label"]

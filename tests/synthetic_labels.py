@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import LABELS_SCHEMA, SCHEMA_VERSION
+from schemas.tables import first_error
 
 # Small on purpose: a tiny model learns these sums from scratch in a few hundred CPU steps. The
 # problem text holds no digits, so only the step's own numbers decide its label.
@@ -43,7 +44,7 @@ def labels_row(
         "n_timeouts": [0] * len(steps),
         "label_method": methods,
         "unlabelled_reason": ["synthetic" if method == "unlabelled" else None for method in methods],
-        "first_error": next((i for i, h in enumerate(hard) if h is False), -1),
+        "first_error": first_error(hard),
         "thinking_steps": 0,
         "trajectory_verdict": "incorrect" if False in hard else "correct",
         "trajectory_label": False not in hard,

@@ -18,7 +18,8 @@ from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import plan_job
 from labeler.records import RowError
 from labeler.store.reader import read_labelled_rows
-from schemas import validate_labels
+from schemas import SCHEMA_VERSION, validate_labels
+from schemas.tables import first_error
 from tests.conftest import shared_data, write_jsonl
 
 DATA = Path(__file__).parent / "data"
@@ -62,7 +63,7 @@ def test_processbench_labels_the_steps_up_to_the_first_error(tmp_path, capsys):
             assert row["unlabelled_reason"][first_error + 1 :] == [AFTER_FIRST_ERROR] * (k - first_error - 1)
         assert row["first_error"] == first_error and row["steps"] == reference[row["problem_id"]]["steps"]
         assert row["soft_labels"] == [None] * k and row["n_rollouts"] == [0] * k and row["n_correct"] == [0] * k
-        assert (row["label_source"], row["source"], row["strategy"], row["schema_version"]) == ("human", "processbench", "import", "1.5")
+        assert (row["label_source"], row["source"], row["strategy"], row["schema_version"]) == ("human", "processbench", "import", SCHEMA_VERSION)
         assert (row["thinking_steps"], row["trajectory_verdict"], row["trajectory_label"]) == (0, "unchecked", None)  # no answer checked
         assert row["reference_answer"] == reference[row["problem_id"]]["answer"] and row["generated_tokens"] == 0
     # the ids `labeler label` gives the same rows, so labels of both line up by solution_id
@@ -89,7 +90,7 @@ def test_prm800k_ratings_and_the_neutral_flag(neutral, expected, rejected, tmp_p
     summary = import_cli(capsys, "--preset", "prm800k", "--input", str(PRM800K), "--output", str(tmp_path / "out"), "--neutral", neutral)
     rows = sorted(labels_of(tmp_path / "out"), key=lambda row: row["row_index"])
     assert [row["hard_labels"] for row in rows] == expected and summary["rejected_rows"] == rejected
-    assert [row["first_error"] for row in rows] == [next((i for i, h in enumerate(e) if h is False), -1) for e in expected]
+    assert [row["first_error"] for row in rows] == [first_error(e) for e in expected]  # null behind an unlabelled step
     assert rows[3]["unlabelled_reason"][0] == NO_RATING  # a step without a rating
     assert rows[2]["steps"][0] == "12 divided by 4 is 3."  # the rater's own step, rated +1
     if neutral == "exclude":

@@ -14,8 +14,9 @@ def test_label_arithmetic():
     assert soft_label(StepCounts(measured_by="inferred", inferred_hard=True)) is None
     assert hard_label(StepCounts(measured_by="inferred", inferred_hard=False)) is False
     assert hard_label(StepCounts(measured_by="unlabelled")) is None
-    assert first_error([True, None, False]) == 2
-    assert first_error([True, None]) == -1
+    assert first_error([True, None, False]) is None  # the unlabelled step may be the first error: not known
+    assert first_error([True, None]) is None  # nor is "none" known
+    assert first_error([True, False, None]) == 1
     assert hard_label(StepCounts(n_correct=1, n_rollouts=8)) is True
     assert hard_label(StepCounts(n_correct=0, n_rollouts=8)) is False
     assert first_error([True, True, False, True]) == 2

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from labeler.inputs.human_labels import NEUTRAL_MODES, rating_is_positive  # noqa: F401 (part of this module's interface)
+from schemas.tables import first_error
 
 MISSING_MODES = ("exclude", "as-correct")  # what a step without a prediction counts as (eval's --missing)
 
@@ -59,13 +60,11 @@ def first_error_metrics(pairs: Sequence[tuple[int, int]]) -> FirstErrorMetrics:
 def first_predicted_error(step_correct: Sequence[bool | None], missing: str = "exclude") -> int | None:
     """Index of the first step predicted wrong, or -1 when every step is predicted right. None (unknown)
     when a step before the first predicted wrong one (any step, for -1) has no prediction: an unlabelled
-    step, a score cut at the PRM's max length. With missing="as-correct" such a step reads as predicted right."""
-    for i, ok in enumerate(step_correct):
-        if ok is False:
-            return i
-        if ok is None and missing == "exclude":
-            return None
-    return -1
+    step, a score cut at the PRM's max length. With missing="as-correct" such a step reads as predicted right.
+    The labels table's first_error column is this, of the hard labels (schemas/tables.py first_error)."""
+    if missing != "exclude":
+        step_correct = [True if ok is None else ok for ok in step_correct]
+    return first_error(step_correct)
 
 
 def unpredicted_step(step_correct: Sequence[bool | None]) -> int | None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from labeler.records import StepCounts
+from schemas.tables import first_error  # noqa: F401 (the labels column's rule, here beside the other label math)
 
 
 def soft_label(counts: StepCounts) -> float | None:
@@ -22,11 +21,6 @@ def hard_label(counts: StepCounts) -> bool | None:
     if counts.measured:
         return counts.n_correct > 0
     return counts.inferred_hard
-
-
-def first_error(hard_labels: Sequence[bool | None]) -> int:
-    """Index of the first step labelled negative, or -1."""
-    return next((i for i, hard in enumerate(hard_labels) if hard is False), -1)
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:

@@ -41,6 +41,7 @@ from schemas.corrections import (
     STEP_ACTIONS,
     WRONG,
 )
+from schemas.tables import first_error
 
 log = logging.getLogger("labeler.corrections")
 
@@ -274,14 +275,13 @@ def corrected(row, reviews: dict[int, StepReview]):
         reason[i] = None if review.label is not None else AFTER_REVIEWED_ERROR
         for values in counts.values():
             values[i] = 0  # the label no longer comes from these rollouts (the shards keep them)
-    first_error = next((i for i, label in enumerate(hard) if label is False), -1)
     return replace(
         row,
         soft_labels=tuple(soft),
         hard_labels=tuple(hard),
         label_method=tuple(method),
         unlabelled_reason=tuple(reason),
-        first_error=first_error,
+        first_error=first_error(hard),  # null where an unlabelled step still comes first
         label_source=HUMAN,
         **{name: tuple(values) for name, values in counts.items()},
     )

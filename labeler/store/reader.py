@@ -6,7 +6,8 @@ only the shards of committed units are read, so a running or interrupted job is 
 a local folder of Parquet shards (`labels/` itself, or any folder of shards), or one Parquet file.
 
 Shards of schema 1.2 and older have no `label_source`: every label they hold came from Monte-Carlo
-rollouts, so they read as "monte-carlo".
+rollouts, so they read as "monte-carlo". Shards older than 1.6 have a first_error that may be -1 or a step
+behind an unlabelled one: it is recomputed on read, null where it is not known (schemas/tables.py first_error).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 
 from labeler.store.manifest import JOB_KIND_KEY
 from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ShardStore
-from schemas.tables import MONTE_CARLO
+from schemas.tables import MONTE_CARLO, first_error
 
 
 class ShardsError(ValueError):
@@ -50,7 +51,7 @@ class LabelledRow:
     n_correct: tuple[int, ...]
     n_rollouts: tuple[int, ...]
     label_method: tuple[str, ...]
-    first_error: int
+    first_error: int | None  # None: not known (an unlabelled step comes before the first hard-negative one, or any step)
     generated_tokens: int
     label_source: str = MONTE_CARLO  # who made the labels: schemas/tables.py LABEL_SOURCES
     # Trajectory-level (schema 1.4; shards written before it read as a plain solution with no label):
@@ -90,14 +91,44 @@ _WRITTEN_BY = {LABELS_DIR: (None, "import", "consensus"), JUDGMENTS_DIR: ("judge
 
 def read_labels_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     """The labels at `path`, every shard with its label_source: a shard of schema 1.2, which has none,
-    reads as "monte-carlo" (only `labeler label` wrote labels then)."""
-    wanted = columns if columns is None or LABEL_SOURCE not in columns else None  # a 1.2 shard has none to read
-    tables = [with_label_source(table) for table in _read_shards(path, LABELS_DIR, wanted, LabelsError, "labels")]
+    reads as "monte-carlo" (only `labeler label` wrote labels then); and the first_error of schema 1.6,
+    recomputed for the rows of older shards (null where an unlabelled step comes first)."""
+    wanted = columns
+    if columns is not None and LABEL_SOURCE in columns:
+        wanted = None  # a 1.2 shard has none to read
+    elif columns is not None and FIRST_ERROR in columns:
+        wanted = [*columns, *(name for name in _FIRST_ERROR_FROM if name not in columns)]
+    tables = [with_first_error(with_label_source(table)) for table in _read_shards(path, LABELS_DIR, wanted, LabelsError, "labels")]
     table = _concat(tables, path, LabelsError, "labels")
     return table if columns is None else table.select(columns)
 
 
 LABEL_SOURCE = "label_source"
+FIRST_ERROR = "first_error"
+_FIRST_ERROR_FROM = ("hard_labels", "schema_version")  # what a row's first_error is recomputed from, and whether
+FIRST_ERROR_DETERMINED_SINCE = (1, 6)  # the schema whose first_error is null where it is not known
+
+
+def with_first_error(table: pa.Table) -> pa.Table:
+    """A labels table whose first_error follows schema 1.6 on every row: the rows of an older schema (whose column
+    read -1 or the first hard-negative step even behind an unlabelled step) get it recomputed from their hard labels."""
+    if FIRST_ERROR not in table.column_names or "hard_labels" not in table.column_names:
+        return table
+    versions = table.column("schema_version").to_pylist() if "schema_version" in table.column_names else [None] * table.num_rows
+    if all(_version(v) >= FIRST_ERROR_DETERMINED_SINCE for v in versions):
+        return table
+    hard = table.column("hard_labels").to_pylist()
+    old = table.column(FIRST_ERROR).to_pylist()
+    values = [first_error(h) if _version(v) < FIRST_ERROR_DETERMINED_SINCE else f for v, h, f in zip(versions, hard, old)]
+    index = table.column_names.index(FIRST_ERROR)
+    return table.set_column(index, pa.field(FIRST_ERROR, pa.int32(), nullable=True), pa.array(values, pa.int32()))
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(text).split("."))
+    except ValueError:
+        return (0,)  # no readable version: older than any, recomputed
 
 
 def with_label_source(table: pa.Table) -> pa.Table:
