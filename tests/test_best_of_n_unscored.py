@@ -119,3 +119,50 @@ def test_unscored_candidates_never_raise_a_prm_method(drawn, data):
     assert high["select:s"] - low["select:s"] <= only_unscored + 1e-9
     silent = sum(s is None or answers[i] is None for i, s in enumerate(scores))
     assert high["vote:s"] - low["vote:s"] <= math.comb(silent, k) / math.comb(len(scores), k) + 1e-9
+
+
+# -- a NaN step score is no score ---------------------------------------------------------------------
+
+finite_scores = st.lists(st.floats(0, 1), min_size=1, max_size=5)
+
+
+@given(finite_scores, st.data())
+def test_a_nan_step_score_makes_the_solution_unscored_by_every_aggregate(scores, data):
+    """min([0.9, nan]) is 0.9 and max() skips a NaN as it pleases: a NaN step must leave no aggregate at all."""
+    with_nan = list(scores)
+    with_nan.insert(data.draw(st.integers(0, len(scores))), math.nan)
+    for how in AGGREGATES:
+        assert aggregate(with_nan, how) is None, how
+        assert aggregate(scores, how) is not None
+    assert CombinedScore().combine(with_nan, 0.9) is None
+    assert CombinedScore().combine(scores, math.nan) is None
+
+
+@settings(deadline=None)  # the first example imports torch (labeler.prm.scoring)
+@given(st.lists(st.tuples(finite_scores, st.booleans()), min_size=1, max_size=6), st.sampled_from(AGGREGATES))
+def test_best_of_n_never_selects_a_nan_scored_candidate(drawn, how):
+    from labeler.evaluation.solutions import SolutionToScore
+    from labeler.prm.scoring import scored_solution
+    from labeler.prm.solution_scores import mark_best_of_n
+
+    solutions, step_scores = [], []
+    for i, (scores, nan) in enumerate(drawn):
+        scores = [math.nan, *scores[1:]] if nan else scores
+        solutions.append(SolutionToScore("p", f"s{i}", "q", tuple(f"step {j}" for j in range(len(scores)))))
+        step_scores.append(scores)
+    scored = [scored_solution(s, steps, None, CombinedScore()) for s, steps in zip(solutions, step_scores)]
+    mark_best_of_n(scored, how)
+    selected = [s for s in scored if s.selected]
+    clean = [s for s, (_, nan) in zip(scored, drawn) if not nan]
+    assert all(s.aggregates[how] is None for s, (_, nan) in zip(scored, drawn) if nan)  # counted apart, as unscored
+    if clean:
+        assert len(selected) == 1 and selected[0] in clean
+        assert selected[0].aggregates[how] == max(s.aggregates[how] for s in clean)
+    else:
+        assert selected == []  # never silently picked
+    # in the best-of-N estimate, a NaN-scored candidate ranks as an unscored one: the same figures as with None
+    candidates = CandidateSet([candidate(f"s{i}", i % 2 == 0, str(i), steps=len(steps)) for i, steps in enumerate(step_scores)])
+    as_nan = build_pools(candidates, [{f"s{i}": steps for i, steps in enumerate(step_scores)}])[0]
+    as_none = build_pools(candidates, [{f"s{i}": [None if math.isnan(x) else x for x in steps] for i, steps in enumerate(step_scores)}])[0]
+    for k in range(1, len(drawn) + 1):
+        assert pool_accuracy(as_nan, k) == pool_accuracy(as_none, k)

@@ -2,8 +2,9 @@
 
 A solution's score aggregates its step probabilities: `min` (the weakest step), `product` (the
 chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
-`mean` (the average step). A solution with a step the PRM could not score (past its length limit)
-has no score by any aggregate (None): an aggregate of the steps that fit would rank it as if the
+`mean` (the average step). A solution with a step the PRM could not score (past its length limit,
+its text holding the PRM's own marker, or a NaN the PRM gave: a NaN is no score, and min() would
+skip it) has no score by any aggregate (None): an aggregate of the steps that fit would rank it as if the
 PRM had read it all, above a solution whose every step it read and found weaker (a solution cut
 after a good first step would win by min). Best-of-N picks, per problem, the solution with the
 highest score by one aggregate; solutions without one rank below every scored one.
@@ -36,8 +37,8 @@ class ScoredSolution:
             "problem_id": self.problem_id,
             "solution_id": self.solution_id,
             "row_index": self.row_index,
-            "step_scores": self.step_scores,
-            "steps_scored": sum(score is not None for score in self.step_scores),
+            "step_scores": [score if is_score(score) else None for score in self.step_scores],  # a NaN is no score
+            "steps_scored": sum(is_score(score) for score in self.step_scores),
             **{f"score_{name}": value for name, value in self.aggregates.items() if name != COMBINED},
             "trajectory_score": self.trajectory_score,
             "score_combined": self.aggregates.get(COMBINED),
@@ -46,10 +47,10 @@ class ScoredSolution:
 
 
 def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
-    """None when a step has no score, or there are no steps (module docstring)."""
+    """None when a step has no score (None, or not a finite number: NaN), or there are no steps (module docstring)."""
     if how not in AGGREGATES:
         raise ValueError(f"unknown aggregate {how!r}; expected one of {', '.join(AGGREGATES)}")
-    if not step_scores or any(score is None for score in step_scores):
+    if not step_scores or not all(is_score(score) for score in step_scores):
         return None
     scored: list[float] = list(step_scores)  # type: ignore[arg-type]
     if how == "last":
@@ -69,7 +70,7 @@ def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
         solution.selected = False
         value = solution.aggregates.get(select_by)
         current = best.get(solution.problem_id)
-        if value is not None and (current is None or value > current.aggregates[select_by]):
+        if is_score(value) and (current is None or value > current.aggregates[select_by]):
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labeler.labeling.config import check_numbers, setting
+from labeler.prm.solution_scores import aggregate, is_score
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI builds its flags from CombinedScore without it
     import torch
@@ -47,9 +48,10 @@ class CombinedScore:
     def combine(self, step_scores: Sequence[float | None], trajectory_score: float | None) -> float | None:
         """None when the trajectory or any step has no score (a PRM without a trajectory head, a
         solution past its length limit: labeler/prm/solution_scores.py)."""
-        if trajectory_score is None or not step_scores or any(score is None for score in step_scores):
+        mean = aggregate(step_scores, "mean")  # None for a step without a score (None or NaN)
+        if mean is None or not is_score(trajectory_score):
             return None
-        return (sum(step_scores) / len(step_scores) + self.trajectory_weight * trajectory_score) / (1 + self.trajectory_weight)
+        return (mean + self.trajectory_weight * trajectory_score) / (1 + self.trajectory_weight)
 
 
 def trajectory_loss(trajectory_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
