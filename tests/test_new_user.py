@@ -18,7 +18,7 @@ def rows(n: int = 4, cut: int = 0) -> list[dict]:
     """n rows of two steps; the first `cut` have a first step whose rollouts all run out of their budget."""
     items = list(ANSWERS.items())[:n]
     return [
-        {"problem": problem, "answer": answer, "steps": [f"{CUT_MARKER} we add." if k < cut else "We add.", f"The answer is: {answer}"]}
+        {"problem": problem, "answer": answer, "steps": [f"{CUT_MARKER}! we add." if k < cut else "We add.", f"The answer is: {answer}"]}
         for k, (problem, answer) in enumerate(items)
     ]
 
@@ -71,3 +71,57 @@ def test_an_import_refused_for_its_rejected_rows_names_each_reason(tmp_path, cap
     data = write_jsonl(tmp_path / "bad.jsonl", rows_)
     line = one_error(capsys, ["import", "--preset", "processbench", "--input", str(data), "--output", str(tmp_path / "out")])
     assert line.count("(e.g. row ") == 2, line  # both reasons, each with a row
+
+
+def test_export_says_why_solutions_were_left_out(tmp_path, scripted, capsys):
+    data = write_jsonl(tmp_path / "in.jsonl", rows(4, cut=1))  # the first solution's first step: every rollout cut
+    assert main(label(tmp_path, data, "--quiet")) == 0
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "out"), "--format", "trl", "--output", str(tmp_path / "trl.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "1 left out: their first step is unlabelled" in out, out
+
+
+# -- 20: another job kind, train's changes -----------------------------------------------------------
+def test_an_import_into_a_label_output_is_one_line_naming_both_kinds(tmp_path, scripted, capsys):
+    data = write_jsonl(tmp_path / "in.jsonl", rows(2))
+    assert main(label(tmp_path, data, "--quiet")) == 0
+    source = shared_data("processbench/gsm8k.jsonl")
+    line = one_error(capsys, ["import", "--preset", "processbench", "--input", str(source), "--limit", "4", "--output", str(tmp_path / "out")])
+    assert "holds the output of `labeler label`, not of `labeler import`" in line, line
+    # and the other way round: a label job into an import's output
+    imported = tmp_path / "imported"
+    assert main(["import", "--preset", "processbench", "--input", str(source), "--limit", "4", "--output", str(imported), "--quiet"]) == 0
+    line = one_error(capsys, ["label", "--input", str(data), "--output", str(imported), "--model", "scripted", "--quiet"])
+    assert "holds the output of `labeler import`, not of `labeler label`" in line, line
+
+
+# -- 22: a folder as the input; an import has no rate ----------------------------------------------
+def test_a_folder_is_read_as_its_files_of_one_kind_in_name_order(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_jsonl(folder / "b.jsonl", [{"n": 2}, {"n": 3}])
+    write_jsonl(folder / "a.jsonl", [{"n": 0}, {"n": 1}])
+    (folder / "README.md").write_text("not an input")
+    read = [(row.row_index, row.data["n"]) for row in read_rows(str(folder))]
+    assert read == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert input_fingerprint(str(folder)).startswith("folder:")
+    before = input_fingerprint(str(folder))
+    write_jsonl(folder / "b.jsonl", [{"n": 2}])
+    assert input_fingerprint(str(folder)) != before
+    write_jsonl(folder / "c.parquet.json", [{"n": 9}])
+    with pytest.raises(InputError, match="more than one kind"):
+        list(read_rows(str(folder)))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no .jsonl, .json, .parquet files"):
+        read_rows(str(empty))
+
+
+def test_status_of_an_import_shows_no_generation_rate(tmp_path, capsys):
+    out = tmp_path / "imported"
+    source = shared_data("processbench/gsm8k.jsonl")
+    assert main(["import", "--preset", "processbench", "--input", str(source), "--limit", "4", "--output", str(out), "--quiet"]) == 0
+    status, text = status_of(out, capsys)
+    assert status["job"] == "import" and status["tokens_per_second"] is None
+    assert "tokens/s" not in text and "rate      : none: nothing is generated" in text, text

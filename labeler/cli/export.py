@@ -81,8 +81,9 @@ def run_export(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(summary), indent=1))
     else:
         print(f"{summary.solutions} solutions, {summary.steps} steps written to {summary.path} ({summary.format})")
-        if summary.solutions_cut or summary.solutions_skipped:
+        if summary.solutions_cut or summary.solutions_skipped:  # a boolean format writes no step without a label
             print(
-                f"{summary.solutions_cut} solutions cut before an unlabelled step, {summary.solutions_skipped} without any labelled step left out"
+                f"{summary.solutions_cut} solutions cut before their first unlabelled step; "
+                f"{summary.solutions_skipped} left out: their first step is unlabelled"
             )
     return EXIT_OK

@@ -32,9 +32,11 @@ from labeler.labeling.tables import rejected_table
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.lock import hold_output
 from labeler.store.manifest import (
+    IMPORT_KIND,
     JOB_KIND_KEY,
     CorruptManifestError,
     check_same_job,
+    check_same_kind,
     check_same_schema,
     new_manifest,
     read_commit_records,
@@ -46,7 +48,7 @@ from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
 from schemas.tables import UNCHECKED, first_error
 
 IMPORT_STRATEGY = "import"  # the labels' `strategy` column
-JOB_KIND = "import"  # the manifest's JOB_KIND_KEY: what `view` and `status` say wrote the output
+JOB_KIND = IMPORT_KIND  # the manifest's JOB_KIND_KEY: what `view` and `status` say wrote the output
 
 # Who made each dataset's labels: the labels' label_source, and what their `model` column and the
 # manifest's model name say labelled them (no model did: a dataset's own labels).
@@ -259,6 +261,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
                 raise
             corrupt = True
     if existing is not None:
+        check_same_kind(existing, JOB_KIND, config.output)  # before its settings: a label job's are all "changed"
         check_same_schema(existing, config.output)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
@@ -278,7 +281,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
     manifest[JOB_KIND_KEY] = JOB_KIND
     warnings = []
     if rebuild:
-        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, location=store.location)
+        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, JOB_KIND, store.location)
         if corrupt or folded:
             warnings.append(f"{store.location.display('manifest.json')} rebuilt from the {folded} commit records in commits/; the other units are written again")
     store.start(manifest)

@@ -19,8 +19,8 @@
   start with a "Step k:" marker get one.
 - `jsonl`: the labels table's label columns as they are (soft labels, counts, methods, reasons, label_source);
   a count column a shard of an older schema lacks (n_timeouts before 1.5) is null, not 0. Its first_error
-  is null where it is not known: an unlabelled step comes before the first hard 0 (any step, when there is
-  none), where the labels table's own first_error reads the first hard 0 or -1.
+  is the labels table's: null where it is not known, an unlabelled step before the first hard 0 (any step,
+  when there is none).
 
 Booleans (and OpenRLHF's +/-) are the hard labels, or soft >= --threshold when given. A step without
 a label (a search strategy left it unlabelled, or ProcessBench stops judging after the first error)
@@ -66,7 +66,7 @@ class ExportSummary:
     solutions: int
     steps: int
     solutions_cut: int  # cut before their first unlabelled step
-    solutions_skipped: int  # no labelled step at all
+    solutions_skipped: int  # left out: their first step is unlabelled (later steps may have labels)
 
 
 def export_labels(

@@ -280,6 +280,7 @@ def check_same_job(
         )
 
 
+IMPORT_KIND = "import"  # the job kind of `labeler import`
 WRITES_JUDGMENTS = "judge"  # the job kind whose shards are judgments (schemas/judgments.py), not labels
 
 
@@ -298,9 +299,18 @@ def check_same_schema(existing: dict, directory: str | Path, kind: str | None = 
         )
 
 
+def job_kind(manifest: dict) -> str | None:
+    """The kind of job that wrote an output, its manifest's JOB_KIND_KEY (None: `labeler label`). An import
+    written before imports recorded their kind is known by its model record, which names the labels' source."""
+    kind = manifest.get(JOB_KIND_KEY)
+    if kind is None and "label_source" in (manifest.get("model") or {}):
+        return IMPORT_KIND
+    return kind
+
+
 def check_same_kind(existing: dict, kind: str | None, directory: str | Path) -> None:
     """Refuse to resume a job of another kind in the same directory (a judge job in a labeling job's output, say)."""
-    found = existing.get(JOB_KIND_KEY)
+    found = job_kind(existing)
     if found != kind:
         raise ConfigMismatchError(
             f"{directory} holds the output of `labeler {found or 'label'}`, not of `labeler {kind or 'label'}`; "

@@ -14,11 +14,12 @@ from typing import Callable
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import JOB_KIND_KEY, load_manifest
+from labeler.store.manifest import job_kind, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
 FINISHED, RUNNING, INTERRUPTED = "finished", "running", "interrupted"  # the job's `state`
+GENERATING_KINDS = ("label", "judge")  # the jobs that generate (an import or a consensus writes what it reads)
 
 
 def job_status(directory: str, resume_command: Callable[[str, dict, str], str | None] | None = None) -> dict:
@@ -38,7 +39,8 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
     failed = [unit.get("stats", {}) for unit in manifest["units"] if unit.get("stats", {}).get(FAILURE_KEY)]
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
     driver = read_lock_holder(location)
-    kind = manifest.get(JOB_KIND_KEY) or "label"  # the command that wrote it: label, judge, consensus, import
+    kind = job_kind(manifest) or "label"  # the command that wrote it: label, judge, consensus, import
+    generates = kind in GENERATING_KINDS
     if done == total:
         state = FINISHED
     else:  # a foreign lock (a newer labeler's) is not stale: its driver may be running
@@ -70,8 +72,9 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         "rollouts": totals["rollouts"],
         "generated_tokens": totals["generated_tokens"],
         "generation_seconds": seconds,
-        "tokens_per_second": totals["generated_tokens"] / seconds if seconds else None,
-        "rollouts_per_second": totals["rollouts"] / seconds if seconds else None,
+        # None when nothing is measured: no time yet, or a job that generates nothing (an import)
+        "tokens_per_second": totals["generated_tokens"] / seconds if seconds and generates else None,
+        "rollouts_per_second": totals["rollouts"] / seconds if seconds and generates else None,
         "eta_seconds": eta,  # running jobs only (0 for a finished one); None with eta_reason saying why
         "eta_reason": eta_reason,
         "last_commit": last_commit or None,
@@ -96,6 +99,8 @@ def format_status(status: dict) -> str:
     )
     state, kind = status["state"], status["job"]
     rates = f"{rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}"
+    if kind not in GENERATING_KINDS:
+        rates = "none: nothing is generated"
     if state == FINISHED:
         what, eta = "finished", "done"
     elif state == RUNNING:
@@ -104,7 +109,8 @@ def format_status(status: dict) -> str:
         unlocked = status["driver"] is None  # a job run with --no-output-lock holds no lock while it runs
         what = "incomplete, interrupted: no driver holds its lock" + (" (unless it runs with --no-output-lock)" if unlocked else "")
         eta = "none: the job is interrupted"
-        rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
+        if kind in GENERATING_KINDS:
+            rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
     lines = [
         f"job       : {status['directory']} ({what}{'' if kind == 'label' else ', labeler ' + kind})",
         f"units     : {status['units_committed']}/{status['units_total']} committed{failed}",
