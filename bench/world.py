@@ -208,29 +208,33 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
 def errors_found(labels_dir: Path, rows: list[dict]) -> dict:
     """Of the solutions with an injected error, how many have it as their first_error, apart for errors
     in the last step (found by checking the stated answer, `--final-step check`: no rollouts) and
-    errors in an earlier step (found by the rollouts)."""
+    errors in an earlier step (found by the rollouts). `errors` counts the solutions `labeler eval`'s
+    F1 table counts as erroneous: those whose first error the labels determine. One whose first_error
+    is null (an unlabelled step comes before its first hard 0) is `undetermined`, one the run did not label
+    (rejected) `not_labelled`: both counted apart, as eval counts them apart ("no prediction", unmatched)."""
     table = read_labels_table(labels_dir, ["problem_id", "first_error"])
     predicted = {row["problem_id"]: row["first_error"] for row in table.to_pylist()}
-    out = {"last_step": {"found": 0, "errors": 0}, "earlier": {"found": 0, "errors": 0}}
+    out = {side: {"found": 0, "errors": 0, "undetermined": 0, "not_labelled": 0} for side in ("last_step", "earlier")}
     for row in rows:
         if row["label"] < 0:
             continue
         side = out["last_step" if row["label"] == len(row["steps"]) - 1 else "earlier"]
-        side["errors"] += 1
-        side["found"] += predicted.get(row["id"]) == row["label"]
+        if row["id"] not in predicted:
+            side["not_labelled"] += 1
+        elif predicted[row["id"]] is None:
+            side["undetermined"] += 1
+        else:
+            side["errors"] += 1
+            side["found"] += predicted[row["id"]] == row["label"]
     return out
 
 
 def first_error_agreement(labels_dir: Path, reference_dir: Path) -> dict:
     """How often a run's first_error equals the reference run's, over the solutions both determine (a
-    first_error with an unlabelled step before it is undetermined, in either run: counted apart)."""
+    null first_error, an unlabelled step before it, is undetermined, in either run: counted apart)."""
     def first_errors(path: Path) -> dict:
-        table = read_labels_table(path, ["problem_id", "solution_id", "first_error", "label_method"])
-        out = {}
-        for row in table.to_pylist():
-            determined = "unlabelled" not in row["label_method"][: row["first_error"] + 1 if row["first_error"] >= 0 else None]
-            out[(row["problem_id"], row["solution_id"])] = row["first_error"] if determined else None
-        return out
+        table = read_labels_table(path, ["problem_id", "solution_id", "first_error"])
+        return {(row["problem_id"], row["solution_id"]): row["first_error"] for row in table.to_pylist()}
 
     ours, reference = first_errors(labels_dir), first_errors(reference_dir)
     both = [key for key in reference if ours.get(key) is not None and reference[key] is not None]
@@ -268,11 +272,9 @@ def report(results: dict) -> str:
     lines.append("Monte-Carlo labels against the known first errors (label split):")
     lines.append(format_comparison(results["label_quality"]))
     lines.append("Injected errors found (first_error = the known one), by where the error is (a last-step error is read off its "
-                 "stated answer, but missed when rollouts call an earlier right step wrong):")  # fmt: skip
-    for name, found in results["errors_found"].items():
-        last, earlier = found["last_step"], found["earlier"]
-        lines.append(f"  {name:<16} earlier steps (by rollouts) {earlier['found']}/{earlier['errors']}, "
-                     f"last step (answer checked) {last['found']}/{last['errors']}")  # fmt: skip
+                 "stated answer, but missed when rollouts call an earlier right step wrong), of those whose first error the labels "
+                 "determine, as the table above counts them:")  # fmt: skip
+    lines.extend(_errors_found_line(name, found) for name, found in results["errors_found"].items())
     lines.append("")
     runs, exhaustive = results["runs"], results["reference_run"]
     base = results["tokens"][exhaustive]
@@ -293,6 +295,16 @@ def report(results: dict) -> str:
     lines.append("Commands and wall times:")
     lines.extend(f"  {t['seconds']:>7.1f} s  {t['command']}" for t in results["timings"])
     return "\n".join(lines)
+
+
+def _errors_found_line(name: str, found: dict) -> str:
+    """Found of the errors the F1 table counts (first error determined), and what was left out of both."""
+    last, earlier = found["last_step"], found["earlier"]
+    kinds = (("undetermined", "undetermined"), ("not_labelled", "not labelled"))
+    counts = {what: sum(side.get(key, 0) for side in (last, earlier)) for key, what in kinds}
+    apart = [f"{count} {what}" for what, count in counts.items() if count]
+    return (f"  {name:<16} earlier steps (by rollouts) {earlier['found']}/{earlier['errors']}, "
+            f"last step (answer checked) {last['found']}/{last['errors']}" + (f"; left out: {', '.join(apart)}" if apart else ""))  # fmt: skip
 
 
 def _share(value: float | None) -> str:

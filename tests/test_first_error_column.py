@@ -80,8 +80,9 @@ def test_a_job_whose_first_step_is_unlabelled_writes_a_null_first_error(tmp_path
     config = LabelConfig(input=str(write_jsonl(tmp_path / "in.jsonl", rows)), output=str(tmp_path / "out"), model="scripted",
                          strategy="final-answer", final_step="check", seed=7)  # fmt: skip
     with AnswerChecker(timeout_s=5) as checker:
-        run_job(config, executor=LocalExecutor(lambda: ScriptedGenerator(PROBLEMS), checker), model_info={"name": "scripted"}, progress_enabled=False)
-    labels = pq.read_table(tmp_path / "out" / "labels").sort_by("row_index").to_pylist()  # as a user reads it, no project code
+        executor = LocalExecutor(lambda: ScriptedGenerator(PROBLEMS), checker)
+        run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=False)
+    labels = pq.read_table(tmp_path / "out" / "labels").sort_by("row_index").to_pylist()  # as a user reads it
     assert [row["label_method"] for row in labels] == [["unlabelled", "final_answer"]] * 3
     assert [row["hard_labels"] for row in labels] == [[None, False], [None, True], [None, True]]
     assert [row["first_error"] for row in labels] == [None, None, None]
@@ -91,7 +92,8 @@ def old_shard(directory, rows: list[dict], version: str = "1.5"):
     """A shard as schema 1.5 wrote it: first_error not nullable, the first hard-negative step or -1 whatever came before."""
     fields = [pa.field("first_error", pa.int32(), nullable=False) if f.name == "first_error" else f for f in LABELS_SCHEMA]
     schema = pa.schema(fields, metadata={b"prm_labeler.table": b"labels", b"prm_labeler.schema_version": version.encode()})
-    rows = [dict(row, schema_version=version, first_error=next((i for i, h in enumerate(row["hard_labels"]) if h is False), -1)) for row in rows]
+    old_rule = lambda hard: next((i for i, h in enumerate(hard) if h is False), -1)  # noqa: E731
+    rows = [dict(row, schema_version=version, first_error=old_rule(row["hard_labels"])) for row in rows]
     folder = directory / "labels"
     folder.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "part-00000.parquet")
