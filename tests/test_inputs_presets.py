@@ -502,3 +502,14 @@ def test_gsm8k_and_math500_read_without_rejections(relative, preset, count):
     detected, accepted, rejected = read_all(shared_file(relative))
     assert (detected, len(accepted), rejected) == (preset, count, [])
     assert all(row.steps for row in accepted)
+
+
+def test_math_shepherd_in_russian_splits_at_the_tags_only_and_its_labels_line_up():
+    from labeler.inputs.human_labels import math_shepherd_tags
+
+    text = "У Ники 3 яблока. Сколько? Step 1: У Ники 3 яблока, яблоки не съедены. ки\nStep 2: The answer is: 3 ки"
+    label = text.replace(" ки\n", " +\n").replace(" ки", " -")  # "ки" of "Ники" and "яблоки" is text: it stays
+    row = read("math-shepherd", {"input": text, "label": label, "gold": "3"}, answer_column="gold")
+    assert row.problem == "У Ники 3 яблока. Сколько?"
+    assert row.steps == ("Step 1: У Ники 3 яблока, яблоки не съедены.", "Step 2: The answer is: 3")
+    assert math_shepherd_tags({"input": text, "label": label}, len(row.steps)) == (True, False)

@@ -1,4 +1,8 @@
+import time
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from labeler.inputs.splitting import SPLIT_RULES, split_steps
 
@@ -77,3 +81,67 @@ def test_blank_text_gives_no_steps(rule):
 def test_unknown_rule_raises():
     with pytest.raises(ValueError, match="unknown split rule"):
         split_steps("a\nb", "sentences")
+
+
+# -- Math-Shepherd's tag is a tag only where it stands alone: "ки" inside a word (Russian) is text ----------------
+
+RUSSIAN = "У Ники 3 яблока, у Маши на 2 больше: 3 + 2 = 5.\nВместе у девочек 3 + 5 = 8 яблок.\nОтвет: $\\boxed{8}$."
+
+
+def test_a_russian_solution_splits_by_its_lines_and_keeps_every_word():
+    assert split_steps(RUSSIAN) == RUSSIAN.split("\n")  # auto: three steps, "Ники" and "яблока" whole
+    paragraphs = RUSSIAN.replace("\n", "\n\n")
+    assert split_steps(paragraphs) == RUSSIAN.split("\n")
+
+
+def test_the_ki_rule_cuts_at_tags_only_never_inside_a_word():
+    text = "Шаг 1: У Ники 3 яблока. ки\nШаг 2: Ответ: 3 ки"
+    expected = ["Шаг 1: У Ники 3 яблока.", "Шаг 2: Ответ: 3"]
+    assert split_steps(text, "ki") == split_steps(text) == expected
+
+
+_CYRILLIC = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИКЛМНОПРСТУФХЦЧШЩЭЮЯ"
+_WORD_WITH_KI = st.tuples(st.text(_CYRILLIC, max_size=4), st.text(_CYRILLIC, max_size=4)).filter(lambda a: a[0] or a[1])
+_LINES = st.lists(st.lists(_WORD_WITH_KI.map(lambda a: a[0] + "ки" + a[1]), min_size=1, max_size=5).map(" ".join), min_size=1, max_size=5)
+
+
+@given(lines=_LINES)
+def test_words_containing_ki_are_never_cut(lines):
+    assert split_steps("\n".join(lines)) == lines  # no tag: the newline rule
+    tagged = "\n".join(f"Шаг {i}: {line} ки" for i, line in enumerate(lines, 1))
+    assert split_steps(tagged) == split_steps(tagged, "ki") == [f"Шаг {i}: {line}" for i, line in enumerate(lines, 1)]
+
+
+# -- linear in the text: a degenerate completion (an unclosed block, many blocks) splits at once ------------------
+
+
+def _lines(line: str, size: int = 160_000) -> str:
+    return line * (size // len(line))
+
+
+def _unclosed(line: str) -> tuple[str, list[str]]:
+    lines = [line] * (160_000 // (len(line) + 1))
+    return "\n".join(lines), lines  # no block: every line a step
+
+
+@pytest.mark.parametrize(
+    "text, expected, rule",
+    [
+        (*_unclosed("\\begin{align} x = 1"), "auto"),
+        (*_unclosed("\\[ x = 1"), "auto"),
+        (*_unclosed("[asy] draw(x);"), "auto"),
+        (*_unclosed("x = 1 \\begin{x} \\begin{yy} \\begin{zzz}"), "newline"),
+        ("\\[x\\]\n\n" * 20_000, ["\\[x\\]"] * 20_000, "auto"),  # many closed blocks, a paragraph each
+        ("Step 1" + " " * 30_000 + "x\nStep 2: y", ["Step 1" + " " * 30_000 + "x", "Step 2: y"], "auto"),
+    ],
+)
+def test_degenerate_text_splits_right_in_time_linear_in_its_length(text, expected, rule):
+    started = time.perf_counter()
+    assert split_steps(text, rule) == expected
+    elapsed = time.perf_counter() - started
+    assert elapsed < 5, f"{elapsed:.1f} s to split {len(text)} characters: quadratic? (bench/splitting.py times it)"
+
+
+def test_blocks_are_found_as_the_first_closer_after_each_opener():
+    text = "a\n\\[ open\nb\n\\begin{align}x\n\n\\end{align}\nc\n$$y$$\n[asy]\n[/asy]\nd"
+    assert split_steps(text, "newline") == ["a", "\\[ open", "b\n\\begin{align}x\n\n\\end{align}\nc\n$$y$$\n[asy]\n[/asy]\nd"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labeler.inputs.splitting import KI_TAG
+from labeler.inputs.splitting import KI_TAG, KI_TAGS
 from labeler.records import RowError
 
 HUMAN_LABEL_PRESETS = ("prm800k", "processbench", "math-shepherd")
@@ -88,7 +88,7 @@ def math_shepherd_tags(row: dict, n_steps: int, input_column: str = "input") -> 
     text, label = row.get(input_column), row.get("label")
     if not isinstance(label, str):
         raise RowError("label", f"expected text with a '+' or '-' in place of each '{KI_TAG}' of 'input', got {type(label).__name__}")
-    pieces = text.split(KI_TAG)
+    pieces = KI_TAGS.split(text)  # the tags the steps were split at, not the letters of a word
     tags, position = [], 0
     for index, piece in enumerate(pieces):
         if not label.startswith(piece, position):

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
-from labeler.inputs.splitting import DEFAULT_MAX_STEPS, KI_TAG, SPLIT_RULES, split_steps
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, KI_TAG, KI_TAGS, SPLIT_RULES, split_steps
 from labeler.inputs.traces import THINK_CLOSE, has_think_tags, parse_trace
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
     problem = text[: first_step.start()].strip()
     if not problem:
         raise RowError("problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it")
-    if KI_TAG not in text:
+    if not KI_TAGS.search(text):
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
     if columns.answer:

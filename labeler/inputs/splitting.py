@@ -13,30 +13,36 @@ paragraph boundary nearest to j/K of the text's characters. Characters, not toke
 the same whatever model labels or scores it, and needs no tokenizer to read an input. A paragraph
 is never cut, so neither is display math; one longer than a chunk's share stays a chunk of its own
 (then there are fewer than K).
+
+Math-Shepherd's `ки` is a step tag only where it stands alone, touching no letter: "ки" is also
+two letters of Russian words ("Ники", "яблоки"), which are text, never cut.
+
+Every rule is linear in the text (a reward server splits whatever a policy writes): blocks are
+found in one pass, each opener paired with the first closer after it, and an opener with no closer
+(an unclosed `\\begin{align}`) is no block.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections import defaultdict
 from itertools import pairwise
 
 SPLIT_RULES = ("auto", "blank-line", "newline", "step-prefix", "ki", "thinking")
 DEFAULT_MAX_STEPS = 64  # the thinking rule's chunks per trace (--max-steps)
 
 KI_TAG = "ки"  # Math-Shepherd's step tag (Cyrillic), placed after every step
+KI_TAGS = re.compile(r"(?<![^\W\d_])ки(?![^\W\d_])")  # the tag where no letter touches it: not inside a word
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 _NEWLINE = re.compile(r"\n")
 # "Step 3:" or "Step 3." at the start of a line, also as markdown "## Step 3:" or "**Step 3:**".
-_STEP_MARKER = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?Step[ \t]+\d+[ \t]*\**[ \t]*[:.]", re.MULTILINE)
-_BLOCKS = re.compile(
-    r"\[asy\].*?\[/asy\]"
-    r"|\\begin\{([A-Za-z]+\*?)\}.*?\\end\{\1\}"
-    r"|\\\[.*?\\\]"
-    r"|\$\$.*?\$\$",
-    re.DOTALL,
-)
+_STEP_MARKER = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?Step[ \t]+\d+[ \t]*(?:\*+[ \t]*)?[:.]", re.MULTILINE)
+# Blocks never cut: [asy]...[/asy], \begin{env}...\end{env}, \[...\], $$...$$.
+_OPENERS = re.compile(r"\[asy\]|\\begin\{([A-Za-z]+\*?)\}|\\\[|\$\$")
+_CLOSERS = {"[asy]": "[/asy]", "\\[": "\\]", "$$": "$$"}
+_ENV_END = re.compile(r"\\end\{([A-Za-z]+\*?)\}")
 
 
 def split_steps(text: str, rule: str = "auto", max_steps: int = DEFAULT_MAX_STEPS) -> list[str]:
@@ -45,18 +51,20 @@ def split_steps(text: str, rule: str = "auto", max_steps: int = DEFAULT_MAX_STEP
     if rule not in SPLIT_RULES:
         raise ValueError(f"unknown split rule {rule!r}; expected one of {', '.join(SPLIT_RULES)}")
     text = text.replace("\r\n", "\n")
+    if rule == "ki" or rule == "auto" and KI_TAGS.search(text):
+        return _clean(KI_TAGS.split(text))
+    markers = [m.start() for m in _STEP_MARKER.finditer(text)] if rule in ("auto", "step-prefix") else []
+    if rule == "step-prefix" or rule == "auto" and len(markers) >= 2:
+        return _cut_before(text, markers)
+    blocks = _blocks(text)
     if rule == "thinking":
-        paragraphs, joiner = _paragraphs(text)
+        paragraphs, joiner = _paragraphs(text, blocks)
         return merge_balanced(paragraphs, max_steps, joiner)
-    if rule == "auto":
-        rule = _auto_rule(text)
-    if rule == "ki":
-        return _clean(text.split(KI_TAG))
-    if rule == "step-prefix":
-        return _cut_before(text, [m.start() for m in _STEP_MARKER.finditer(text)])
-    if rule == "blank-line":
-        return _split_outside_blocks(text, _BLANK_LINES)
-    return _split_outside_blocks(text, _NEWLINE, glue_blocks=True)
+    if rule in ("auto", "blank-line"):
+        paragraphs = _split_outside_blocks(text, _BLANK_LINES, blocks)
+        if rule == "blank-line" or len(paragraphs) >= 2:
+            return paragraphs
+    return _split_outside_blocks(text, _NEWLINE, blocks, glue_blocks=True)
 
 
 def merge_balanced(pieces: list[str], max_steps: int, joiner: str = "\n\n") -> list[str]:
@@ -81,31 +89,49 @@ def merge_balanced(pieces: list[str], max_steps: int, joiner: str = "\n\n") -> l
     return [joiner.join(pieces[a:b]) for a, b in pairwise(bounds)]
 
 
-def _paragraphs(text: str) -> tuple[list[str], str]:
+def _paragraphs(text: str, blocks: list[tuple[int, int]]) -> tuple[list[str], str]:
     """The paragraphs and the separator to join them again with."""
-    paragraphs = _split_outside_blocks(text, _BLANK_LINES)
+    paragraphs = _split_outside_blocks(text, _BLANK_LINES, blocks)
     if len(paragraphs) == 1 and "\n" in paragraphs[0]:  # no blank lines: one thought per line
-        return _split_outside_blocks(text, _NEWLINE, glue_blocks=True), "\n"
+        return _split_outside_blocks(text, _NEWLINE, blocks, glue_blocks=True), "\n"
     return paragraphs, "\n\n"
 
 
-def _auto_rule(text: str) -> str:
-    if KI_TAG in text:
-        return "ki"
-    if len(_STEP_MARKER.findall(text)) >= 2:
-        return "step-prefix"
-    if len(_split_outside_blocks(text, _BLANK_LINES)) >= 2:
-        return "blank-line"
-    return "newline"
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each block, in order: from each opener to the first closer after it, as a lazy
+    `opener.*?closer` would match, found in one pass (the lazy pattern is quadratic on an unclosed opener)."""
+    env_ends: dict[str, list[tuple[int, int]]] = defaultdict(list)  # env name -> (start, end) of each \end{name}
+    for end in _ENV_END.finditer(text):
+        env_ends[end[1]].append(end.span())
+    found: dict[str, int] = {}  # closer -> its first place at or after the last search (-1: none); searches go forward only
+    blocks, position = [], 0
+    while opener := _OPENERS.search(text, position):
+        if opener[1] is not None:
+            ends = env_ends[opener[1]]
+            k = bisect_left(ends, (opener.end(), 0))
+            end = ends[k][1] if k < len(ends) else -1
+        else:
+            closer = _CLOSERS[opener[0]]
+            at = found.get(closer)
+            if at is None or 0 <= at < opener.end():
+                at = found[closer] = text.find(closer, opener.end())
+            end = at + len(closer) if at >= 0 else -1
+        if end < 0:  # never closed: not a block; the text after the opener may still hold blocks
+            position = opener.start() + 1
+            continue
+        blocks.append((opener.start(), end))
+        position = end
+    return blocks
 
 
-def _split_outside_blocks(text: str, separator: re.Pattern[str], glue_blocks: bool = False) -> list[str]:
+def _split_outside_blocks(text: str, separator: re.Pattern[str], blocks: list[tuple[int, int]], glue_blocks: bool = False) -> list[str]:
     """Split at `separator` except inside a block (or right next to one, with `glue_blocks`)."""
     reach = 1 if glue_blocks else 0
-    blocks = [m.span() for m in _BLOCKS.finditer(text)]
-    pieces, start = [], 0
+    pieces, start, b = [], 0, 0
     for sep in separator.finditer(text):
-        if any(b_start < sep.end() + reach and sep.start() < b_end + reach for b_start, b_end in blocks):
+        while b < len(blocks) and blocks[b][1] + reach <= sep.start():  # blocks wholly before this separator
+            b += 1
+        if b < len(blocks) and blocks[b][0] < sep.end() + reach:  # the first block not before it touches it
             continue
         pieces.append(text[start : sep.start()])
         start = sep.end()
