@@ -41,8 +41,8 @@ def dataset(tmp_path) -> Path:
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
-def label(dataset: Path, out: Path, checker, factory, retries: int = 2, shard_size: int = 2, **kwargs):
-    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=4, shard_size=shard_size, seed=5)
+def label(dataset: Path, out: Path, checker, factory, retries: int = 2, shard_size: int = 2, rollouts: int = 4, **kwargs):
+    config = LabelConfig(input=str(dataset), output=str(out), model="scripted", rollouts=rollouts, shard_size=shard_size, seed=5)
     executor = LocalExecutor(factory, checker, max_unit_retries=retries)
     return run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True, **kwargs)
 
@@ -431,3 +431,50 @@ def test_a_poison_row_in_a_one_row_unit_is_rejected_alone(dataset, tmp_path, che
     summary = label(dataset, tmp_path / "out", checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=1)
     assert summary.solutions == len(PROBLEMS) - 1 and summary.rejected_rows == 1
     assert [r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()] == ["q0"]
+
+
+class OverloadedOnRowOne:
+    """The real checker, but the machine is overloaded from the moment row 1 (reference "2") is checked alone, in
+    a piece of its own: from then on every check times out, easy ones too, as a sick checker's do."""
+
+    def __init__(self, inner):
+        self.inner, self.overloaded = inner, False
+
+    def describe(self) -> dict:  # the same checker as the rerun's, overloaded for a while
+        return self.inner.describe()
+
+    def check_many(self, pairs, questions=None):
+        from labeler.checking import CheckResult, Verdict
+
+        pairs = list(pairs)
+        self.overloaded = self.overloaded or all(reference == "2" for _, reference in pairs)
+        if self.overloaded:
+            return [CheckResult(Verdict.TIMEOUT, None) for _ in pairs]
+        return self.inner.check_many(pairs, questions)
+
+
+def test_rows_a_sick_checker_could_not_check_are_left_for_a_plain_rerun_though_other_pieces_succeeded(dataset, tmp_path, checker, capfd):
+    """(8 rollouts: a row's piece has 9 checks, over the floor of 8 timeouts.) Unit 0 (rows 0-3) is bisected for its poison row 0; while row 1's piece is checked the checker goes sick
+    (every check times out, a check of easy answers right after too). Row 0 is rejected for good, its fault; row 1
+    is the machine's: its unit is recorded as failed by the machine, and a plain rerun labels row 1 (once) while
+    row 0 stays rejected. Decided per piece: rows 2-3 were labelled meanwhile."""
+    clean = tmp_path / "clean"
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=4, rollouts=8)
+    out = tmp_path / "out"
+    row_0 = ("What is 2 minus 1?",)
+    summary = label(dataset, out, OverloadedOnRowOne(checker), lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8)
+    assert summary.solutions == len(PROBLEMS) - 2
+    rejected = {row["problem_id"]: row["reason"] for row in pq.read_table(out / "rejected").to_pylist()}
+    assert set(rejected) == {"q0", "q1"} and "choked" in rejected["q0"] and "a plain rerun labels it again" in rejected["q1"]
+    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
+    assert failed["index"] == 0 and failed["stats"]["transient"] is True and failed["stats"]["solutions"] == 2
+    assert job_status(str(out))["units_failed_by_the_machine"] == 1
+    capfd.readouterr()
+
+    rerun = label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8)  # no --retry-rejected
+    assert rerun.units_run_now == 1 and "1 units that an earlier run could not label" in capfd.readouterr().err
+    assert [row["problem_id"] for row in pq.read_table(out / "rejected").to_pylist()] == ["q0"]
+    assert labels_of(out) == [row for row in labels_of(clean) if row["problem_id"] != "q0"]  # row 1 once, as a clean run labels it
+    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
+    assert not failed["stats"].get("transient")  # only row 0's own failure is left: --retry-rejected's, not a plain rerun's
+    assert label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8).units_run_now == 0

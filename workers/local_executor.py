@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from labeler.labeling.checker_watch import CheckerUnhealthyError
+from labeler.labeling.checker_watch import CheckerSickError, CheckerUnhealthyError
 from labeler.labeling.checker_start import start_checker
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import EngineDiedError, Generator
@@ -74,8 +74,7 @@ class LocalExecutor:
                         progress.warn(f"the engine died during unit {unit.index} ({error}); starting a new one")
                         _close_quietly(generator)
                         generator, engine = self._start_engine(task, check_engine, progress)
-                    died, unhealthy = isinstance(error, EngineDiedError), isinstance(error, CheckerUnhealthyError)
-                    self._unit_failed(unit, describe_error(error), died, unhealthy, failures, queue, commit)
+                    self._unit_failed(unit, error, failures, queue, commit)
                     continue
                 self._settle(in_flight, failures, queue, commit)
                 in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
@@ -98,7 +97,7 @@ class LocalExecutor:
         except Exception as error:
             if stops_the_job(error):
                 raise
-            return unit, describe_error(error), False, isinstance(error, CheckerUnhealthyError)
+            return unit, error
         whole = failures.succeeded(unit, result)
         if whole is not None:
             commit(whole)
@@ -113,10 +112,11 @@ class LocalExecutor:
             self._unit_failed(*failed, failures, queue, commit)
 
     @staticmethod
-    def _unit_failed(
-        unit: WorkUnit, reason: str, engine_died: bool, unhealthy: bool, failures: UnitFailures, queue: deque, commit
-    ) -> None:  # fmt: skip
-        result = failures.failed(unit, reason, queue, engine_died, unhealthy)  # queues it again, or its halves
+    def _unit_failed(unit: WorkUnit, error: Exception, failures: UnitFailures, queue: deque, commit) -> None:
+        result = failures.failed(  # queues it again, or its halves
+            unit, describe_error(error), queue, engine_died=isinstance(error, EngineDiedError),
+            unhealthy=isinstance(error, CheckerUnhealthyError), machine=isinstance(error, CheckerSickError),
+        )  # fmt: skip
         if result is not None:
             commit(result)
 

@@ -45,7 +45,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings
 from labeler.checking import CheckerUnavailable
-from labeler.labeling.checker_watch import CheckerUnhealthyError
+from labeler.labeling.checker_watch import CheckerSickError, CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
@@ -160,8 +160,9 @@ class RayExecutor:
                 blame_unit = isinstance(error, RayTaskError)  # raised in the unit; else its worker died
                 engine_died, unhealthy = _cause(error, EngineDiedError), _cause(error, CheckerUnhealthyError)
                 result = self._unit_failed(
-                    unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died, unhealthy
-                )
+                    unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died, unhealthy,
+                    machine=_cause(error, CheckerSickError),
+                )  # fmt: skip
             if result is not None:
                 commit(result)
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
@@ -198,7 +199,7 @@ class RayExecutor:
     @staticmethod
     def _unit_failed(
         unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, queue: deque,
-        blame_unit=False, engine_died=False, unhealthy=False,
+        blame_unit=False, engine_died=False, unhealthy=False, machine=False,
     ) -> UnitResult | None:  # fmt: skip
         """Replace the worker and queue the unit again (or its halves); or, when it was a bisected unit's
         last piece, return the unit's result to commit."""
@@ -208,7 +209,7 @@ class RayExecutor:
         in_flight = sorted([unit.index, *(other.index for other, owner in running.values() if owner is worker)])
         pool.replace(worker, reason, in_flight, killed_by_driver=blame_unit)
         if blame_unit:  # an error raised in a unit names its culprit: it counts against the unit's retries
-            return failures.failed(unit, reason, queue, engine_died=engine_died, unhealthy=unhealthy)
+            return failures.failed(unit, reason, queue, engine_died=engine_died, unhealthy=unhealthy, machine=machine)
         # A worker that died (killed, preempted, its node lost) takes all its units down: not their fault, unless
         # the same unit keeps being lost while others are labelled (then it is bisected: unit_failures.py)
         return failures.lost(unit, reason, queue)

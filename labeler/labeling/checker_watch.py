@@ -7,9 +7,14 @@ once more at once. Many timeouts mean an overloaded machine or a sick checker, w
 out mostly unlabelled: a unit whose timeouts still pass `--max-timeout-share` of its checks (and
 number at least MIN_TIMEOUTS) fails with CheckerUnhealthyError rather than being labelled. Its executor
 retries it, then bisects it like any failing unit (labeler/labeling/unit_failures.py), judging each
-piece without MIN_TIMEOUTS: a row whose answers always time out is found and rejected alone with the
-reason, and a unit whose pieces all stay unhealthy (a sick checker) is committed as the machine's
-failure, which a plain rerun redoes.
+piece without MIN_TIMEOUTS.
+
+Whose fault the timeouts are is decided per piece, by asking the checker right away about a few easy
+answers (HEALTH_PROBE): a checker that answers them is healthy, so the piece's own answers are what time
+out, and a row whose answers always do is found and rejected alone with the reason; a checker that times
+out on them too is sick (CheckerSickError): the piece is not split further and its rows are the
+machine's failure, left in rejected/ only until a plain rerun labels their unit again, whatever the
+unit's other pieces gave.
 """
 
 from __future__ import annotations
@@ -20,8 +25,28 @@ from typing import Sequence
 MIN_TIMEOUTS = 8  # a handful of timeouts in a small unit is pathological answers, not a sick checker
 
 
+# easy answers, one of them for the symbolic worker pool, that a healthy checker decides at once
+HEALTH_PROBE = (("The answer is: 2", "2"), ("The answer is: 3", "2"), ("The answer is: x+1", "1+x"))
+
+
 class CheckerUnhealthyError(RuntimeError):
     """The answer checker timed out on too many of a unit's answers to label it (TimeoutWatch.verdict)."""
+
+
+class CheckerSickError(CheckerUnhealthyError):
+    """The same, and the checker timed out on HEALTH_PROBE's easy answers right after: the machine's fault, not the rows'."""
+
+
+def unhealthy_error(reason: str, checker) -> CheckerUnhealthyError:
+    """The error a unit the checker could not check fails with (`reason`: TimeoutWatch.verdict): CheckerSickError
+    when `checker` times out on HEALTH_PROBE too. A checker that cannot check at all raises (CheckerUnavailable)."""
+    verdicts = list(checker.check_many(list(HEALTH_PROBE)))
+    timeouts = sum(result.verdict.value == "timeout" for result in verdicts)
+    if timeouts:
+        return CheckerSickError(
+            f"{reason}; it timed out on {timeouts} of {len(HEALTH_PROBE)} easy answers checked right after: the checker is sick"
+        )
+    return CheckerUnhealthyError(f"{reason}; it checked {len(HEALTH_PROBE)} easy answers right after in time: the answers are slow")
 
 
 @dataclass

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from labeler.labeling.checker_watch import MIN_TIMEOUTS, CheckerUnhealthyError, TimeoutWatch
+from labeler.labeling.checker_watch import MIN_TIMEOUTS, TimeoutWatch, unhealthy_error
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.generation import Generator
 from labeler.labeling import strategies
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.planning import WorkUnit
 from labeler.records import RejectedRow
+from labeler.store.manifest import UNDETERMINED_KEY
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, ROLLOUTS_DIR
 from labeler.labeling.solution_sampling import sample_solutions
 from labeler.labeling.tables import Provenance, labels_table, rejected_table, rollouts_table
@@ -101,7 +102,7 @@ def finish_unit(
     # a unit bisected for that is judged on its share alone, so that one row whose answers always time out is found)
     unhealthy = generated.watch.verdict(config.max_timeout_share, 1 if unit.strict_timeouts else MIN_TIMEOUTS)
     if unhealthy is not None:
-        raise CheckerUnhealthyError(unhealthy)
+        raise unhealthy_error(unhealthy, checker)  # CheckerSickError when the checker, not the rows, is at fault
     for solution, reason in outcome.failed:
         steps_json = json.dumps(list(solution.steps))[:2000]
         rejected.append(
@@ -119,6 +120,8 @@ def finish_unit(
         "steps": sum(len(item.steps) for item in outcome.labelled),
         "rollouts": sum(step.n_sampled for item in outcome.labelled for step in item.steps),  # cut ones too
         "truncated_rollouts": sum(step.n_truncated for item in outcome.labelled for step in item.steps),
+        # solutions whose first error the labels leave undetermined (null first_error: an unlabelled step first)
+        UNDETERMINED_KEY: tables[LABELS_DIR].column("first_error").null_count,
         # rollouts (and final checks) left out of the labels because their check timed out (checker_timeouts
         # counts every timed-out check, those of the trajectory labels and of rejected solutions too)
         "timed_out_rollouts": sum(step.n_timeouts for item in outcome.labelled for step in item.steps),
