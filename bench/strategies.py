@@ -60,9 +60,10 @@ def select_rows(path: Path, rows: int, min_steps: int, mixed: bool = False) -> l
 
 
 def processbench_f1(predicted: dict[str, int], human: dict[str, int]) -> float:
-    """ProcessBench: harmonic mean of first-error accuracy on erroneous rows and on correct rows."""
-    erroneous = [pid for pid in predicted if human[pid] >= 0]
-    correct = [pid for pid in predicted if human[pid] == -1]
+    """ProcessBench: harmonic mean of first-error accuracy on erroneous rows and on correct rows. A prediction
+    that is not known (a null first_error: an unlabelled step before it) is left out, as `labeler eval` leaves it."""
+    erroneous = [pid for pid in predicted if predicted[pid] is not None and human[pid] >= 0]
+    correct = [pid for pid in predicted if predicted[pid] is not None and human[pid] == -1]
     acc_error = sum(predicted[p] == human[p] for p in erroneous) / len(erroneous) if erroneous else 0.0
     acc_correct = sum(predicted[p] == -1 for p in correct) / len(correct) if correct else 0.0
     return 2 * acc_error * acc_correct / (acc_error + acc_correct) if acc_error + acc_correct else 0.0
@@ -188,7 +189,8 @@ def main() -> None:
                 if a is not None and b is not None
             ]
             hard_agree = f"{sum(a == b for a, b in pairs) / len(pairs):.1%}"
-            first_agree = f"{sum(first_errors[pid] == reference[pid]['first_error'] for pid in common) / len(common):.1%}"
+            known = [pid for pid in common if first_errors[pid] is not None and reference[pid]["first_error"] is not None]
+            first_agree = f"{sum(first_errors[pid] == reference[pid]['first_error'] for pid in known) / max(1, len(known)):.1%}"
             fewer = f"{results['exhaustive']['tokens'] / max(result['tokens'], 1):.2f}"
             soft_error, soft_cover, naive_error = soft_label_errors([rows_by_id[pid] for pid in common], [reference[pid] for pid in common])
         f1 = processbench_f1(first_errors, human)
@@ -223,9 +225,10 @@ def main() -> None:
             if differ and strategy != "exhaustive":
                 print(f"  {strategy} first_error differs from exhaustive's on: {'; '.join(differ[:10])}")
         first_errors = [row["first_error"] for row in reference.values()]
-        errs = [f for f in first_errors if f >= 0]
+        errs = [f for f in first_errors if f is not None and f >= 0]
         print(
-            f"\nexhaustive's first errors: {len(errs)} of {len(first_errors)} solutions, at step "
+            f"\nexhaustive's first errors: {len(errs)} of {len(first_errors)} solutions "
+            f"({sum(f is None for f in first_errors)} not known: an unlabelled step before any error), at step "
             f"{sorted(errs)}; human (moved into the traces): {sorted(h for h in human.values() if h >= 0)}"
         )
         labelled = [h for row in reference.values() for h in row["hard_labels"] if h is not None]

@@ -91,7 +91,7 @@ ConsensusConfig.GUARDS = ()
 @dataclass(frozen=True)
 class Comparison:
     solution_id: str
-    monte_carlo: int  # first error, -1: none
+    monte_carlo: int | None  # first error, -1: none, None: not known (the labels' first_error is null)
     judge: int
     determined: bool  # False: an unlabelled step comes before the Monte-Carlo first error
 
@@ -125,9 +125,7 @@ def compare(labels: list[dict], judgments: list[dict]) -> tuple[list[tuple[dict,
 
 
 def _determined(row: dict) -> bool:
-    first = row["first_error"]
-    before = row["hard_labels"] if first == NO_ERROR else row["hard_labels"][:first]
-    return all(label is not None for label in before)
+    return row["first_error"] is not None  # null (schema 1.6; older shards recomputed on read): an unlabelled step before it
 
 
 def consensus_rows(joined: list[tuple[dict, dict, Comparison]], on_disagreement: str) -> list[dict]:
