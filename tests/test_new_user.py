@@ -125,3 +125,20 @@ def test_status_of_an_import_shows_no_generation_rate(tmp_path, capsys):
     status, text = status_of(out, capsys)
     assert status["job"] == "import" and status["tokens_per_second"] is None
     assert "tokens/s" not in text and "rate      : none: nothing is generated" in text, text
+
+
+# -- 16: cut rollouts and undetermined first errors, in the summary, status and its JSON ----------
+def test_the_summary_and_status_count_cut_rollouts_and_undetermined_first_errors(tmp_path, scripted, capsys):
+    data = write_jsonl(tmp_path / "in.jsonl", rows(4, cut=3))  # 3 of 4 solutions: every rollout of step 0 cut
+    assert main(label(tmp_path, data)) == 0
+    captured = capsys.readouterr()
+    # rollouts: 2 per first step, a final check per solution; the 6 of the first steps cut
+    assert "rollouts           : 12 (6 cut by their token budget)" in captured.out, captured.out
+    assert "first errors       : 3 of 4 solutions undetermined" in captured.out
+    assert "warning: 6 of 12 rollouts (50%) were cut by their token budget (--max-new-tokens 256)" in captured.err
+    assert "3 of 4 solutions have an undetermined first error" in captured.err
+    status, text = status_of(tmp_path / "out", capsys)
+    assert (status["truncated_rollouts"], status["undetermined_first_errors"]) == (6, 3)
+    assert len(status["warnings"]) == 2
+    assert "12 rollouts, 6 cut by their token budget); 3 with an undetermined first error" in text, text
+    assert "warning   : 6 of 12 rollouts (50%)" in text

@@ -92,6 +92,8 @@ def run_label(args: argparse.Namespace) -> int:
         except no_workers as error:  # the cluster has no room for a worker, or none can load the model
             print(f"labeler {COMMAND}: error: {error}; committed units are kept: rerun to resume", file=sys.stderr)
             return EXIT_FAILURE
+    for warning in summary.warnings:
+        print(f"labeler {COMMAND}: warning: {warning}", file=sys.stderr)
     if options.json:
         print(json.dumps(asdict(summary), indent=1))
     else:
@@ -121,6 +123,9 @@ def _format_summary(summary) -> str:
             f"steps              : {summary.steps} ({summary.steps_labelled} labelled, {unlabelled} unlabelled)",
             f"mean soft label    : {mean}",
             f"steps hard-positive: {positive}",
+            f"rollouts           : {summary.rollouts} ({summary.truncated_rollouts} cut by their token budget)",
+            f"first errors       : {summary.undetermined_first_errors} of {summary.solutions} solutions undetermined "
+            "(an unlabelled step before any labelled wrong one)",
             f"rejected rows      : {summary.rejected_rows}",
             f"generated tokens   : {summary.generated_tokens}",
             f"units              : {summary.units_total} ({summary.units_run_now} run now)",

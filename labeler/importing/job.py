@@ -34,6 +34,7 @@ from labeler.store.lock import hold_output
 from labeler.store.manifest import (
     IMPORT_KIND,
     JOB_KIND_KEY,
+    UNDETERMINED_KEY,
     CorruptManifestError,
     check_same_job,
     check_same_kind,
@@ -243,7 +244,10 @@ def _labels_row(planned: PlannedRow, unit_id: str, labels: list[StepLabel], pres
 
 def _unit_stats(table: pa.Table, seconds: float) -> dict:
     steps = sum(len(steps) for steps in table.column("steps").to_pylist())
-    return {"solutions": table.num_rows, "steps": steps, "rollouts": 0, "generated_tokens": 0, "rejected": 0, "seconds": round(seconds, 3)}
+    return {
+        "solutions": table.num_rows, "steps": steps, "rollouts": 0, "generated_tokens": 0, "rejected": 0, "seconds": round(seconds, 3),
+        UNDETERMINED_KEY: table.column("first_error").null_count,  # an unlabelled step first (its first error unknown)
+    }  # fmt: skip
 
 
 def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overwrite: bool, rebuild: bool) -> list[str]:

@@ -44,6 +44,8 @@ from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
 from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, REOPENED_KEY, ROLLOUTS_DIR, ShardStore
+from labeler.store.status import count_warnings
+from schemas.tables import first_error
 from labeler.labeling.tables import rejected_table
 
 Summary = TypeVar("Summary")
@@ -124,6 +126,10 @@ class JobSummary:
     generated_tokens: int
     seconds: float
     files: dict = field(default_factory=dict)
+    rollouts: int = 0  # sampled, the cut ones too
+    truncated_rollouts: int = 0  # of `rollouts`, cut by their token budget
+    undetermined_first_errors: int = 0  # of `solutions`, those whose first error is not known (null first_error)
+    warnings: list[str] = field(default_factory=list)  # what the numbers above need said (labeler/store/status.py)
 
 
 def input_path(spec: str) -> str:
@@ -423,7 +429,7 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
     soft_sum, soft_count, positives, hard_count, steps, solutions = 0.0, 0, 0, 0, 0, 0
-    generation_rejected = 0
+    generation_rejected, undetermined = 0, 0
     for unit in store.committed_units():
         if LABELS_DIR not in unit["files"]:  # a unit whose rows were all rejected
             generation_rejected += unit.get("stats", {}).get("rejected", 0)
@@ -436,6 +442,7 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
             soft_sum, soft_count = soft_sum + sum(measured), soft_count + len(measured)
             labelled = [value for value in hard if value is not None]
             positives, hard_count = positives + sum(labelled), hard_count + len(labelled)
+            undetermined += first_error(hard) is None
         generation_rejected += unit.get("stats", {}).get("rejected", 0)
     totals = store.manifest["totals"]
     return JobSummary(
@@ -452,4 +459,8 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         seconds=seconds,
         files={name: store.location.display(name) for name in (LABELS_DIR, ROLLOUTS_DIR, REJECTED_DIR)}
         | {"manifest": store.location.display("manifest.json")},
+        rollouts=totals["rollouts"],
+        truncated_rollouts=totals["truncated_rollouts"],
+        undetermined_first_errors=undetermined,
+        warnings=count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {}),
     )

@@ -102,6 +102,8 @@ def refresh_totals(document: dict) -> None:
         "steps": int(total("steps")),
         "rollouts": int(total("rollouts")),
         "truncated_rollouts": int(total("truncated_rollouts")),
+        # None when a committed unit with solutions predates the count (or is a judge's: critiques, no first errors)
+        UNDETERMINED_KEY: int(total(UNDETERMINED_KEY)) if all(UNDETERMINED_KEY in stat for stat in stats if stat.get("solutions")) else None,
         "timed_out_rollouts": int(total("timed_out_rollouts")),
         # every token generated: the labels' generated_tokens plus rejected_tokens (spent on rejected solutions)
         "generated_tokens": int(total("generated_tokens")),
@@ -280,6 +282,8 @@ def check_same_job(
         )
 
 
+# a unit's stats and the totals: solutions whose first error their labels leave undetermined (null first_error)
+UNDETERMINED_KEY = "undetermined_first_errors"
 IMPORT_KIND = "import"  # the job kind of `labeler import`
 WRITES_JUDGMENTS = "judge"  # the job kind whose shards are judgments (schemas/judgments.py), not labels
 

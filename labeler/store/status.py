@@ -14,11 +14,13 @@ from typing import Callable
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import job_kind, load_manifest
+from labeler.store.manifest import UNDETERMINED_KEY, job_kind, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
 FINISHED, RUNNING, INTERRUPTED = "finished", "running", "interrupted"  # the job's `state`
+CUT_SHARE_WARNING = 0.2  # a job with more of its rollouts cut by their token budget says so
+UNDETERMINED_SHARE_WARNING = 0.5  # a job with more of its solutions' first errors undetermined says so
 GENERATING_KINDS = ("label", "judge")  # the jobs that generate (an import or a consensus writes what it reads)
 
 
@@ -70,6 +72,11 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         "solutions": totals["solutions"],
         "steps": totals["steps"],
         "rollouts": totals["rollouts"],
+        "truncated_rollouts": totals.get("truncated_rollouts", 0),  # of `rollouts`, cut by their token budget
+        # solutions whose first error their labels leave undetermined (null first_error); None: not counted (older units)
+        "undetermined_first_errors": totals.get(UNDETERMINED_KEY),
+        "warnings": count_warnings(totals.get("truncated_rollouts", 0), totals["rollouts"], totals.get(UNDETERMINED_KEY),
+                                   totals["solutions"], manifest.get("config") or {}),  # fmt: skip
         "generated_tokens": totals["generated_tokens"],
         "generation_seconds": seconds,
         # None when nothing is measured: no time yet, or a job that generates nothing (an import)
@@ -117,13 +124,15 @@ def format_status(status: dict) -> str:
         f"rows      : {status['input_rows_committed'] + status['input_rows_rejected']}/{status['input_rows_read']} input rows "
         f"labelled or rejected ({status['rejected_in_units']} rows or solutions rejected while labelling (in rejected/), "
         f"{status['input_rows_rejected']} rejected on input)",
-        f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)})",
+        f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)}{_cut(status)})"
+        f"{_undetermined(status)}",
         f"tokens    : {status['generated_tokens']} generated",
         f"rate      : {rates}",
         f"ETA       : {eta}",
         f"model     : {status['model']}",
         f"driver    : {_describe_driver(status['driver'])}",
     ]
+    lines += [f"warning   : {warning}" for warning in status.get("warnings", [])]
     if state == INTERRUPTED:
         resume = status.get("resume_command")
         lines.append(
@@ -151,6 +160,40 @@ def _describe_failed(failed: int, by_machine: int, reopenings: int = 0, job: str
         if reopenings:
             parts[-1] += f", though one was reopened {reopenings} times and failed again each time: is the checker sick?"
     return f" ({'; '.join(parts)})"
+
+
+def count_warnings(truncated: int, rollouts: int, undetermined: int | None, solutions: int, config: dict) -> list[str]:
+    """What a job's counts need said, for its summary and `labeler status`: a large share of rollouts cut by
+    their token budget (CUT_SHARE_WARNING), and most solutions' first errors undetermined. `config`: the job's
+    settings, as its manifest holds them."""
+    warnings = []
+    if rollouts and truncated / rollouts > CUT_SHARE_WARNING:
+        budget = config.get("max_new_tokens")
+        policy = config.get("truncated", "excluded")
+        effect = "counted wrong (--truncated incorrect)" if policy == "incorrect" else "left out of the labels (--truncated excluded)"
+        warnings.append(
+            f"{truncated} of {rollouts} rollouts ({truncated / rollouts:.0%}) were cut by their token budget"
+            f"{f' (--max-new-tokens {budget})' if budget else ''} and {effect}: raise --max-new-tokens"
+        )
+    if undetermined and solutions and undetermined / solutions > UNDETERMINED_SHARE_WARNING:
+        warnings.append(
+            f"{undetermined} of {solutions} solutions have an undetermined first error (an unlabelled step before any "
+            "labelled wrong one: null first_error); see unlabelled_reason in the labels"
+        )
+    return warnings
+
+
+def _cut(status: dict) -> str:
+    return f", {status['truncated_rollouts']} cut by their token budget" if status.get("truncated_rollouts") else ""
+
+
+def _undetermined(status: dict) -> str:
+    undetermined = status.get("undetermined_first_errors")
+    if status.get("job") not in ("label", "import") or not status["solutions"]:
+        return ""
+    if undetermined is None:
+        return "; first errors undetermined: not counted (units written by an older prm-labeler)"
+    return f"; {undetermined} with an undetermined first error"
 
 
 def _samples(status: dict) -> str:
