@@ -28,7 +28,7 @@ from labeler.labeling.planning import WorkUnit
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.unit_failures import UnitFailures, describe_error, stops_the_job
-from labeler.store.progress import ProgressReporter
+from labeler.store.progress import CountedGenerator, ProgressReporter
 
 
 class LocalExecutor:
@@ -64,7 +64,7 @@ class LocalExecutor:
                     continue
                 unit = queue.popleft()
                 try:
-                    generated = task.generate(unit, generator, self.checker)
+                    generated = task.generate(unit, CountedGenerator(generator, progress), self.checker)
                 except Exception as error:  # not a KeyboardInterrupt or a kill: those stop the job
                     self._settle(in_flight, failures, queue, commit)
                     in_flight = None

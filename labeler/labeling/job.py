@@ -401,6 +401,7 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
         tokens_done=totals["generated_tokens"],
         enabled=progress_enabled,
         samples_name=task.samples_name,
+        rollouts_planned=planned_rollouts(pending, task.config),
     )
     for warning in warnings:
         progress.warn(warning)
@@ -425,6 +426,19 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
 
     if pending:
         executor.run(pending, task, progress, commit, check_engine=use_engine)
+
+
+def planned_rollouts(units: Sequence[WorkUnit], config) -> int | None:
+    """About how many rollouts `units` take, where that is known before they run: the exhaustive strategy on given
+    solutions (N per prefix; the last step's answer checked with --final-step check). None for other strategies and
+    tasks, and for rows whose solutions are sampled (their steps are not known yet)."""
+    if getattr(config, "strategy", None) != "exhaustive":
+        return None
+    rows = [row for unit in units for row in unit.rows]
+    if any(row.needs_solutions for row in rows):
+        return None
+    checked = 1 if config.final_step == "check" else 0
+    return sum(max(len(row.source.steps) - checked, 0) for row in rows) * config.rollouts
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:

@@ -1,10 +1,15 @@
-"""Progress of a long job on stderr: one line per committed unit, with rates and an ETA."""
+"""Progress of a long job on stderr: one line per committed unit, with rates and an ETA, and between commits a line
+when a generation batch is done (at most one every BATCH_LINE_EVERY_S seconds), so that a unit of many solutions
+on a slow machine does not leave the job silent for minutes."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import TextIO
+from typing import Sequence, TextIO
+
+BATCH_LINE_EVERY_S = 5.0  # the least time between two lines of generation progress
 
 
 def format_duration(seconds: float) -> str:
@@ -30,7 +35,10 @@ class ProgressReporter:
         stream: TextIO | None = None,
         enabled: bool = True,
         samples_name: str = "rollouts",
+        rollouts_planned: int | None = None,
     ):
+        """`rollouts_planned`: about how many samples this run is to generate, where the job knows it up front
+        (an ETA from the generation rate before any unit commits); None: the ETA comes from committed solutions."""
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.units_total, self.units_done = units_total, units_done
@@ -38,11 +46,13 @@ class ProgressReporter:
         self.rollouts, self.tokens = rollouts_done, tokens_done
         self.samples_name = samples_name  # what the job samples: "rollouts" (labeling), "critiques" (a judge)
         self.solutions_this_run = self.rollouts_this_run = self.tokens_this_run = 0
-        self.started = time.monotonic()
-
+        self.rollouts_planned = rollouts_planned
+        self.generated_rollouts = self.generated_tokens = 0  # this run, as generation batches end (failed units' too)
+        self.started = self.last_batch_line = time.monotonic()
+        self.lock = threading.Lock()  # batches may end on another thread than commits
     def start_clock(self) -> None:
         """Rates and ETA count from here (after the model has loaded)."""
-        self.started = time.monotonic()
+        self.started = self.last_batch_line = time.monotonic()
 
     def log(self, message: str) -> None:
         if self.enabled:
@@ -55,6 +65,10 @@ class ProgressReporter:
     def unit_committed(self, solutions: int, rollouts: int, tokens: int) -> None:
         """After a unit's commit: `solutions` is what the unit was planned to label (its share of the
         total), rollouts (the samples it drew: critiques, for a judge) and tokens what it spent."""
+        with self.lock:
+            self._count_unit(solutions, rollouts, tokens)
+
+    def _count_unit(self, solutions: int, rollouts: int, tokens: int) -> None:
         self.units_done += 1
         self.solutions_done += solutions
         self.rollouts += rollouts
@@ -71,3 +85,44 @@ class ProgressReporter:
             f"tokens {self.tokens} ({self.tokens_this_run / elapsed:.0f}/s) | "
             f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta) if eta == eta else '?'}"
         )
+
+    def generated(self, rollouts: int, tokens: int) -> None:
+        """After a generation batch (a generate call of a unit): what it sampled. Logs the samples generated this
+        run, their rate and an ETA, at most once every BATCH_LINE_EVERY_S seconds."""
+        with self.lock:
+            self.generated_rollouts += rollouts
+            self.generated_tokens += tokens
+            now = time.monotonic()
+            if not self.enabled or now - self.last_batch_line < BATCH_LINE_EVERY_S:
+                return
+            self.last_batch_line = now
+            elapsed = max(now - self.started, 1e-9)
+            rate = self.generated_rollouts / elapsed
+            planned = f" of about {self.rollouts_planned}" if self.rollouts_planned else ""
+            if self.rollouts_planned and rate > 0:
+                eta = format_duration(max(self.rollouts_planned - self.generated_rollouts, 0) / rate)
+            elif self.solutions_this_run:
+                eta = format_duration(max(self.solutions_total - self.solutions_done, 0) * elapsed / self.solutions_this_run)
+            else:
+                eta = "? (until a unit is committed)"
+            self.log(
+                f"{self.samples_name} generated {self.generated_rollouts} ({rate:.1f}/s){planned} | "
+                f"tokens {self.generated_tokens} ({self.generated_tokens / elapsed:.0f}/s) | units {self.units_done}/{self.units_total} "
+                f"committed | elapsed {format_duration(elapsed)} | ETA {eta}"
+            )
+
+
+class CountedGenerator:
+    """A generator whose every generate call reports what it sampled to `progress` (ProgressReporter.generated)."""
+
+    def __init__(self, generator, progress: ProgressReporter):
+        self.generator, self.progress = generator, progress
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)
+
+    def generate(self, requests: Sequence, sampling) -> list:
+        results = self.generator.generate(requests, sampling)
+        completions = [completion for result in results if result is not None for completion in result.completions]
+        self.progress.generated(len(completions), sum(completion.tokens for completion in completions))
+        return results

@@ -1,0 +1,82 @@
+"""Progress between commits: a line when a generation batch of a unit is done (rollouts so far, their rate, an
+ETA from it), throttled, so that a first job on a CPU is not silent until its first unit commits."""
+
+import io
+import re
+
+from labeler.checking import AnswerChecker
+from labeler.labeling.config import LabelConfig
+from labeler.labeling.job import run_job
+from labeler.store import progress as progress_module
+from labeler.store.progress import ProgressReporter
+from tests.conftest import write_jsonl
+from tests.fakes import ScriptedGenerator
+from workers.local_executor import LocalExecutor
+
+PROBLEMS = {f"What is {i} minus 1?": str(i - 1) for i in range(2, 10)}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_batch_lines_give_rollouts_rate_and_eta_and_are_throttled(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()
+    reporter = ProgressReporter(4, 40, stream=stream, rollouts_planned=1000)
+    reporter.start_clock()
+    clock.now += 10
+    reporter.generated(100, 2000)  # 100 rollouts in 10 s: 10/s, 900 left: 1m30s
+    clock.now += 1
+    reporter.generated(50, 1000)  # within the throttle: no line
+    clock.now += progress_module.BATCH_LINE_EVERY_S
+    reporter.generated(50, 1000)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert "rollouts generated 100 (10.0/s)" in lines[0] and "of about 1000" in lines[0] and "ETA 1m30s" in lines[0]
+    assert "units 0/4" in lines[0] and "rollouts generated 200" in lines[1]
+
+
+def test_without_a_planned_count_the_eta_comes_from_committed_solutions(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()
+    reporter = ProgressReporter(4, 40, stream=stream)
+    reporter.start_clock()
+    clock.now += 10
+    reporter.generated(100, 2000)
+    assert "ETA ? (until a unit is committed)" in stream.getvalue()
+    reporter.unit_committed(10, 100, 2000)
+    clock.now += 10
+    reporter.generated(100, 2000)
+    assert stream.getvalue().splitlines()[-1].endswith("ETA 1m00s")  # 30 solutions left at 10 per 20 s
+
+
+def test_a_labeling_job_reports_progress_before_its_first_unit_commits(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(progress_module, "BATCH_LINE_EVERY_S", 0.0)
+    rows = [
+        {"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Take 1 from {k + 2}.", "Then more.", f"The answer is: {a}"]}
+        for k, (p, a) in enumerate(PROBLEMS.items())
+    ]
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=4, shard_size=4, seed=5)
+    with AnswerChecker(timeout_s=5) as checker:
+        executor = LocalExecutor(lambda: ScriptedGenerator(PROBLEMS), checker)
+        run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+    lines = capfd.readouterr().err.splitlines()
+    first_commit = next(i for i, line in enumerate(lines) if "units 1/2" in line)
+    batches = [line for line in lines[:first_commit] if "rollouts generated" in line]
+    # 4 solutions of 3 steps, the last checked: 2 prefixes of 4 rollouts each, 32 rollouts planned per unit
+    assert batches and re.search(r"rollouts generated 32 \([0-9.]+/s\) of about 64", batches[0]), batches
+
+
+def test_no_batch_lines_when_progress_is_off():
+    stream = io.StringIO()
+    reporter = ProgressReporter(1, 1, stream=stream, enabled=False)
+    reporter.generated(5, 50)
+    assert stream.getvalue() == ""
