@@ -2,6 +2,7 @@
 convention. The scripted generator (tests/fakes.py) stands in for the engine, which is not the point here."""
 
 import json
+import logging
 
 import pytest
 
@@ -142,3 +143,19 @@ def test_the_summary_and_status_count_cut_rollouts_and_undetermined_first_errors
     assert len(status["warnings"]) == 2
     assert "12 rollouts, 6 cut by their token budget); 3 with an undetermined first error" in text, text
     assert "warning   : 6 of 12 rollouts (50%)" in text
+
+
+def test_train_names_the_old_and_new_value_and_a_finished_run_is_not_resumed(tiny_model_dir, tmp_path, caplog):
+    from labeler.prm.trainer import TrainingError, train
+    from tests.synthetic_labels import arithmetic_rows, write_labels
+    from tests.test_prm_sources import config
+
+    labels = str(write_labels(tmp_path / "labels", arithmetic_rows(problems=2, solutions_per_problem=2, seed=1)))
+    train(config(labels, tmp_path / "run", tiny_model_dir))
+    with caplog.at_level(logging.INFO, logger="labeler"):
+        again = train(config(labels, tmp_path / "run", tiny_model_dir))
+    messages = [record.getMessage() for record in caplog.records]
+    assert not again.resumed or any("nothing to do" in message for message in messages), messages
+    assert not any(message.startswith("resuming") for message in messages), messages
+    with pytest.raises(TrainingError, match=r"changed: learning_rate: 0\.001 -> 0\.002\)"):
+        train(config(labels, tmp_path / "run", tiny_model_dir, learning_rate=2e-3))

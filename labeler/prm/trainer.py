@@ -112,8 +112,9 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     rows = [read_training_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config, processes)
 
-    if state is not None:
+    if state is not None and not _finished(state, config):  # a finished run says "nothing to do" instead (Trainer.run)
         log.info("resuming from %s (epoch %d, step %d)", checkpoint_dir(run_dir, LAST), state["epoch"] + 1, state["global_step"])
+    if state is not None:
         prm = ProcessRewardModel.load(
             checkpoint_dir(run_dir, LAST),
             dtype=placement.weight_dtype,
@@ -205,13 +206,26 @@ def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -
             "resume with as many (an optimizer step takes batch x accumulation x processes solutions)"
         )
     saved = read_saved_config(run_dir) or {}
-    changed = config.changed_settings(saved)
+    changed = [_with_values(name, saved, config) for name in config.changed_settings(saved)]
     if changed:
         raise TrainingError(
-            f"{run_dir} holds a run with other settings (changed: {', '.join(changed)}); "
+            f"{run_dir} holds a run with other settings (changed: {'; '.join(changed)}); "
             "use the same settings to resume, or another --output"
         )
     return state
+
+
+def _finished(state: dict, config: TrainConfig) -> bool:
+    """A saved run that has trained its --epochs, or stopped at its --max-steps: a rerun has nothing to do."""
+    return state["epoch"] >= config.epochs or (config.max_steps is not None and state["global_step"] >= config.max_steps)
+
+
+def _with_values(name: str, saved: dict, config: TrainConfig) -> str:
+    """`name: saved -> now` for a changed setting (one that names its values already, as labels' weights do, as it is)."""
+    now = json.loads(json.dumps(config.to_dict()))
+    if name not in now:
+        return name
+    return f"{name}: {json.dumps(saved.get(name, 'not recorded'))} -> {json.dumps(now[name])}"
 
 
 def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
