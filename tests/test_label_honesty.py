@@ -81,10 +81,11 @@ def test_first_error_steps_over_a_prefix_with_no_verdict_and_still_finds_the_fir
     steps = ("One.", f"Two {CUT_HERE_MARKER}", "Three.", f"Four {WRONG_MARKER}.", "Five.", "The answer is 41.")
     _, rows = run("first-error", [solution(*steps)], checker)
     row = rows[0]
-    assert row["hard_labels"] == [True, None, True, False, False, False] and row["first_error"] == 3
+    # the steps' labels find step 3; the unlabelled step 1 before it may be the first error: first_error is not known
+    assert row["hard_labels"] == [True, None, True, False, False, False] and row["first_error"] is None
     assert row["label_method"][1] == "unlabelled" and "cut" in row["unlabelled_reason"][1]
     _, exhaustive = run("exhaustive", [solution(*steps)], checker)
-    assert exhaustive[0]["first_error"] == 3
+    assert exhaustive[0]["hard_labels"][3] is False and exhaustive[0]["first_error"] is None
 
 
 def test_adaptive_writes_soft_labels_only_where_a_prefix_reached_n(checker):
@@ -241,7 +242,7 @@ def test_a_rollout_that_ends_still_thinking_is_truncated_not_judged(strategy, ch
     row = rows[0]
     assert row["label_method"][1:3] == ["unlabelled", "unlabelled"] and row["n_truncated"][1:3] == [8, 8]
     assert all("inside the thinking" in reason for reason in row["unlabelled_reason"][1:3])
-    assert False not in row["hard_labels"] and row["first_error"] == -1
+    assert False not in row["hard_labels"] and row["first_error"] is None  # unlabelled steps: "no error" is not known
     pondered = [r for r in outcome.rollouts if r.step_index in (1, 2)]
     assert len(pondered) == 16 and {r.verdict for r in pondered} == {"truncated"} and all(r.extracted_answer is None for r in pondered)
     assert {r.finish_reason for r in pondered} == {"stop"}  # not cut by the budget: it stopped while still thinking
