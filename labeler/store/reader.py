@@ -114,9 +114,10 @@ def with_first_error(table: pa.Table) -> pa.Table:
     read -1 or the first hard-negative step even behind an unlabelled step) get it recomputed from their hard labels."""
     if FIRST_ERROR not in table.column_names or "hard_labels" not in table.column_names:
         return table
-    versions = table.column("schema_version").to_pylist() if "schema_version" in table.column_names else [None] * table.num_rows
-    if all(_version(v) >= FIRST_ERROR_DETERMINED_SINCE for v in versions):
+    has_versions = "schema_version" in table.column_names
+    if has_versions and all(_version(v) >= FIRST_ERROR_DETERMINED_SINCE for v in pc.unique(table.column("schema_version")).to_pylist()):
         return table
+    versions = table.column("schema_version").to_pylist() if has_versions else [None] * table.num_rows
     hard = table.column("hard_labels").to_pylist()
     old = table.column(FIRST_ERROR).to_pylist()
     values = [first_error(h) if _version(v) < FIRST_ERROR_DETERMINED_SINCE else f for v, h, f in zip(versions, hard, old)]
