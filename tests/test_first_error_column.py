@@ -151,3 +151,18 @@ def test_the_column_export_and_report_agree(tmp_path):
     rows = read_labelled_rows(job)
     assert [known_first_error(row) for row in rows] == column == [None, None, 1, -1]
     assert [_jsonl_record(row)["first_error"] for row in rows] == column  # export --format jsonl
+
+
+STEP = st.sampled_from([
+    StepCounts(n_correct=1, n_rollouts=2),
+    StepCounts(n_correct=0, n_rollouts=2),
+    StepCounts(measured_by="inferred", inferred_hard=True),
+    StepCounts(measured_by="inferred", inferred_hard=False),
+    UNLABELLED,
+])  # fmt: skip
+
+
+@given(st.lists(STEP, min_size=1, max_size=6))
+def test_every_written_row_follows_the_rule_and_validates(steps):
+    row = written(*steps)  # validated
+    assert row["first_error"] == spec(row["hard_labels"])
