@@ -123,10 +123,13 @@ def test_given_candidates_need_no_sampling_and_another_pool_size_is_refused(give
     # 2 + 2: one of two right, 3 + 3: its only candidate right
     assert results["baselines"]["pass"] == pytest.approx([(0.5 + 1) / 2, 1.0])
     assert results["baselines"]["majority"] == pytest.approx([(0.5 + 1) / 2, (0.5 + 1) / 2])  # a tie of 4 and 5 earns 1/2
-    # another --candidates is another candidates job: refused, naming the setting
+    # --candidates where every row carries a solution samples nothing: refused, naming the flag that samples
     line = error_of(capsys, *args, "--candidates", "8")
-    assert "solutions_per_problem" in line
-    assert engine_starts == [None]  # the first run started it (its executor does), never asked it to generate
+    assert "--candidates 8 samples nothing here" in line and "--sample-solutions" in line
+    # --sample-solutions is another candidates job: refused, naming the setting
+    line = error_of(capsys, *args, "--candidates", "8", "--sample-solutions")
+    assert "sample_solutions" in line
+    assert engine_starts == []  # nothing to sample: no model loaded
     assert main(["report", str(output), "--output", str(tmp_path / "report")]) == 0
     assert "Best-of-N" in (tmp_path / "report" / "index.html").read_text()
 

@@ -159,3 +159,16 @@ def test_train_names_the_old_and_new_value_and_a_finished_run_is_not_resumed(tin
     assert not any(message.startswith("resuming") for message in messages), messages
     with pytest.raises(TrainingError, match=r"changed: learning_rate: 0\.001 -> 0\.002\)"):
         train(config(labels, tmp_path / "run", tiny_model_dir, learning_rate=2e-3))
+
+
+def test_final_answer_on_given_solutions_loads_no_model(tmp_path, monkeypatch, capsys):
+    starts = []
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: starts.append(model) or ScriptedGenerator(ANSWERS))
+    data = write_jsonl(tmp_path / "in.jsonl", rows(3))
+    assert main(label(tmp_path, data, "--strategy", "final-answer", "--quiet")) == 0
+    assert starts == [] and "solutions labelled : 3" in capsys.readouterr().out
+    assert main(label(tmp_path, data, "--strategy", "final-answer", "--quiet")) == 0  # a rerun resumes: the same record
+    problems = write_jsonl(tmp_path / "problems.jsonl", [{"problem": p, "answer": a} for p, a in list(ANSWERS.items())[:2]])
+    assert main(["label", "--input", str(problems), "--output", str(tmp_path / "sampled"), "--model", "scripted", "--strategy",
+                 "final-answer", "--quiet"]) == 0  # fmt: skip
+    assert starts == ["scripted"]  # rows without a solution: sampled by the model

@@ -3,7 +3,8 @@
     labeler bon --input problems.jsonl --output runs/bon --candidates 64 --prm runs/prm --prm OTHER
 
 Problem-only rows get --candidates solutions sampled by the model (rows that carry a solution are
-candidates as they are, several rows per problem); each candidate's final answer is checked
+candidates as they are, several rows per problem, and no model loads when every row does; --candidates
+is then refused: --sample-solutions samples them in place of the given ones); each candidate's final answer is checked
 against the reference, and each PRM scores every step. Accuracy at N = 1, 2, 4, ... up to the pool:
 PRM selection by the min, product, last and mean of the step scores, PRM-weighted vote with each,
 majority vote, pass@N (the oracle) and random, each the expected accuracy over subsets of N of the
@@ -32,7 +33,7 @@ from labeler.prm.config import TrainConfig
 COMMAND = "bon"
 # The candidates job's settings: LabelConfig's, minus what the final-answer strategy fixes
 CANDIDATE_FIELDS = (
-    "output", "model", "preset", "limit", "split_rule", "max_row_chars", "max_rejected_share", "columns",
+    "output", "model", "preset", "limit", "split_rule", "max_row_chars", "max_rejected_share", "columns", "sample_solutions",
     "temperature", "top_p", "seed", "shard_size", "solution_max_new_tokens", "stop_after_answer", "stop",
     "trust_remote_code", "dtype", "max_model_len", "tensor_parallel_size", "gpu_memory_utilization",
 )  # fmt: skip
@@ -51,7 +52,7 @@ def register(subparsers) -> None:
     parser = add_command(subparsers, COMMAND, help="best-of-N accuracy with PRMs, votes and pass@N", description=__doc__, usage_errors=USAGE_ERRORS)
     add_candidate_flags(parser)
     add_flags(parser, BestOfNConfig)
-    parser.set_defaults(handler=run_bon)
+    parser.set_defaults(handler=run_bon, candidates=None)  # None: --candidates not given (its default is BestOfNConfig's)
 
 
 def add_candidate_flags(parser) -> None:
@@ -101,6 +102,8 @@ def run_bon(args: argparse.Namespace) -> int:
     from labeler.decoding.prm_scores import scoring_settings
     from labeler.decoding.reranking import PrmToUse, best_of_n, format_table, write_results
     from labeler.inputs.readers import InputError
+    from labeler.labeling.generation import NoGeneration, needs_generation
+    from labeler.labeling.job import plan_job
     from labeler.prm.devices import place
     from labeler.cli.common import backend_config, prm_scorer
     from labeler.store.location import OutputLocation
@@ -108,6 +111,9 @@ def run_bon(args: argparse.Namespace) -> int:
     from labeler.store.reader import LabelsError
     from workers.vllm_generator import SharedEngine, start_engine
 
+    candidates_given = args.candidates is not None
+    if not candidates_given:
+        args.candidates = BestOfNConfig.__dataclass_fields__["candidates"].default
     try:  # every setting checked before a checker, an engine or a PRM starts
         options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
         config = BestOfNConfig(**flag_values(args, BestOfNConfig))
@@ -117,10 +123,23 @@ def run_bon(args: argparse.Namespace) -> int:
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
+    try:
+        plan = plan_job(job)  # what is to be sampled, before any model loads
+    except InputError as error:
+        return usage_error(COMMAND, str(error))
+    given_only = not needs_generation(job.strategy, (row for unit in plan.units for row in unit.rows))
+    if candidates_given and given_only and plan.units:
+        return usage_error(
+            COMMAND,
+            f"--candidates {config.candidates} samples nothing here: every row of {job.input} carries a solution, and those "
+            f"are the candidates as they are; add --sample-solutions to sample {config.candidates} solutions per problem "
+            "in their place, or leave --candidates out to score the given ones",
+        )
     log_to_stderr(options.quiet)
     if not options.verbose:
         quiet_transformers()
-    engine = SharedEngine(partial(start_engine, args.model, job))
+    start = partial(NoGeneration, job.model) if given_only else partial(start_engine, args.model, job)
+    engine = SharedEngine(start)  # no model loads for a job that samples nothing
     with checker:
         try:
             run_candidates_job(job, args, options, engine, checker)

@@ -12,6 +12,8 @@ from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, u
 from labeler.cli.flags import add_flags, flag_values
 from labeler.labeling.config import ClusterSettings, LabelConfig
 
+FINAL_ANSWER = "final-answer"  # the strategy that samples no rollouts
+
 COMMAND = "label"
 
 
@@ -43,7 +45,8 @@ def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
 def run_label(args: argparse.Namespace) -> int:
     from labeler.checking.checker import AnswerChecker
     from labeler.inputs.readers import InputError
-    from labeler.labeling.job import run_job
+    from labeler.labeling.generation import NoGeneration, needs_generation
+    from labeler.labeling.job import plan_job, run_job
     from labeler.store.manifest import ConfigMismatchError
     from workers.local_executor import LocalExecutor
     from workers.model_source import EMBEDDED_MODEL, describe_model
@@ -65,6 +68,13 @@ def run_label(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error))
 
     make_generator = partial(start_engine, args.model, config)
+    if config.strategy == FINAL_ANSWER:  # it samples only the solutions of rows that carry none: maybe no model at all
+        try:
+            planned = [row for unit in plan_job(config).units for row in unit.rows]
+        except InputError as error:
+            return usage_error(COMMAND, str(error))
+        if not needs_generation(config.strategy, planned):
+            make_generator = partial(NoGeneration, model_name)
     try:
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:

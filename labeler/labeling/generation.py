@@ -68,6 +68,33 @@ class Generator(Protocol):
         ...
 
 
+class NoGeneration:
+    """The generator of a job with nothing to generate: the final-answer strategy on rows that all carry
+    their solution only checks each one's stated answer. No model loads; asked to generate, it raises.
+    Its engine record names the model and says that nothing was generated (`needs_generation`)."""
+
+    def __init__(self, model_name: str):
+        self.model_name = model_name
+        self.closed = False
+
+    def describe(self) -> dict:
+        return {"model": self.model_name, "model_revision": "not loaded: the job generates nothing"}
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        raise RuntimeError(f"asked to generate {len(requests)} requests in a job that generates nothing (no model loaded)")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def needs_generation(strategy: str, rows) -> bool:
+    """Whether a job of `strategy` on the planned `rows` (PlannedRow) needs a model: every strategy samples
+    rollouts but final-answer, which samples only the solutions of rows that carry none."""
+    from labeler.labeling.config import MONTE_CARLO_STRATEGIES
+
+    return strategy in MONTE_CARLO_STRATEGIES or any(row.needs_solutions for row in rows)
+
+
 class EngineDiedError(RuntimeError):
     """The engine under a Generator died (its process was killed, ran out of memory): this Generator
     is unusable, a new one must be started. Raised by `generate` instead of waiting forever."""
