@@ -98,6 +98,25 @@ def test_max_wait_zero_still_batches_what_is_already_waiting_and_abandoned_reque
     assert batcher.abandoned == 1 and batcher.pending == 0
 
 
+def test_a_request_that_times_out_while_scored_has_its_rewards_discarded_and_counted():
+    def slow(items):
+        time.sleep(0.3)
+        return list(items)
+
+    async def main():
+        batcher = Batcher(slow, max_batch=8, max_wait_s=0.0, max_pending=100)
+        batcher.start()
+        gone = asyncio.ensure_future(asyncio.wait_for(batcher.submit(["a"]), 0.1))  # times out while "a" is scored
+        kept = asyncio.ensure_future(batcher.submit(["b"]))
+        results = await asyncio.gather(gone, kept, return_exceptions=True)
+        await batcher.drain()
+        return results, batcher
+
+    (gone, kept), batcher = run(main())
+    assert isinstance(gone, TimeoutError) and kept == ["b"]
+    assert batcher.discarded == 1 and batcher.abandoned == 0 and batcher.scored == 2 and batcher.pending == 0
+
+
 def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_busy():
     from labeler.serving.batcher import TooLarge
 
@@ -250,6 +269,30 @@ def test_an_unmeasured_score_given_and_a_request_larger_than_the_queue(qwen_prm)
         many = {"problems": [PROBLEM] * 3, "completions": [RESPONSE] * 3}
         too_many = httpx.post(f"{served.url}/rewards", json=many, timeout=60)  # more than --max-pending: never queued
         assert too_many.status_code == 413 and "at most 2 (--max-pending)" in too_many.text
+
+
+def test_health_answers_while_a_slow_request_is_scored_and_its_timeout_discards_it(qwen_prm):
+    """Degenerate completions (160 KB of an unclosed block each) and many long ones: scoring takes seconds, during
+    which /health answers at once, and the request gets its 504 at --request-timeout-s, its rewards discarded."""
+    degenerate = ["\\begin{align} x = 1\n" * 8000, "\\[ x = 1\n" * 16000, "[asy] draw(x);\n" * 10000]
+    completions = degenerate + ["2 + 3 = 5.\n\n" * 3000] * 40
+    body = {"problems": [PROBLEM] * len(completions), "completions": completions}
+    flags = ("--prm", qwen_prm, "--request-timeout-s", "1", "--max-length", "256", "--max-batch", "64", "--prm-backend", "torch")
+    with ServedHere(*flags) as served, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        sent = time.perf_counter()
+        slow = pool.submit(lambda: (httpx.post(f"{served.url}/rewards", json=body, timeout=120), time.perf_counter() - sent))
+        waits, busy = [], False
+        while not slow.done() or busy:
+            started = time.perf_counter()
+            health = httpx.get(f"{served.url}/health", timeout=60).json()
+            waits.append(time.perf_counter() - started)
+            busy = health["pending"] > 0  # scored on after the 504, until its rewards are discarded
+            time.sleep(0.05)
+        answer, answered_after = slow.result()
+    assert answered_after < 10 and max(waits) < 2, (answered_after, waits)  # neither waited for the scoring
+    assert answer.status_code == 504 and "rewards discarded" in answer.text, answer.text
+    assert len(waits) >= 3  # /health was asked while the request was being scored
+    assert health["discarded"] == 1 and health["abandoned"] == 0 and health["pending"] == 0, health
 
 
 def test_a_prm_that_cannot_load_is_one_line_and_exit_2(tmp_path, capsys):

@@ -4,14 +4,20 @@ one thread (the PRM is one model), up to max_batch at a time.
 A request puts its items on a bounded queue and awaits their rewards; one asyncio task takes what is
 waiting (after at most max_wait_ms for more), scores it in a worker thread and hands each request its
 own. Nothing waits without bound: a full queue refuses at once (Busy), and a caller times its own wait.
+A job whose caller stopped waiting is dropped unscored while it is still queued (abandoned); once its
+batch is being scored it cannot be stopped (the PRM runs the batch as one), so its rewards are
+discarded when they come, counted and logged (discarded): never handed to anyone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+log = logging.getLogger("labeler.serve")
 
 
 class Busy(Exception):
@@ -26,7 +32,7 @@ class TooLarge(ValueError):
 class _Job:
     items: list  # what score() takes, one per completion
     future: asyncio.Future
-    abandoned: bool = False  # its caller stopped waiting (timeout, disconnect): not scored
+    abandoned: bool = False  # its caller stopped waiting (timeout, disconnect)
 
 
 class Batcher:
@@ -36,7 +42,8 @@ class Batcher:
         self.pending = 0  # completions queued or being scored
         self.batches = 0
         self.scored = 0
-        self.abandoned = 0  # requests dropped unscored: their callers had stopped waiting
+        self.abandoned = 0  # requests dropped unscored: their callers had stopped waiting while they were queued
+        self.discarded = 0  # requests scored after their callers had stopped waiting: the rewards thrown away
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-scorer")
         self._task: asyncio.Task | None = None
@@ -98,32 +105,38 @@ class Batcher:
                 results = await self._in_thread([item for job in jobs for item in job.items])
             except Exception as error:
                 if len(jobs) == 1:
-                    _answer(jobs[0], error=error)
+                    self._answer(jobs[0], error=error)
                     return
                 for job in jobs:
+                    if job.abandoned:  # its caller left while the batch was tried: not scored again alone
+                        self.abandoned += 1
+                        continue
                     try:
-                        _answer(job, await self._in_thread(job.items))
+                        self._answer(job, await self._in_thread(job.items))
                     except Exception as alone:
-                        _answer(job, error=alone)
+                        self._answer(job, error=alone)
                 return
             start = 0
             for job in jobs:
-                _answer(job, results[start : start + len(job.items)])
+                self._answer(job, results[start : start + len(job.items)])
                 start += len(job.items)
         finally:
             for job in everyone:
                 self.pending -= len(job.items)
                 self._queue.task_done()
 
+    def _answer(self, job: _Job, results: list | None = None, error: Exception | None = None) -> None:
+        if job.abandoned:
+            self.discarded += 1
+            what = "rewards are" if error is None else f"error ({type(error).__name__}) is"
+            log.warning("a request of %d completions timed out while being scored: its %s discarded", len(job.items), what)
+        elif error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(results)
+
     async def _in_thread(self, items: list) -> list:
         results = await asyncio.get_running_loop().run_in_executor(self._thread, self.score, items)
         self.batches += 1
         self.scored += len(items)
         return results
-
-
-def _answer(job: _Job, results: list | None = None, error: Exception | None = None) -> None:
-    if error is not None:
-        job.future.set_exception(error)
-    else:
-        job.future.set_result(results)

@@ -21,7 +21,8 @@ class ServeConfig:
         1024, at_least=1, help="completions waiting at most; a request beyond them gets 503 (retry later) at once", group=SERVER
     )
     request_timeout_s: float = setting(
-        120.0, above=0, help="a request not answered in this time gets 504; its completions are still scored, then dropped",
+        120.0, above=0, help="a request not answered in this time gets 504; its completions are dropped unscored if still queued, else "
+        "scored and their rewards discarded",
         group=SERVER,
     )  # fmt: skip
     unmeasured_score: float = setting(

@@ -12,15 +12,18 @@
                        -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason"}, ...]}:
                        every step's score (null past the PRM's length limit) and, for a reward that could not
                        be measured, value null and the reason.
-    GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N}
+    GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N,
+                        "discarded": N}
 
 A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, an answer
 check that timed out) is never a number made up here: the request gets 422 naming the sample and the
 reason, unless the server was started with --unmeasured-score, the number the user chose for them
 (extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason (413: more completions
-than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504 (its completions
-are then dropped unscored, counted as abandoned); a PRM that fails on a batch 500 with the error in one
-line. SIGTERM or Ctrl-C: no new requests, each one in flight is answered (or times out), then it exits.
+than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
+are dropped unscored if still queued (counted as abandoned), or, when their batch is being scored already
+(a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); a PRM
+that fails on a batch 500 with the error in one line. Splitting is linear in the text and the PRM's work
+leaves the event loop free, so /health and the timeouts answer while a batch is scored. SIGTERM or Ctrl-C: no new requests, each one in flight is answered (or times out), then it exits.
 """
 
 from __future__ import annotations
@@ -96,7 +99,11 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         except Busy as busy:
             raise HTTPException(503, f"busy: {busy}; retry later", headers={"Retry-After": "1"}) from None
         except TimeoutError:
-            raise HTTPException(504, f"not scored within --request-timeout-s {config.request_timeout_s}") from None
+            raise HTTPException(
+                504,
+                f"no rewards within --request-timeout-s {config.request_timeout_s}: the completions are dropped unscored if "
+                "still queued, else scored and their rewards discarded (/health counts abandoned and discarded)",
+            ) from None
         except ValueError as error:  # a bad item, named by ProcessReward
             raise HTTPException(400, str(error)) from None
         except Exception as error:  # the PRM failed on this batch: one line here and in the answer, the server goes on
@@ -107,7 +114,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
     async def health():
         return {
             "status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches,
-            "scored": batcher.scored, "abandoned": batcher.abandoned,
+            "scored": batcher.scored, "abandoned": batcher.abandoned, "discarded": batcher.discarded,
         }  # fmt: skip
 
     @app.post("/rewards")
