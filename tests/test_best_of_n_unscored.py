@@ -166,3 +166,30 @@ def test_best_of_n_never_selects_a_nan_scored_candidate(drawn, how):
     as_none = build_pools(candidates, [{f"s{i}": [None if math.isnan(x) else x for x in steps] for i, steps in enumerate(step_scores)}])[0]
     for k in range(1, len(drawn) + 1):
         assert pool_accuracy(as_nan, k) == pool_accuracy(as_none, k)
+
+
+def test_best_of_n_says_why_a_candidate_is_unscored_a_marker_in_its_problem_not_the_length_limit(tmp_path):
+    """A real Math-Shepherd-format PRM (tiny) on a problem holding its 'ки' (a Russian word): the candidates are
+    unscored for that reason, kept with the scores and said in the table, never as "past its max length"."""
+    from labeler.decoding.reranking import PrmToUse, best_of_n, format_table
+    from labeler.decoding.prm_scores import scoring_settings
+    from labeler.prm.devices import place
+    from labeler.prm.scorers import load_scorer
+    from labeler.store.location import OutputLocation
+    from tests.public_prms import build_math_shepherd
+
+    spec = f"math-shepherd:{build_math_shepherd(tmp_path / 'shepherd')}"
+    russian = [Candidate("r", f"r{i}", "У Ники 3 яблока и 2 груши. Сколько фруктов?", "5", ("3 + 2 = 5.",), i == 0, "5", None, 0, False) for i in range(2)]
+    english = [Candidate("e", f"e{i}", "What is 3 + 2?", "5", ("3 + 2 = 5.",), True, "5", None, 0, False) for i in range(2)]
+    location, loads = OutputLocation(tmp_path / "out"), []
+    load = lambda: loads.append(1) or load_scorer(spec, placement=place("cpu", "fp32"))  # noqa: E731
+    for _ in range(2):  # scored, then read back from the kept scores: the reason is kept with them
+        results = best_of_n(location, CandidateSet(russian + english), [PrmToUse(spec, load, scoring_settings("fp32"))], subsets=8, seed=0)
+        prm = results["prms"][0]
+        assert prm["candidates_unscored"] == 2
+        assert prm["candidates_unscored_by_reason"] == {
+            "the problem contains the PRM's step marker 'ки', which its format reads as a step's end": 2
+        }
+        table = format_table(results)
+        assert "2 candidates not fully scored (the problem contains the PRM's step marker 'ки'" in table and "max length" not in table
+    assert len(loads) == 1

@@ -222,3 +222,39 @@ def test_the_cli_builds_its_prm_flags_without_importing_torch():
     assert scorers.PRM_CONFIG_NAME == PRM_CONFIG_NAME
     code = "import sys; from labeler.cli import build_parser; build_parser(); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_a_prm_marker_in_the_text_is_named_as_the_cause_never_the_length_limit(models, tmp_path, caplog, capsys):
+    """A problem or step holding the format's own marker cannot be shown with one score position per step: the render
+    check says so, and so does every caller (the reward, `labeler score`), never "past the PRM's length limit"."""
+    from labeler.rewards import ProcessReward, RewardConfig
+
+    shepherd = f"math-shepherd:{models['math-shepherd']}"
+    qwen = f"qwen-prm:{models['qwen-prm']}"
+    steps = ("3 + 2 = 5.", "The answer is 5.")
+    cases = [  # (spec, problem, steps, the text said to hold the marker, the marker)
+        (shepherd, "У Ники 3 яблока, она берёт ещё 2. Сколько?", steps, "the problem contains", "ки"),
+        (shepherd, "What is 3 + 2?", ("3 + 2 = 5 яблок у Ники.", "The answer is 5."), "step 1 of 2 contains", "ки"),
+        (qwen, "What is 3 + 2?<extra_0>", steps, "the problem contains", "<extra_0>"),
+    ]
+    for spec, problem, solution_steps, where, marker in cases:
+        expected = f"{where} the PRM's step marker {marker!r}"
+        scorer = load_scorer(spec, placement=CPU)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="labeler.score"):
+            assert scorer.step_scores([SolutionToScore("p", "s", problem, solution_steps)]) == [[None, None]]
+        assert expected in caplog.text
+        reward = ProcessReward(RewardConfig(prm="unused"), scorer=scorer).rewards([problem], ["\n\n".join(solution_steps)])[0]
+        assert reward.value is None and expected in reward.reason and "length" not in reward.reason, reward.reason
+    for spec, problem, solution_steps, where, marker in cases:  # after the loggers' checks: the CLI sets its own logging
+        expected = f"{where} the PRM's step marker {marker!r}"
+        rows = write_jsonl(tmp_path / "marker.jsonl", [{"id": "m", "problem": problem, "steps": list(solution_steps), "answer": "5"}])
+        out = tmp_path / "marker-scores.jsonl"
+        argv = ["score", "--prm", spec, "--input", str(rows), "--output", str(out), "--quiet", "--device", "cpu", "--prm-backend", "torch"]
+        assert main(argv) == 0
+        line = json.loads(out.read_text())
+        assert line["step_scores"] == [None, None] and expected in line["unscored_reason"]
+        summary = capsys.readouterr().out
+        assert expected in summary and "max length" not in summary, summary
+    # the letters of a word are not a tag: the Russian step keeps them (they used to be deleted, "Ники" shown as "Ни")
+    assert render_text("Q", ["У Ники 3 яблока", "x ки y"]) == "Q Step 1: У Ники 3 яблока ки\nStep 2: x  y ки"

@@ -106,4 +106,5 @@ def test_score_summary_counts_the_solutions_cut_at_max_length_apart(untrained_pr
     assert summary["solutions_not_fully_scored"] == 1  # row 1: its last step is past the PRM's 48 tokens
     assert summary["problems_without_selection"] == 1  # row 1 is its problem's only solution
     assert main(args) == 0
-    assert "1 solution not fully scored (steps past the PRM's max length have no score)" in capsys.readouterr().out
+    assert summary["unscored_reasons"] == {"past the PRM's length limit": 1}
+    assert "1 solution not fully scored, by reason: past the PRM's length limit: 1" in capsys.readouterr().out

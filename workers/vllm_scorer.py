@@ -65,7 +65,7 @@ Sequences = Callable[[Sequence[SolutionToScore]], list[tuple[list[int], list[int
 class VLLMStepScorer:
     """A StepScorer (labeler/prm/scorers.py) on a vLLM engine of its own."""
 
-    def __init__(self, llm, *, name: str, sequences: Sequences, reading: Reading):
+    def __init__(self, llm, *, name: str, sequences: Sequences, reading: Reading, render_problem=None):
         self.llm = llm
         self.name = name
         self.backend = "vllm"
@@ -73,6 +73,8 @@ class VLLMStepScorer:
         self.reading = reading
         if reading.trajectory_column is not None:  # what score_solutions looks for
             self.step_and_trajectory_scores = self._step_and_trajectory_scores
+        if render_problem is not None:  # the adapter's render check: why a solution got no score (labeler.prm.scorers)
+            self.render_problem = render_problem
 
     def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
         return [steps for steps, _ in self._scores(solutions)]
@@ -138,7 +140,7 @@ def load_step_scorer(
 def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_remote_code: bool, max_length: int | None):
     kind, model = parse_spec(spec)
     try:  # what the PRM is, before vLLM is imported: a spec that cannot load fails on the torch path, with its message
-        folder, sequences, reading, context = _prepare(kind, model, spec, trust_remote_code, max_length)
+        folder, sequences, reading, context, render_problem = _prepare(kind, model, spec, trust_remote_code, max_length)
     except VLLMCannotServe:
         raise
     except Exception as error:  # PRMLoadError, and whatever a tokenizer raises
@@ -171,18 +173,19 @@ def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_
         )
     except Exception as error:  # vLLM raises many kinds for a model it cannot run (architecture, memory, config)
         raise VLLMCannotServe(f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else 'no message'}") from error
-    scorer = VLLMStepScorer(llm, name=spec, sequences=sequences, reading=reading)
+    scorer = VLLMStepScorer(llm, name=spec, sequences=sequences, reading=reading, render_problem=render_problem)
     register_engine(scorer, llm)
     return scorer
 
 
 def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):
-    """(the folder vLLM loads, how to render solutions, how to read the logits, the context length)."""
+    """(the folder vLLM loads, how to render solutions, how to read the logits, the context length, the
+    adapter's render check: None for our checkpoints, which render every solution)."""
     from labeler.prm.adapters import load_public_scorer
     from labeler.prm.devices import place
 
     if kind == CHECKPOINT:
-        return _checkpoint(model, trust_remote_code)
+        return (*_checkpoint(model, trust_remote_code), None)
     renderer = load_public_scorer(
         kind, model, placement=place("cpu", "fp32"), batch_size=1, trust_remote_code=trust_remote_code, max_length=max_length, name=spec,
         weights=False,
@@ -193,7 +196,7 @@ def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_leng
     else:  # math-shepherd, rlhflow: the output layer's rows of the good and bad tokens, as vLLM names them
         tokens = renderer.tokenizer.convert_ids_to_tokens(renderer.token_ids)
         reading = Reading({"convert": "classify", "hf_overrides": {"classifier_from_token": tokens, "method": "no_post_processing"}}, _softmax_column(0))
-    return model, sequences, reading, renderer.max_length
+    return model, sequences, reading, renderer.max_length, renderer.render_problem
 
 
 def _checkpoint(model: str, trust_remote_code: bool):

@@ -9,13 +9,16 @@ rlhflow or qwen-prm; MODEL a hub id or folder). Remote code runs only with --tru
 Input: the formats `labeler label` reads (jsonl, json, parquet, hf:NAME[:CONFIG][@SPLIT], with
 --preset and column flags), or labels shards (a job's output directory or a shard). One JSON line
 per solution: problem_id, solution_id, row_index, step_scores (probability that the solution is
-still on track after each step; null for steps past the PRM's length limit), steps_scored,
+still on track after each step; null for a step it could not score), steps_scored,
 score_min, score_product, score_last, score_mean, trajectory_score (a PRM trained with trajectory
 labels: the probability that the whole trajectory reaches the answer; else null), score_combined
 ((score_mean + W x trajectory_score) / (1 + W), W = --trajectory-weight), and `selected`: the best
 of N solutions of its problem by --select-by (none, for a problem none of whose solutions has that score:
-counted in the summary's problems_without_selection). Lines go to --output, or to stdout when it is not given; a summary goes to stderr
-(to stdout with --output): it counts the steps past the PRM's max length and the solutions not fully scored apart.
+counted in the summary's problems_without_selection), and unscored_reason: why a step has no score, when one
+has none (past the PRM's length limit; the problem or a step holds the PRM's own step marker, e.g. '<extra_0>'
+or 'ки', and it cannot be read at all: --max-length does not help; a NaN from the PRM). Lines go to --output,
+or to stdout when it is not given; a summary goes to stderr (to stdout with --output): it counts the steps past
+the PRM's max length and the solutions not fully scored apart, by reason.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 
 from labeler.cli.common import (
     EXIT_OK,
@@ -86,6 +90,7 @@ def run_score(args: argparse.Namespace) -> int:
     from labeler.cli.common import backend_config, prm_scorer
     from labeler.prm.scorers import backend_of, release
     from labeler.prm.scoring import score_solutions
+    from labeler.prm.solution_scores import PAST_LENGTH_LIMIT
     from labeler.evaluation.solutions import read_solutions
 
     run_options = RunOptions(**flag_values(args, RunOptions, only=RUN_OPTIONS))
@@ -135,8 +140,11 @@ def run_score(args: argparse.Namespace) -> int:
         "prm_backend": backend_of(scorer),
         "rows_rejected": len(read.rejected),
         "steps_scored": sum(s.to_dict()["steps_scored"] for s in scored),
-        "steps_past_max_length": sum(len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored),
-        "solutions_not_fully_scored": sum(s.to_dict()["steps_scored"] < len(s.step_scores) for s in scored),
+        "steps_past_max_length": sum(
+            len(s.step_scores) - s.to_dict()["steps_scored"] for s in scored if s.unscored_reason == PAST_LENGTH_LIMIT
+        ),
+        "solutions_not_fully_scored": sum(s.unscored_reason is not None for s in scored),
+        "unscored_reasons": dict(Counter(s.unscored_reason for s in scored if s.unscored_reason is not None).most_common()),
         "trajectories_scored": sum(s.trajectory_score is not None for s in scored),
         "select_by": args.select_by,
         # none of their solutions has a --select-by score: none is selected
@@ -147,7 +155,8 @@ def run_score(args: argparse.Namespace) -> int:
     text = json.dumps(summary, indent=1) if run_options.json else "\n".join(f"{key:<26}: {value}" for key, value in summary.items())
     cut = summary["solutions_not_fully_scored"]
     if cut and not run_options.json:
-        text += f"\n{cut} solution{'' if cut == 1 else 's'} not fully scored (steps past the PRM's max length have no score)"
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in summary["unscored_reasons"].items())
+        text += f"\n{cut} solution{'' if cut == 1 else 's'} not fully scored, by reason: {reasons}"
     print(text, file=summary_stream)
     return EXIT_OK
 

@@ -1,6 +1,7 @@
 """Each PRM's step scores of the candidates, kept in OUT/bon/scores/ so that nothing is scored twice.
 
-One Parquet file per PRM spec (solution_id, step_scores), its metadata naming the spec, the PRM's
+One Parquet file per PRM spec (solution_id, step_scores, unscored_reason: why a step has no score, when one
+has none: labeler/prm/solution_scores.py `unscored_reason`), its metadata naming the spec, the PRM's
 fingerprint, the scoring settings, the version of the adapter that reads it (labeler/prm/adapters:
 SCORING_VERSIONS) and the candidates' fingerprint. A rerun reuses the file only
 when all still match: the same candidates (ids and text), the same settings (precision, max
@@ -27,11 +28,15 @@ from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
 from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
+from labeler.prm.solution_scores import unscored_reason
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
 METADATA_KEY = b"prm_labeler_scores"
-SCORES_SCHEMA = pa.schema([pa.field("solution_id", pa.string()), pa.field("step_scores", pa.list_(pa.float64()))])
+SCORES_SCHEMA = pa.schema(
+    [pa.field("solution_id", pa.string()), pa.field("step_scores", pa.list_(pa.float64())), pa.field("unscored_reason", pa.string())]
+)
+SCORES_FORMAT = 2  # 2: unscored_reason; a file of an older format is scored again
 
 log = logging.getLogger("labeler.bon")
 
@@ -98,12 +103,14 @@ def candidate_step_scores(
     *,
     scoring: dict,
     rescore: bool = False,
-) -> tuple[str, list[list[float | None]]]:
-    """(the scorer's name, each candidate's step scores, None for steps it could not score), from
+) -> tuple[str, list[list[float | None]], list[str | None]]:
+    """(the scorer's name, each candidate's step scores, None for steps it could not score, and why, per
+    candidate: None when every step has a score), from
     the kept file when it still holds these scores, else from the PRM `load` gives (then kept).
     `scoring`: `scoring_settings` of the PRM as `load` loads it. The scorer `load` gives is closed
     here once it has scored: `load` must give one for this call alone."""
     expected = {
+        "format": SCORES_FORMAT,
         "spec": spec,
         "prm": prm_fingerprint(spec),
         "scoring": scoring,
@@ -115,26 +122,31 @@ def candidate_step_scores(
         table = location.read_table(relative)
         saved = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
         if {key: saved.get(key) for key in expected} == expected:
-            by_id = dict(zip(table.column("solution_id").to_pylist(), table.column("step_scores").to_pylist()))
+            ids = table.column("solution_id").to_pylist()
+            by_id = dict(zip(ids, table.column("step_scores").to_pylist()))
+            why = dict(zip(ids, table.column("unscored_reason").to_pylist()))
             log.info(
                 "PRM %s: its scores of the %d candidates are in %s (scored with %s)",
                 spec, len(candidates), location.display(relative), saved.get("scored_with", "torch"),
             )  # fmt: skip
-            return saved.get("name", spec), [by_id[c.solution_id] for c in candidates]
+            return saved.get("name", spec), [by_id[c.solution_id] for c in candidates], [why[c.solution_id] for c in candidates]
         log.info("PRM %s: %s holds scores of other candidates or another PRM; scoring again", spec, location.display(relative))
     scorer = load()
     log.info("PRM %s: scoring %d candidates", spec, len(candidates))
     solutions = [SolutionToScore(c.problem_id, c.solution_id, c.problem, c.steps) for c in candidates]
     try:
         step_scores = scorer.step_scores(solutions)
+        scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, step_scores, strict=True)]
+        reasons = [unscored_reason(s, scorer, solution) for s, solution in zip(scores, solutions)]
     finally:
         release(scorer)  # the next PRM needs the memory
-    scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, step_scores, strict=True)]
-    table = pa.Table.from_pydict({"solution_id": [c.solution_id for c in candidates], "step_scores": scores}, schema=SCORES_SCHEMA)
+    table = pa.Table.from_pydict(
+        {"solution_id": [c.solution_id for c in candidates], "step_scores": scores, "unscored_reason": reasons}, schema=SCORES_SCHEMA
+    )
     # The fingerprint taken before loading: a folder overwritten meanwhile (training writing best/) misses next time.
     # Only a hub id not cached before is fingerprinted again: loading it has just cached its snapshot.
     prm = prm_fingerprint(spec) if expected["prm"].startswith("spec:") else expected["prm"]
     metadata = {**expected, "prm": prm, "name": scorer.name, "scored_with": backend_of(scorer)}  # after a fallback: torch
     location.make_dirs(SCORES_DIR)
     location.write_table(relative, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}))
-    return scorer.name, scores
+    return scorer.name, scores, reasons

@@ -6,7 +6,8 @@ Methods: PRM selection with each aggregate of labeler/prm/solution_scores.py (mi
 mean), PRM-weighted vote with each, majority vote, pass@N (the oracle) and a random candidate.
 
 What the figures cannot measure is counted beside them: per PRM, the candidates it could not
-fully score (they rank below every scored one) and, per N, the share of problems whose N
+fully score (they rank below every scored one; `candidates_unscored_by_reason`: past its max length,
+the text holding the PRM's own step marker, a NaN score) and, per N, the share of problems whose N
 candidates hold none it scored (`no_scored_candidate`); per method and N, the share of problems
 counted wrong only for a candidate whose answer was not checked (`counted_wrong_unchecked`; the
 candidates by reason in `candidates_unchecked`). That share is exactly how much higher the accuracy could
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -64,19 +66,23 @@ def build_pools(candidates: CandidateSet, scores: Sequence[dict[str, list[list[f
 
 
 def score_candidates(location: OutputLocation, candidates: CandidateSet, prms: Sequence[PrmToUse], rescore: bool = False):
-    """Per PRM: its name, and its step scores by solution_id."""
-    names, scores = [], []
+    """Per PRM: its name, its step scores by solution_id, and why a candidate is not fully scored, by solution_id."""
+    names, scores, reasons = [], [], []
     for prm in prms:
-        name, step_scores = candidate_step_scores(location, prm.spec, candidates.candidates, prm.load, scoring=prm.scoring, rescore=rescore)
+        name, step_scores, why = candidate_step_scores(
+            location, prm.spec, candidates.candidates, prm.load, scoring=prm.scoring, rescore=rescore
+        )
         names.append(name)
         scores.append({c.solution_id: s for c, s in zip(candidates.candidates, step_scores)})
-    return names, scores
+        reasons.append({c.solution_id: r for c, r in zip(candidates.candidates, why)})
+    return names, scores, reasons
 
 
 def results_document(
-    candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, unscored: Sequence[int], *, subsets: int, seed: int
+    candidates: CandidateSet, prms: Sequence[str], names: Sequence[str], curves: Curves, unscored: Sequence[int], *, subsets: int, seed: int,
+    unscored_by_reason: Sequence[dict[str, int]] | None = None,
 ) -> dict:  # fmt: skip
-    """`unscored[i]`: the candidates PRM i could not fully score."""
+    """`unscored[i]`: the candidates PRM i could not fully score; `unscored_by_reason[i]`: the same, by reason."""
     sizes = [len(pool) for pool in candidates.pools().values()]
     accuracy, unknown = curves.accuracy, curves.unknown
     return {
@@ -104,6 +110,7 @@ def results_document(
                 "selection": {how: accuracy[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
                 "weighted_vote": {how: accuracy[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
                 "candidates_unscored": unscored[index],
+                "candidates_unscored_by_reason": (unscored_by_reason or [{}] * len(prms))[index],
                 "no_scored_candidate": curves.unscored[score_names(index)["min"]],  # the same for every aggregate
                 "counted_wrong_unchecked": {
                     "selection": {how: unknown[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
@@ -120,13 +127,19 @@ def best_of_n(
     ns: Sequence[int] | None = None, rescore: bool = False,
 ) -> dict:  # fmt: skip
     """Score, estimate and return the results document (not written: `write_results`)."""
-    names, scores = score_candidates(location, candidates, prms, rescore)
+    names, scores, reasons = score_candidates(location, candidates, prms, rescore)
     pools = build_pools(candidates, scores)
     if ns is None:
         ns = n_ladder(max((pool.size for pool in pools), default=0))
     curves = estimate(pools, ns, subsets=subsets, seed=seed)
     unscored = [sum(aggregate(steps, "min") is None for steps in by_id.values()) for by_id in scores]
-    return results_document(candidates, [p.spec for p in prms], names, curves, unscored, subsets=subsets, seed=seed)
+    by_reason = [
+        dict(Counter(why[i] for i, steps in by_id.items() if aggregate(steps, "min") is None).most_common())
+        for by_id, why in zip(scores, reasons)
+    ]
+    return results_document(
+        candidates, [p.spec for p in prms], names, curves, unscored, subsets=subsets, seed=seed, unscored_by_reason=by_reason
+    )
 
 
 def write_results(location: OutputLocation, results: dict) -> dict[str, str]:
@@ -189,7 +202,8 @@ def unmeasured_lines(results: dict, row: Callable[[str, Sequence[float]], str]) 
     lines = []
     for prm in results["prms"]:
         if prm["candidates_unscored"]:
-            lines.append(f"{prm['name']}: {prm['candidates_unscored']} candidates not fully scored (past its max length), ranked last")
+            reasons = "; ".join(f"{reason}: {count}" for reason, count in prm.get("candidates_unscored_by_reason", {}).items())
+            lines.append(f"{prm['name']}: {prm['candidates_unscored']} candidates not fully scored ({reasons}), ranked last")
             lines.append(row("  problems with none scored", prm["no_scored_candidate"]))
     unchecked = results["candidates_unchecked"]
     if unchecked:

@@ -88,6 +88,14 @@ def backend_of(scorer) -> str:
     return getattr(scorer, "backend", "torch")
 
 
+def render_problem(scorer, solution: SolutionToScore) -> str | None:
+    """Why `scorer` cannot show `solution` to its PRM with one score position per step (its text holds the
+    format's own marker: labeler/prm/adapters/positions.py); None when it can, or the scorer renders every
+    solution (our checkpoints)."""
+    check = getattr(scorer, "render_problem", None)
+    return None if check is None else check(solution)
+
+
 def release(scorer) -> None:
     """Stop the engine a scorer holds, if it holds one (the vLLM backend's); a torch scorer is left to
     the garbage collector."""

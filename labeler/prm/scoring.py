@@ -2,7 +2,8 @@
 scores and best-of-N of `labeler.prm.solution_scores`; with a trajectory head, the trajectory score
 and the combined score of `labeler.prm.trajectory` too.
 
-Steps cut off by the PRM's length limit get no score (None).
+Steps cut off by the PRM's length limit get no score (None); so do all the steps of a solution the
+PRM cannot read (its text holds the format's own marker), and each unscored solution says why.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, mark_best_of_n
+from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, mark_best_of_n, unscored_reason
 from labeler.prm.trajectory import CombinedScore
 
 
@@ -93,6 +94,8 @@ def score_solutions(
     both = getattr(scorer, "step_and_trajectory_scores", None)
     results = both(solutions) if both is not None else [(steps, None) for steps in scorer.step_scores(solutions)]
     scored = [scored_solution(solution, steps, trajectory, combined) for solution, (steps, trajectory) in zip(solutions, results, strict=True)]
+    for solution, result in zip(solutions, scored):
+        result.unscored_reason = unscored_reason(result.step_scores, scorer, solution)
     mark_best_of_n(scored, select_by)
     return scored
 

@@ -31,6 +31,7 @@ class ScoredSolution:
     selected: bool = False  # best of N for its problem
     aggregates: dict[str, float | None] = field(default_factory=dict)
     trajectory_score: float | None = None  # the trajectory head's probability; None without one
+    unscored_reason: str | None = None  # why a step has no score, when one has none (`unscored_reason`)
 
     def to_dict(self) -> dict:
         return {
@@ -43,6 +44,7 @@ class ScoredSolution:
             "trajectory_score": self.trajectory_score,
             "score_combined": self.aggregates.get(COMBINED),
             "selected": self.selected,
+            "unscored_reason": self.unscored_reason,
         }
 
 
@@ -60,6 +62,28 @@ def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
     if how == "product":
         return math.prod(scored)
     return sum(scored) / len(scored)  # mean
+
+
+PAST_LENGTH_LIMIT = "past the PRM's length limit"
+
+
+def unscored_reason(step_scores: Sequence[float | None], scorer=None, solution=None) -> str | None:
+    """Why a solution has no aggregate (None: it has one): its text could not be shown to the PRM with one
+    score position per step (the scorer's render check says why: its own marker in the text), a NaN the PRM
+    gave, or steps past its length limit. `scorer` and `solution` are needed for the first."""
+    if step_scores and all(is_score(score) for score in step_scores):
+        return None
+    if not step_scores:
+        return "no step to score"
+    if scorer is not None and solution is not None and all(score is None for score in step_scores):
+        from labeler.prm.scorers import render_problem
+
+        if (problem := render_problem(scorer, solution)) is not None:
+            return problem
+    nan = [i for i, score in enumerate(step_scores, 1) if score is not None and not is_score(score)]
+    if nan:
+        return f"the PRM gave step {nan[0]} of {len(step_scores)} NaN, not a score"
+    return PAST_LENGTH_LIMIT
 
 
 def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:

@@ -7,7 +7,8 @@ aggregated (min by default), plus, when asked, a verifiable reward for the final
 
 A reward that could not be measured is None with its reason, never a number: a completion with no
 step (empty), one with a step past the PRM's length limit (an aggregate of the steps that fit would
-reward a cut completion as if the PRM had read it all), or, with an answer weight, one whose reference
+reward a cut completion as if the PRM had read it all), one the PRM cannot read (its text holds the
+PRM's own step marker, named in the reason), one with a NaN step score, or, with an answer weight, one whose reference
 is missing (None, NaN: pandas' missing value, or blank; never checked as the text "nan") or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
 """
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from labeler.checking.verdicts import Verdict
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.splitting import split_steps
-from labeler.prm.solution_scores import aggregate
+from labeler.prm.solution_scores import aggregate, is_score, unscored_reason
 from labeler.rewards.config import RewardConfig
 
 
@@ -75,27 +76,33 @@ class ProcessReward:
         to_score = [i for i, s in enumerate(steps) if s]
         solutions = [SolutionToScore(f"p{i}", f"c{i}", problems[i], tuple(steps[i])) for i in to_score]
         scores: dict[int, list[float | None]] = dict(zip(to_score, self.scorer.step_scores(solutions), strict=True)) if solutions else {}
+        unscored = {}  # why a completion's steps give no process reward (the render check's reason, or the length limit)
+        for i, solution in zip(to_score, solutions):
+            step_scores = list(scores[i]) + [None] * (len(steps[i]) - len(scores[i]))
+            if (why := unscored_reason(step_scores, self.scorer, solution)) is not None:
+                unscored[i] = why
         answers = None
         if self.config.answer_weight > 0:
             to_check = [i for i in range(len(completions)) if i not in missing]
             checked = self._answers([problems[i] for i in to_check], [completions[i] for i in to_check], [references[i] for i in to_check])
             answers = dict(zip(to_check, checked, strict=True))
         return [
-            self._reward(i, steps[i], scores.get(i), None if answers is None else answers.get(i), missing.get(i))
+            self._reward(i, steps[i], scores.get(i), unscored.get(i), None if answers is None else answers.get(i), missing.get(i))
             for i in range(len(completions))
         ]
 
     def _reward(
-        self, i: int, steps: list[str], step_scores: list[float | None] | None, answer: Verdict | None, no_reference: str | None
-    ) -> Reward:
+        self, i: int, steps: list[str], step_scores: list[float | None] | None, unscored: str | None, answer: Verdict | None,
+        no_reference: str | None,
+    ) -> Reward:  # fmt: skip
         if not steps:
             return Reward(None, reason="empty completion: no step to score")
         step_scores = list(step_scores) + [None] * (len(steps) - len(step_scores))
         process = aggregate(step_scores, self.config.aggregate)
         reward = Reward(None, process=process, step_scores=step_scores)
         if process is None:
-            unscored = sum(score is None for score in step_scores)
-            reward.reason = f"{unscored} of {len(steps)} steps unscored: past the PRM's length limit"
+            count = sum(not is_score(score) for score in step_scores)
+            reward.reason = f"{count} of {len(steps)} steps unscored: {unscored}"
             return reward
         if no_reference is not None:  # the answer part cannot be measured: never a verdict against "nan"
             reward.reason = no_reference

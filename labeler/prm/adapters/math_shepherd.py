@@ -7,7 +7,10 @@ solution is shown as it was in training, encoded in one piece (a BOS first when 
 
 and step i's score is P("+") against "-" from the next-token logits at its "ки" tag, with the token
 ids taken as the model card takes them (`card_token_ids`). A step that already opens with "Step N:"
-keeps only our numbering; a "ки" inside a step's text is dropped, so the tags are exactly the ones we put.
+keeps only our numbering; a "ки" tag standing alone in a step's text (a Math-Shepherd-formatted input)
+is dropped, so the tags are exactly the ones we put. The letters "ки" inside a word ("У Ники", Russian)
+are text, kept as they are: where the tokenizer writes them as the tag's token, the solution cannot be
+shown with one tag per step, and it is unscored with that reason (positions.py), never scored at a word.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 
 from labeler.evaluation.solutions import SolutionToScore
+from labeler.inputs.splitting import KI_TAGS  # the tag where no letter touches it, as the splitter reads it
 from labeler.prm.adapters.loading import context_length, load_causal_lm, model_config
 from labeler.prm.adapters.positions import RenderError, TokenPairScorer
 from labeler.prm.devices import Placement
@@ -26,8 +30,13 @@ _OWN_NUMBERING = re.compile(r"^\s*Step\s*\d+\s*[:.]\s*", re.IGNORECASE)
 PROBE = SolutionToScore("probe", "probe", "What is 1 + 1?", ("1 + 1 = 2.", "The answer is 2."))
 
 
+def shown_step(step: str) -> str:
+    """A step as the format shows it: without its own "Step N:" and without a tag standing alone."""
+    return _OWN_NUMBERING.sub("", KI_TAGS.sub("", step)).strip()
+
+
 def render_text(problem: str, steps) -> str:
-    lines = [f"Step {i}: {_OWN_NUMBERING.sub('', step.replace(STEP_TAG, '')).strip()} {STEP_TAG}" for i, step in enumerate(steps, 1)]
+    lines = [f"Step {i}: {shown_step(step)} {STEP_TAG}" for i, step in enumerate(steps, 1)]
     return f"{problem.strip()} " + "\n".join(lines)
 
 
@@ -56,6 +65,8 @@ def card_token_ids(name: str, tokenizer) -> tuple[int, int, int]:
 
 
 class MathShepherdScorer(TokenPairScorer):
+    markers = (STEP_TAG,)
+
     def __init__(self, lm, *, tag_id: int, **settings):
         super().__init__(lm, **settings)
         self.tag_id = tag_id
@@ -85,6 +96,9 @@ class MathShepherdScorer(TokenPairScorer):
                 f"{name}: the tokenizer does not keep the step tag {STEP_TAG!r} one token in a solution ({error})"
             ) from error
         return scorer
+
+    def shown_step(self, step: str) -> str:
+        return shown_step(step)
 
     def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
         ids = self.tokenizer(render_text(solution.problem, solution.steps))["input_ids"]

@@ -4,9 +4,10 @@ step, run the network over length-sorted batches, read one probability at each p
 An adapter supplies `render` (its format), `features` (the per-token output of its network) and
 `probabilities` (how that output at a score position becomes P(step is right)). A solution longer
 than the PRM's `max_length` is cut; its steps whose position falls beyond the cut get None. A
-solution whose rendering does not give one position per step (a step text the tokenizer merges
-with the format's marker) gets None for every step, with a warning naming it: never a score read
-at the wrong token.
+solution whose rendering does not give one position per step gets None for every step, with a
+warning naming it and why (`render_problem`): never a score read at the wrong token. The usual
+cause is text that holds the format's own marker (`markers`: Qwen's "<extra_0>", Math-Shepherd's
+"ки", which Russian words contain), said as such, so that nobody raises --max-length for it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class RenderError(ValueError):
 
 class PositionScorer:
     name: str
+    markers: tuple[str, ...] = ()  # the format's own marker texts, where it reads a step's score
 
     def __init__(self, *, name: str, tokenizer, placement: Placement, batch_size: int, max_length: int):
         self.name = name
@@ -42,6 +44,10 @@ class PositionScorer:
     def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
         """Token ids of the whole solution and one score position per step, in step order."""
         raise NotImplementedError
+
+    def shown_step(self, step: str) -> str:
+        """A step's text as the format shows it (an adapter may drop its marker from a step)."""
+        return step
 
     def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The network's output per token, [batch, length, dim]."""
@@ -60,14 +66,43 @@ class PositionScorer:
                 return token_id
         return 0  # padded positions are masked out
 
+    def checked_render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
+        """`render`, with exactly one score position per step; RenderError naming why not, the marker
+        in the text first: the render check every caller's reason comes from."""
+        try:
+            ids, positions = self.render(solution)
+            if len(positions) != len(solution.steps):
+                raise RenderError(f"{len(positions)} score positions for {len(solution.steps)} steps")
+        except RenderError as error:
+            cause = self.marker_in_text(solution)
+            if cause is None:
+                raise
+            raise RenderError(cause) from error
+        return ids, positions
+
+    def marker_in_text(self, solution: SolutionToScore) -> str | None:
+        """Which text of the solution holds one of the format's markers (None: none does)."""
+        for marker in self.markers:
+            where = ["the problem"] if marker in solution.problem else []
+            where += [f"step {i} of {len(solution.steps)}" for i, step in enumerate(solution.steps, 1) if marker in self.shown_step(step)]
+            if where:
+                return f"{' and '.join(where[:3])} contain{'s' if len(where) == 1 else ''} the PRM's step marker {marker!r}, which its format reads as a step's end"
+        return None
+
+    def render_problem(self, solution: SolutionToScore) -> str | None:
+        """Why the solution cannot be shown to this PRM with one score position per step (None: it can)."""
+        try:
+            self.checked_render(solution)
+        except RenderError as error:
+            return str(error)
+        return None
+
     def sequences(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[int], list[int], int]]:
         """(input_ids cut to max_length, the positions that fit, steps) per solution."""
         out = []
         for solution in solutions:
             try:
-                ids, positions = self.render(solution)
-                if len(positions) != len(solution.steps):
-                    raise RenderError(f"{len(positions)} score positions for {len(solution.steps)} steps")
+                ids, positions = self.checked_render(solution)
             except RenderError as error:
                 log.warning("solution %s: %s; its steps get no score from %s", solution.solution_id, error, self.name)
                 out.append(([], [], len(solution.steps)))

@@ -62,8 +62,13 @@ class StepClassifierHead(nn.Module):
         }
 
 
+def shown_step(step: str) -> str:
+    """A step as the format shows it: a separator in its text would be read as a step's end, and is dropped."""
+    return step.replace(SEPARATOR, "").strip()
+
+
 def render_messages(problem: str, steps) -> list[dict]:
-    response = "".join(step.replace(SEPARATOR, "").strip() + SEPARATOR for step in steps)
+    response = "".join(shown_step(step) + SEPARATOR for step in steps)
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": problem.strip()},
@@ -72,6 +77,7 @@ def render_messages(problem: str, steps) -> list[dict]:
 
 
 class QwenPRMScorer(PositionScorer):
+    markers = (SEPARATOR,)
     def __init__(self, network, head: StepClassifierHead | None, *, separator_id: int, **settings):
         super().__init__(**settings)
         self.network = network  # the Qwen2 backbone (with `head`), or the checkpoint's own model (head None)
@@ -128,6 +134,9 @@ class QwenPRMScorer(PositionScorer):
         except RenderError as error:
             raise PRMLoadError(f"{name}: the separator {SEPARATOR!r} is not one token per step in a rendered solution ({error})") from error
         return scorer
+
+    def shown_step(self, step: str) -> str:
+        return shown_step(step)
 
     def render(self, solution: SolutionToScore) -> tuple[list[int], list[int]]:
         text = self.tokenizer.apply_chat_template(
