@@ -41,8 +41,8 @@ class ViewServer:
             self.url = self.proc.stdout.readline().strip()
         else:
             self._start_here([str(a) for a in args])
-        assert self.url.startswith("http://127.0.0.1:"), log.read_text()
-        self.http = httpx.Client(base_url=self.url, timeout=60)
+        assert self.url.startswith(("http://127.0.0.1:", "http://0.0.0.0:")), log.read_text()
+        self.http = httpx.Client(base_url=self.url.replace("//0.0.0.0:", "//127.0.0.1:"), timeout=60)  # every interface: reached here
 
     def _start_here(self, args: list[str]) -> None:
         from labeler.cli import build_parser

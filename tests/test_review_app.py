@@ -49,7 +49,9 @@ def test_filters_join_the_judge_and_the_prm_and_say_what_is_not_known(shards, tm
     human["label_method"] = ["human", "human", "human", "unlabelled"]
     human["n_rollouts"] = human["n_correct"] = [0] * 4
     imported = write_labels(tmp_path / "imported", [human])
-    judged = write_judgments(tmp_path / "judged", [judgment("s0", [-1, -1]), judgment("s1", [2, 2]), judgment("s2", [2, 2], n_steps=4)])
+    judged = write_judgments(
+        tmp_path / "judged", [judgment("s0", [-1, -1], steps=STEPS), judgment("s1", [2, 2], steps=STEPS), judgment("s2", [2, 2], steps=STEPS)]
+    )
     scores = tmp_path / "scores.jsonl"
     scores.write_text(
         "".join(
@@ -318,7 +320,8 @@ def test_a_shard_rewritten_between_two_listings_is_read_again_not_shown_as_anoth
 
 def test_a_queue_written_as_parquet_is_read_like_its_jsonl(shards, tmp_path):
     queue = tmp_path / "queue.parquet"
-    pq.write_table(pa.Table.from_pylist([{"solution_id": "s2", "queue": "uncertain", "queue_rank": 1, "queue_score": 0.9, "queue_reason": "PRM step 1 scores 0.45"}]), queue)
+    line = {"solution_id": "s2", "queue": "uncertain", "queue_rank": 1, "queue_score": 0.9, "queue_reason": "PRM step 1 scores 0.45", "steps": STEPS}
+    pq.write_table(pa.Table.from_pylist([line]), queue)
     with ViewServer(shards, queue, log=tmp_path / "view.log") as server:
         assert solution_ids(server.http.get("/", params={"queued": "yes"}).text) == ["s2"]
         assert "PRM step 1 scores 0.45" in server.http.get("/solution/0/s2").text
@@ -328,7 +331,9 @@ def test_a_bad_score_or_queue_record_or_shard_is_one_line_and_exit_2(shards, tmp
     bad_scores = tmp_path / "scores.jsonl"
     bad_scores.write_text(json.dumps({"solution_id": "s0", "step_scores": [0.5]}) + "\n" + json.dumps({"solution_id": "s1", "step_scores": "high"}) + "\n")
     no_rank = tmp_path / "queue.jsonl"
-    no_rank.write_text(json.dumps({"solution_id": "s0", "queue_rank": 1}) + "\n" + json.dumps({"solution_id": "s1"}) + "\n")
+    no_rank.write_text(json.dumps({"solution_id": "s0", "queue_rank": 1, "steps": STEPS}) + "\n" + json.dumps({"solution_id": "s1"}) + "\n")
+    no_steps = tmp_path / "queue-without-steps.jsonl"
+    no_steps.write_text(json.dumps({"solution_id": "s0", "queue_rank": 1}) + "\n")
     not_parquet = tmp_path / "broken"
     (not_parquet / "labels").mkdir(parents=True)
     (not_parquet / "labels" / "part-00000.parquet").write_text("not parquet")
@@ -337,6 +342,7 @@ def test_a_bad_score_or_queue_record_or_shard_is_one_line_and_exit_2(shards, tmp
     for args, says in (
         ([shards, bad_scores], "record 2: not a line of `labeler score`: step_scores"),
         ([shards, no_rank], "record 2: not a queue line: queue_rank: None"),
+        ([shards, no_steps], "record 1: not a queue line: no steps (a list of strings) or response"),
         ([not_parquet], "not a Parquet file"),
         ([mixed], "labels and judgments shards in one folder"),
     ):
@@ -393,3 +399,87 @@ def test_a_nan_step_score_stops_the_start_with_its_record(shards, tmp_path, caps
     scores.write_text('{"solution_id": "s0", "step_scores": [0.9, NaN, 0.5, 0.5]}\n')
     assert main(["view", str(shards), str(scores), "--port", "0"]) == 2
     assert "record 1: not a line of `labeler score`: step_scores" in capsys.readouterr().err
+
+
+def test_a_judgment_or_queue_line_of_other_steps_under_the_same_id_is_shown_as_another_solutions(shards, tmp_path):
+    """Another run's sampled solutions share ids with these: its judgments and queue lines are of other steps."""
+    other_steps = ["3 + 1 = 4.", "4 * 2 = 8.", "8 - 5 = 3.", "The answer is: 3"]
+    judged = write_judgments(
+        tmp_path / "judged",
+        [judgment("s0", [-1, -1], steps=STEPS), judgment("s1", [2, 2], steps=other_steps), judgment("s3", [0, 0], steps=STEPS[:3])],
+    )
+    later = write_judgments(tmp_path / "judged-later", [judgment("s3", [-1, -1], steps=STEPS)])  # s3's own, in a second output
+    queue = tmp_path / "queue.jsonl"
+    lines = [
+        {"solution_id": "s1", "queue": "uncertain", "queue_rank": 1, "queue_reason": "of the other s1", "steps": other_steps},
+        {"solution_id": "s0", "queue": "uncertain", "queue_rank": 2, "queue_reason": "of this s0", "steps": STEPS},
+        {"solution_id": "s2", "queue": "uncertain", "queue_rank": 3, "queue_reason": "of another s2", "response": "<think>\nno\n</think>\n\nno"},
+    ]
+    queue.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ViewServer(shards, judged, later, queue, log=tmp_path / "view.log") as server:
+        get = lambda **params: solution_ids(server.http.get("/", params=params).text)
+        # s1: Monte-Carlo says step 1, the other solution's judge step 2: never a disagreement
+        assert get(judge="disagree") == [] and get(judge="agree") == ["s0", "s3"]
+        assert get(judge="other-solution") == ["s1"] and get(judge="not-judged") == ["s2"]
+        assert "judged a different solution with this id" in server.http.get("/", params={"judge": "other-solution"}).text
+        page = server.http.get("/solution/0/s1").text
+        assert "judged a different solution with this id" in page and "vote 1: step 2" not in page
+        assert "queued a different solution with this id" in page and "of the other s1" not in page
+        s3 = server.http.get("/solution/0/s3").text  # the first output's is another's; the second's is its own
+        assert "judged a different solution with this id (3 steps" in s3 and "vote 1: no error" in s3
+        assert get(queued="yes") == ["s0"] and "of this s0" in server.http.get("/solution/0/s0").text
+        assert "queued a different solution with this id" in server.http.get("/solution/0/s2").text
+
+
+def import_prm800k(out: Path) -> Path:
+    """A real `labeler import` output (no model): a job's output, writable, with a manifest."""
+    from tests.test_import import PRM800K
+
+    assert main(["import", "--preset", "prm800k", "--input", str(PRM800K), "--output", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_an_import_output_is_shown_as_an_import(tmp_path):
+    out = import_prm800k(tmp_path / "imported")
+    with ViewServer(out, log=tmp_path / "view.log") as server:
+        table = server.http.get("/").text
+    assert f"<b>{out}</b> (import, " in table
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["job"]  # an import written before imports recorded their kind
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with ViewServer(out, log=tmp_path / "view-older.log") as server:
+        assert f"<b>{out}</b> (import, " in server.http.get("/").text
+
+
+def test_every_interface_needs_allowed_host_names_and_another_name_is_refused(tmp_path, capsys):
+    out = import_prm800k(tmp_path / "imported")
+    capsys.readouterr()  # the import's own lines
+    assert main(["view", str(out), "--host", "0.0.0.0", "--port", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--allowed-host NAME" in error and len(error.strip().splitlines()) == 1, error
+    with ViewServer(out, "--host", "0.0.0.0", "--allowed-host", "review.lab.example", log=tmp_path / "view.log") as server:
+        port = server.url.rsplit(":", 1)[1]
+        solution_id = read_labelled_rows(out)[0].solution_id
+        path = f"/solution/0/{solution_id}"
+        good, evil = f"review.lab.example:{port}", f"rebound.evil.example:{port}"
+        assert server.http.get("/", headers={"Host": good}).status_code == 200
+        assert server.http.get(path, headers={"Host": "localhost:" + port}).status_code == 200
+        # a page of another site whose name now resolves here (DNS rebinding) sends its own Host and a matching Origin
+        assert 400 <= server.http.get(path, headers={"Host": evil}).status_code < 500
+        form = {"action": "wrong", "step_index": "0", "steps_hash": "x"}
+        posted = server.http.post(f"{path}/correct", data=form, headers={"Host": evil, "Origin": f"http://{evil}"})
+        assert 400 <= posted.status_code < 500 and not (out / "corrections").exists()
+        page = server.http.get(path, headers={"Host": good}).text
+        form["steps_hash"] = re.search(r'name="steps_hash" value="([^"]+)"', page).group(1)
+        saved = server.http.post(f"{path}/correct", data=form, headers={"Host": good, "Origin": f"http://{good}"})
+        assert saved.status_code == 303 and len(read_corrections(out).records) == 1
+
+
+def test_a_first_error_written_as_undetermined_is_unknown_in_the_table_and_on_its_page(tmp_path):
+    undetermined = labels_row("p5", "s5", "An unlabelled step first.", STEPS, [1.0, None, 0.0, 0.0], [True, None, False, False])
+    undetermined["first_error"] = None  # schema 1.6: null where an unlabelled step comes before the first wrong one
+    with ViewServer(write_labels(tmp_path / "labels", [undetermined]), log=tmp_path / "view.log") as server:
+        assert solution_ids(server.http.get("/", params={"first_error": "unknown"}).text) == ["s5"]
+        assert solution_ids(server.http.get("/", params={"first_error": "some"}).text) == []
+        page = server.http.get("/solution/0/s5")
+        assert page.status_code == 200 and "unknown (an unlabelled step comes before step 2)" in page.text

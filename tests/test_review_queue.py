@@ -6,6 +6,7 @@ queue file read back by `labeler label`'s and `labeler judge`'s readers under th
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -152,6 +153,25 @@ def test_uncertain_queues_disagreements_first_then_the_prm_least_sure(candidates
         assert counts["unscored"] == sum(uncertainty(c) is None for c in candidates)
 
 
+@settings(max_examples=200, deadline=None)
+@given(checked_candidates(), labelled_candidates(), st.lists(st.booleans(), min_size=30, max_size=30), st.integers(1, 12))
+def test_a_solution_a_reviewer_corrected_is_left_out_and_counted_unless_included(checked, labelled, reviewed, budget):
+    rankers = (
+        (lambda cs, **kw: rank_convincing_wrong(cs, budget, "min", **kw), checked),
+        (lambda cs, **kw: rank_uncertain(cs, budget, prm=True, judged=True, **kw), labelled),
+    )
+    for rank, candidates in rankers:
+        marked = [replace(c, reviewed=r) for c, r in zip(candidates, reviewed)]
+        left_out = rank(marked)
+        assert not any(q.candidate.reviewed for q in left_out.queued)
+        assert left_out.counts["already_reviewed"] == sum(c.reviewed for c in marked)
+        assert left_out.counts["candidates"] == len(marked)
+        assert [q.candidate for q in left_out.queued] == [q.candidate for q in rank([c for c in marked if not c.reviewed]).queued]
+        included = rank(marked, include_reviewed=True)
+        assert included.counts["already_reviewed"] == 0
+        assert [q.candidate.solution for q in included.queued] == [q.candidate.solution for q in rank(candidates).queued]
+
+
 def test_prm_uncertainty_and_the_queue_settings():
     assert prm_uncertainty([0.9, 0.45, None, 0.55]) == (pytest.approx(0.9), 1)  # the first of two equally near
     assert prm_uncertainty([1.0, 0.0]) == (0.0, 0) and prm_uncertainty([None, None]) is None and prm_uncertainty([]) is None
@@ -236,7 +256,7 @@ def test_convincing_wrong_from_score_lines_checks_final_answers_and_counts_what_
     assert lines[0]["queue_reason"] == "PRM min 0.90, final answer incorrect (gold 7, stated 8)"
     assert lines[0]["steps"] == ["2 + 5 = 8.", "The answer is: 8"] and lines[0]["answer"] == "7" and lines[0]["id"] == "wrong-b"
     assert summary["counts"] == {
-        "candidates": 7, "correct": 1, "wrong": 5, "wrong_unscored": 1, "unknown_verdict": 1, "queued": 3, "over_budget": 1,
+        "candidates": 7, "already_reviewed": 0, "correct": 1, "wrong": 5, "wrong_unscored": 1, "unknown_verdict": 1, "queued": 3, "over_budget": 1,
     }  # fmt: skip
     assert summary["unknown_verdicts"] == {NO_REFERENCE: 1} and summary["by"] == "min" and summary["layout"] == "processbench"
     assert summary["ids_changed"] == 0
@@ -316,6 +336,32 @@ def test_a_queue_of_labels_keeps_their_ids_and_takes_their_verdicts(tmp_path, ca
     assert label_ids(queue)[2] != "sampled-0001" and summary["ids_changed"] == 1
 
 
+def test_solutions_a_reviewer_corrected_are_not_queued_again_unless_asked(tmp_path, capsys):
+    from labeler.store.corrections import new_correction, write_correction
+
+    rows = [{"id": f"r{i}", "problem": f"What is {i} + 1?", "steps": [f"{i} + 1 = {i + 2}.", f"The answer is: {i + 2}"],
+             "answer": str(i + 1)} for i in range(4)]  # fmt: skip
+    source = write_jsonl(tmp_path / "source.jsonl", rows)
+    labels = labels_from(source, rows, {row["id"]: {"trajectory_verdict": "incorrect", "hard": [True, False]} for row in rows})
+    out_dir = write_labels(tmp_path / "labels-job", labels)
+    scores = write_jsonl(tmp_path / "scores.jsonl", [{"solution_id": r["solution_id"], "step_scores": [0.9 - 0.1 * i, 0.9]} for i, r in enumerate(labels)])
+    # r0 reviewed (its first error marked); r1 has a correction of other steps only (stale: its steps changed since)
+    write_correction(out_dir, new_correction(labels[0]["solution_id"], "r0", labels[0]["steps"], "first_error", 1, "", "ada"))
+    write_correction(out_dir, new_correction(labels[1]["solution_id"], "r1", ["other", "steps"], "wrong", 0, "", "ada"))
+    queue = tmp_path / "queue.jsonl"
+    for name, expected in (("convincing-wrong", ["r1", "r2", "r3"]), ("uncertain", ["r3", "r2", "r1"])):  # by score; nearest 0.5
+        args = ("--queue", name, "--scores", str(scores), "--input", str(out_dir), "--output", str(queue))
+        summary = select(capsys, *args)
+        assert [line["problem_id"] for line in queue_lines(queue)] == expected
+        assert summary["counts"]["already_reviewed"] == 1 and summary["counts"]["candidates"] == 4
+        assert main(["select", *args, "--quiet"]) == 0
+        assert "already reviewed, left out        : 1 (--include-reviewed queues them)" in capsys.readouterr().out
+        summary = select(capsys, *args, "--include-reviewed")
+        assert "r0" in [line["problem_id"] for line in queue_lines(queue)] and summary["counts"]["already_reviewed"] == 0
+    assert main(["select", "--top", "0.5", "--include-reviewed", "--scores", str(scores), "--input", str(out_dir), "--output", str(queue)]) == 2
+    assert "--include-reviewed applies to --queue only" in capsys.readouterr().err
+
+
 def judge_labels(labels: Path, out: Path, verdicts: dict[str, int], limit: int | None = None) -> Path:
     """A real `labeler judge` job on the labels, its judge a script that names `verdicts[problem]`."""
     by_problem = {problem: f"The earliest error is in paragraph {k}.\n\n\\boxed{{{k}}}" if k >= 0 else "All correct.\n\n\\boxed{-1}"
@@ -353,7 +399,7 @@ def test_uncertain_puts_monte_carlo_and_judge_disagreements_first(tmp_path, caps
     assert lines[0]["queue_reason"] == "Monte-Carlo first error 1, judge 2 (100% of its votes)"
     assert lines[1]["queue_reason"].startswith("Monte-Carlo first error none, judge 0")
     assert summary["counts"] == {
-        "candidates": 7, "disagree": 2, "agree": 2, "not_judged": 1, "monte_carlo_unknown": 1, "not_monte_carlo": 1,
+        "candidates": 7, "already_reviewed": 0, "disagree": 2, "agree": 2, "not_judged": 1, "monte_carlo_unknown": 1, "not_monte_carlo": 1,
         "queued": 2, "over_budget": 0,
     }  # fmt: skip
     assert (
@@ -487,6 +533,7 @@ def test_a_real_prm_ranks_both_queues_as_its_scores_say(untrained_prm, tmp_path,
     assert [line["queue_score"] for line in lines] == pytest.approx([scores[p]["score_min"] for p in expected])
     assert summary["counts"] == {
         "candidates": 9,
+        "already_reviewed": 0,
         "correct": 3,
         "wrong": 6,
         "wrong_unscored": 1,

@@ -83,7 +83,7 @@ def register(subparsers) -> None:
     add_flags(parser, SelectConfig, only=("top",), into=what)
     add_flags(parser, QueueConfig, only=("queue",), into=what)
     add_flags(parser, SelectConfig, only=("by",))
-    add_flags(parser, QueueConfig, only=("budget",))
+    add_flags(parser, QueueConfig, only=("budget", "include_reviewed"))
     queue = next(group for group in parser._action_groups if group.title == QUEUE)
     queue.add_argument(
         "--judgments",
@@ -123,7 +123,8 @@ def run_select(args: argparse.Namespace) -> int:
         check_format_flags(args)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
-    given = [flag for flag, value in (("--budget", args.budget), ("--judgments", args.judgments)) if value is not None]
+    queue_only = (("--budget", args.budget), ("--judgments", args.judgments), ("--include-reviewed", args.include_reviewed or None))
+    given = [flag for flag, value in queue_only if value is not None]
     if given:
         return usage_error(COMMAND, f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --queue only, not --top")
     if args.prm is None and args.scores is None:
@@ -167,7 +168,9 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
 
     try:
         given = {"budget": args.budget, "by": args.by}
-        config = queues.QueueConfig(queue=args.queue, **{name: value for name, value in given.items() if value is not None})
+        config = queues.QueueConfig(
+            queue=args.queue, include_reviewed=args.include_reviewed, **{name: value for name, value in given.items() if value is not None}
+        )
         combined = CombinedScore(**flag_values(args, CombinedScore))
         checker_timeout = RunOptions(checker_timeout=args.checker_timeout).checker_timeout
         check_format_flags(args)
@@ -213,9 +216,11 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
             verdicts = queues.check_final_answers(read.solutions, checker_timeout)
         candidates = queues.gather(read.solutions, scored=scored, by=config.by, verdicts=verdicts, labels=labels, judgments=judgments)
         if config.queue == queues.CONVINCING_WRONG:
-            result = queues.rank_convincing_wrong(candidates, config.budget, config.by)
+            result = queues.rank_convincing_wrong(candidates, config.budget, config.by, config.include_reviewed)
         else:
-            result = queues.rank_uncertain(candidates, config.budget, prm=scored is not None, judged=judgments is not None)
+            result = queues.rank_uncertain(
+                candidates, config.budget, prm=scored is not None, judged=judgments is not None, include_reviewed=config.include_reviewed
+            )
         by = config.by if config.queue == queues.CONVINCING_WRONG else None
         summary = queues.write_queue(result, args.output, config.budget, by)
     except (ValueError, InputError, OSError) as error:
@@ -237,6 +242,7 @@ def queue_summary_text(summary, rows_rejected: int) -> str:
     lines = [f"queue {summary.queue}: {summary.queued} solutions queued (budget {summary.budget}) in {summary.path}"]
     figure = lambda name, value: lines.append(f"  {name:<34}: {value}")
     figure("solutions read", counts["candidates"])
+    figure("already reviewed, left out", f"{counts['already_reviewed']} (--include-reviewed queues them)" if counts["already_reviewed"] else 0)
     if summary.queue == CONVINCING_WRONG:
         figure("final answer correct", counts["correct"])
         figure("final answer wrong", counts["wrong"])

@@ -85,7 +85,7 @@ def start_view(args: argparse.Namespace):
     from labeler.review.app import ReviewSettings, create_app
 
     try:  # reads every committed shard once: a shard that is missing or not Parquet is named here
-        app = create_app(sources, ReviewSettings(config.reviewer, config.checker_timeout, config.host))
+        app = create_app(sources, ReviewSettings(config.reviewer, config.checker_timeout, config.host, config.allowed_host))
     except (SourceError, ShardsError, StorageError, ValueError, OSError) as error:
         sock.close()
         return usage_error(COMMAND, str(error).splitlines()[0])

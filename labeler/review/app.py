@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from labeler.store.corrections import CorrectionError, new_correction, steps_hash, write_correction
+from labeler.review.config import EVERY_INTERFACE
 from labeler.review.index import FIRST_ERROR_CHOICES, JUDGE_CHOICES, SORTS, Query, QueryError, SolutionIndex
 from labeler.review.solution import solution_view, step_rollouts
 from labeler.review.sources import Sources
@@ -45,13 +46,16 @@ class ReviewSettings:
     reviewer: str
     checker_timeout: float = 5.0
     host: str = "127.0.0.1"  # the address bound: pages are served under it (or a local name) only
+    allowed_hosts_given: tuple[str, ...] = ()  # --allowed-host: the other names the pages are served under
 
     def allowed_hosts(self) -> list[str]:
         """The Host headers served: a page of another site that resolves its own name to this address (DNS
-        rebinding) is refused. Bound to every interface, any name reaches it: the user asked for that."""
-        if self.host in ("0.0.0.0", "::", ""):
-            return ["*"]
-        return sorted({*LOCAL_NAMES, self.host, f"[{self.host}]" if ":" in self.host else self.host})
+        rebinding, which sends a matching Origin too) is refused. Bound to every interface, the address is
+        no name: only the local names and those given (ViewConfig refuses that bind without any)."""
+        names = {*LOCAL_NAMES, *(f"[{h}]" if ":" in h and not h.startswith("[") else h for h in self.allowed_hosts_given)}
+        if self.host not in EVERY_INTERFACE:
+            names.add(f"[{self.host}]" if ":" in self.host else self.host)
+        return sorted(names)
 
 
 def create_app(sources: Sources, settings: ReviewSettings) -> FastAPI:

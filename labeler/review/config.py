@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from labeler.labeling.config import check_numbers, setting
 
 VIEW = "view"
+EVERY_INTERFACE = ("0.0.0.0", "::", "")  # a bind to these is reached under any name
 
 
 def _default_reviewer() -> str:
@@ -20,7 +21,19 @@ def _default_reviewer() -> str:
 @dataclass(frozen=True)
 class ViewConfig:
     host: str = setting(
-        "127.0.0.1", help="address to bind; another one (0.0.0.0) lets other machines read and correct: there is no login", group=VIEW
+        "127.0.0.1",
+        help="address to bind; another one (0.0.0.0) lets other machines read and correct: there is no login. "
+        "Every interface (0.0.0.0, ::) needs --allowed-host",
+        group=VIEW,
+    )
+    allowed_host: tuple[str, ...] = setting(
+        (),
+        metavar="NAME",
+        help="a host name (or address) other machines reach the app under, as their browsers' address bar shows it "
+        "(repeatable; needed with --host 0.0.0.0 or ::); a request under any other name is refused, so that a page of "
+        "another site cannot post corrections through DNS rebinding. The local names and a --host address are always served",
+        default_text="none: the local names and --host",
+        group=VIEW,
     )
     port: int = setting(8765, at_least=0, at_most=65535, help="port to listen on; 0 picks a free one (printed)", group=VIEW)
     reviewer: str = setting(
@@ -40,3 +53,11 @@ class ViewConfig:
             object.__setattr__(self, "reviewer", _default_reviewer())
         if not self.reviewer.strip():
             raise ValueError("--reviewer must not be empty")
+        if self.host in EVERY_INTERFACE and not self.allowed_host:
+            raise ValueError(
+                f"--host {self.host or repr('')} serves every interface: pass --allowed-host NAME (repeatable) with each host name "
+                "or address other machines open the app under (e.g. --allowed-host review.lab.example); any other name is refused"
+            )
+        bad = [name for name in self.allowed_host if not name.strip() or any(c in name for c in "/ *")]
+        if bad:
+            raise ValueError(f"--allowed-host {bad[0]!r}: not a host name (a name or address, without port, path or wildcard)")

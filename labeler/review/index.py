@@ -12,6 +12,10 @@ A reviewed solution's row is its corrected labels, as `labeler train` reads them
 label source ("human"), label methods, unlabelled count and mean soft label follow the corrections.
 The judge filter alone compares the job's own Monte-Carlo labels with the judge (`judge_first_error`
 against the first error as the job wrote it).
+
+A judgment or queue line joins a solution only when it holds the solution's steps (labeler/review/joins.py):
+one of another solution under the same id (another run's sampled solutions) is "other-solution" in the judge
+filter, never agree or disagree, and gives no queue rank.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import pyarrow.compute as pc
 
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve, reviewed_labels
+from labeler.review.joins import same_steps
+from labeler.review.queue import is_record_of
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR
 from schemas.tables import MONTE_CARLO, UNCHECKED
@@ -36,7 +42,8 @@ ANY = ""
 # Filter values
 YES, NO = "yes", "no"
 FIRST_ERROR_CHOICES = ("none", "some", "unknown")  # no wrong step; a known first error; an unlabelled step before it
-JUDGE_CHOICES = ("agree", "disagree", "unknown", "not-judged")  # unknown: the Monte-Carlo first error is not known
+OTHER_SOLUTION = "other-solution"  # the judgment under this id is of other steps: another solution's
+JUDGE_CHOICES = ("agree", "disagree", "unknown", "not-judged", OTHER_SOLUTION)  # unknown: the Monte-Carlo first error is not known
 SORTS = ("input", "first_error", "steps", "prm_min", "mean_soft", "unlabelled", "truncated", "judge_agreement", "queue_rank", "reviewed")
 # the summary column each sort orders by (None: the input's order); first_error: the known ones only
 SORT_COLUMNS = {"input": None, "first_error": "known_first_error", "steps": "n_steps", "unlabelled": "n_unlabelled", "truncated": "n_truncated"}
@@ -192,20 +199,33 @@ class SolutionIndex:
 
     def _joined(self, table: pa.Table) -> pa.Table:
         ids = table.column("solution_id")
-        # the judge's verdict (the first judgments output that judged the solution)
-        judge_first = pa.nulls(len(table), pa.int32())
-        judge_agreement = pa.nulls(len(table), pa.float64())
-        for judged in reversed(self.sources.judgments):
-            columns = ["solution_id", "first_error", "agreement"]
-            verdicts = [judged.shards.read(f, columns) for f, _ in judged.shards.files]
+        steps = table.column("steps")
+        # the judge's verdict: the first judgments output that judged these steps (module docstring)
+        judge_first: list[int | None] = [None] * len(table)
+        judge_agreement: list[float | None] = [None] * len(table)
+        other = [False] * len(table)  # judged under this id, but only with other steps
+        for judged in self.sources.judgments:
+            verdicts = [judged.shards.read(f, ["solution_id", "steps", "first_error", "agreement"]) for f, _ in judged.shards.files]
             if not verdicts:
                 continue
             verdicts = pa.concat_tables(verdicts).combine_chunks()
             where = pc.index_in(ids, value_set=verdicts.column("solution_id"))
-            judge_first = pc.coalesce(pc.take(verdicts.column("first_error"), where), judge_first)
-            judge_agreement = pc.coalesce(pc.take(verdicts.column("agreement"), where), judge_agreement)
-        table = table.append_column("judge_first_error", judge_first).append_column("judge_agreement", judge_agreement)
-        table = table.append_column("judge", _judge_status(table))
+            rows = pc.indices_nonzero(pc.is_valid(where))
+            at = pc.take(where, rows)
+            found = zip(
+                rows.to_pylist(), pc.take(steps, rows).to_pylist(),
+                *(pc.take(verdicts.column(name), at).to_pylist() for name in ("steps", "first_error", "agreement")),
+            )  # fmt: skip
+            for i, mine, theirs, first, agreement in found:
+                if judge_first[i] is not None:
+                    continue
+                if same_steps(theirs, mine):
+                    judge_first[i], judge_agreement[i], other[i] = first, agreement, False
+                else:
+                    other[i] = True
+        table = table.append_column("judge_first_error", pa.array(judge_first, pa.int32()))
+        table = table.append_column("judge_agreement", pa.array(judge_agreement, pa.float64()))
+        table = table.append_column("judge", _judge_status(table, np.array(other, dtype=bool)))
         # the first PRM's scores
         prm_min = [None] * len(table)
         prm_partial = [False] * len(table)
@@ -221,14 +241,19 @@ class SolutionIndex:
                 else:
                     prm_min[i] = min(steps)
         table = table.append_column("prm_min", pa.array(prm_min, pa.float64())).append_column("prm_partial", pa.array(prm_partial))
-        # the queue's rank
-        ranks = [None] * len(table)
-        for queue in reversed(self.sources.queues):
+        # the queue's rank (the first queue that has these steps); a line of other steps under this id is no rank
+        ranks: list[int | None] = [None] * len(table)
+        queue_other = [False] * len(table)
+        if self.sources.queues:
+            thinking = table.column("thinking_steps").to_pylist()
             for i, solution_id in enumerate(ids.to_pylist()):
-                entry = queue.entries.get(solution_id)
-                if entry is not None:
-                    ranks[i] = entry.get("queue_rank")
-        table = table.append_column("queue_rank", pa.array(ranks, pa.int64()))
+                entries = [q.entries[solution_id] for q in self.sources.queues if solution_id in q.entries]
+                if not entries:
+                    continue
+                mine = steps[i].as_py()
+                ranks[i] = next((e["queue_rank"] for e in entries if is_record_of(e, mine, thinking[i])), None)
+                queue_other[i] = ranks[i] is None
+        table = table.append_column("queue_rank", pa.array(ranks, pa.int64())).append_column("queue_other", pa.array(queue_other))
         return self._reviewed(table)
 
     def _reviewed(self, table: pa.Table) -> pa.Table:
@@ -395,13 +420,14 @@ def _corrected_summary(row: dict, reviews: dict) -> dict:
     }
 
 
-def _judge_status(table: pa.Table) -> pa.Array:
+def _judge_status(table: pa.Table, other_solution: np.ndarray) -> pa.Array:
     judged = table.column("judge_first_error").to_numpy(zero_copy_only=False)
     first = table.column("first_error").to_numpy()
     known = table.column("first_error_known").to_numpy(zero_copy_only=False)
     status = np.where(first == np.nan_to_num(judged.astype(float), nan=-2), "agree", "disagree").astype(object)
     status[~known] = "unknown"
     status[pc.is_null(table.column("judge_first_error")).to_numpy(zero_copy_only=False)] = "not-judged"
+    status[other_solution] = OTHER_SOLUTION
     return pa.array(status.tolist(), pa.string())
 
 
@@ -416,6 +442,7 @@ _SUMMARY = pa.schema(
         ("problem", pa.string()),
         ("steps", pa.list_(pa.string())),  # for the hash its corrections name (schemas/corrections.py)
         ("n_steps", pa.int32()),
+        ("thinking_steps", pa.int32()),  # for the queue lines of traces
         ("first_error", pa.int32()),
         ("first_error_known", pa.bool_()),
         ("label_source", pa.string()),
@@ -433,7 +460,7 @@ _SUMMARY = pa.schema(
 # the labels columns a summary is made of (the others, such as the counts, are read when a solution is opened)
 _READ = (
     "problem_id", "solution_id", "problem", "steps", "label_method", "first_error", "soft_labels", "n_truncated",
-    "solution_truncated", "label_source", "trajectory_verdict",
+    "solution_truncated", "label_source", "trajectory_verdict", "thinking_steps",
 )  # fmt: skip
 READERS = 4
 
@@ -454,9 +481,11 @@ def summarize(shard: pa.Table, output: int, files: list[tuple[str, int]]) -> pa.
     methods = shard.column("label_method").combine_chunks()
     n_steps = pc.list_value_length(methods).to_numpy(zero_copy_only=False).astype(np.int32)
     first_unlabelled = _first_position(methods, "unlabelled", n)
-    first_error = shard.column("first_error").to_numpy().astype(np.int32)
+    written = shard.column("first_error")
+    recorded = pc.is_valid(written).to_numpy(zero_copy_only=False)  # null: the job wrote it as undetermined
+    first_error = pc.fill_null(written, -1).to_numpy(zero_copy_only=False).astype(np.int32)
     # the first error is known when no unlabelled step comes before it (before any step, for "none")
-    known = np.where(first_error < 0, first_unlabelled >= n_steps, first_unlabelled > first_error)
+    known = recorded & np.where(first_error < 0, first_unlabelled >= n_steps, first_unlabelled > first_error)
     unlabelled = _per_row_sum(pc.equal(pc.list_flatten(methods), "unlabelled"), methods, n)
     soft = shard.column("soft_labels").combine_chunks()
     soft_values = pc.list_flatten(soft)
@@ -471,6 +500,7 @@ def summarize(shard: pa.Table, output: int, files: list[tuple[str, int]]) -> pa.
     solution_truncated = shard.column("solution_truncated") if "solution_truncated" in names else pa.array([False] * n)
     label_source = pc.fill_null(shard.column("label_source"), MONTE_CARLO) if "label_source" in names else pa.array([MONTE_CARLO] * n)
     verdict = shard.column("trajectory_verdict") if "trajectory_verdict" in names else pa.array([UNCHECKED] * n)
+    thinking = pc.fill_null(shard.column("thinking_steps"), 0) if "thinking_steps" in names else pa.array(np.zeros(n, np.int32))
     steps = shard.column("steps")
     joined_methods = pc.binary_join_element_wise("|", pc.binary_join(methods, "|"), "|", "")
     text = pc.binary_join_element_wise(shard.column("problem"), pc.binary_join(steps, "\n"), "\n")
@@ -484,6 +514,7 @@ def summarize(shard: pa.Table, output: int, files: list[tuple[str, int]]) -> pa.
             "problem": shard.column("problem"),
             "steps": steps,
             "n_steps": pa.array(n_steps),
+            "thinking_steps": pc.cast(thinking, pa.int32()),
             "first_error": pa.array(first_error),
             "first_error_known": pa.array(known),
             "label_source": label_source,

@@ -66,6 +66,7 @@ from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.traces import render_trace, response_part
 from labeler.labeling.config import check_choices, check_numbers, setting
 from labeler.prm.solution_scores import SELECT_BY
+from labeler.review.joins import same_steps
 from schemas.tables import MONTE_CARLO
 
 log = logging.getLogger("labeler.select")
@@ -108,6 +109,12 @@ class QueueConfig:
         group=QUEUE,
     )
     by: str = setting(DEFAULT_BY, choices=SELECT_BY, cli=False, help="the PRM score that ranks convincing-wrong (the flag --by)")
+    include_reviewed: bool = setting(
+        False,
+        help="queue solutions a reviewer already corrected in `labeler view` too (the corrections of a labels --input, "
+        "OUT/corrections/); by default they are left out, and counted in the summary",
+        group=QUEUE,
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -130,6 +137,7 @@ class Candidate:
     monte_carlo_first_error: int | None = None  # None: not known (an unlabelled step before it), or not labelled
     judge_first_error: int | None = None  # None: not judged
     judge_agreement: float | None = None  # the share of the judge's votes that name its first error
+    reviewed: bool = False  # a reviewer corrected it (a correction of its steps as they are)
 
 
 @dataclass(frozen=True)
@@ -148,12 +156,20 @@ class QueueResult:
     unknown_verdicts: dict[str, int] = field(default_factory=dict)  # convincing-wrong: why each unknown one is
 
 
-def rank_convincing_wrong(candidates: Sequence[Candidate], budget: int, by: str) -> QueueResult:
+def _unreviewed(candidates: Sequence[Candidate], include_reviewed: bool, counts: Counter) -> Sequence[Candidate]:
+    """The candidates to rank: those a reviewer corrected are left out (counted) unless `include_reviewed`,
+    so that a queue does not spend its budget on a solution a human already labelled."""
+    kept = candidates if include_reviewed else [c for c in candidates if not c.reviewed]
+    counts["already_reviewed"] = len(candidates) - len(kept)
+    return kept
+
+
+def rank_convincing_wrong(candidates: Sequence[Candidate], budget: int, by: str, include_reviewed: bool = False) -> QueueResult:
     """The known-wrong solutions with a `by` score, highest first (ties: input order), at most `budget`."""
     counts = Counter(candidates=len(candidates), correct=0, wrong=0, wrong_unscored=0, unknown_verdict=0)
     unknown: Counter[str] = Counter()
     ranked = []
-    for candidate in candidates:
+    for candidate in _unreviewed(candidates, include_reviewed, counts):
         if candidate.verdict == CORRECT:
             counts["correct"] += 1
         elif candidate.verdict in WRONG:
@@ -181,17 +197,18 @@ def prm_uncertainty(step_scores: Sequence[float | None]) -> tuple[float, int] | 
     return 1 - 2 * distance, step
 
 
-def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, judged: bool) -> QueueResult:
+def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, judged: bool, include_reviewed: bool = False) -> QueueResult:
     """Disagreements of Monte-Carlo and the judge first (`judged`), then by PRM uncertainty (`prm`): module docstring."""
     if not (prm or judged):
         raise QueueError("the uncertain queue needs PRM scores (--prm or --scores), --judgments, or both")
     counts = Counter(candidates=len(candidates))
+    kept = _unreviewed(candidates, include_reviewed, counts)
     if judged:
         counts.update(disagree=0, agree=0, not_judged=0, monte_carlo_unknown=0, not_monte_carlo=0)
     if prm:
         counts.update(unscored=0)
     keyed = []
-    for index, candidate in enumerate(candidates):
+    for index, candidate in enumerate(kept):
         disagrees = judged and _disagreement(candidate, counts)
         uncertainty = prm_uncertainty(candidate.step_scores) if prm else None
         if prm and uncertainty is None:
@@ -256,6 +273,7 @@ class LabelsFacts:
     verdicts: dict[str, str]
     label_sources: dict[str, str]
     monte_carlo_first_errors: dict[str, int | None]
+    reviewed: frozenset[str] = frozenset()  # those a reviewer corrected (OUT/corrections/, of their steps as they are)
 
 
 def labels_facts(spec: str, rows) -> LabelsFacts:
@@ -277,7 +295,22 @@ def labels_facts(spec: str, rows) -> LabelsFacts:
         verdicts={row.solution_id: verdicts.get(row.solution_id, UNCHECKED) for row in rows},
         label_sources={row.solution_id: row.label_source for row in rows},
         monte_carlo_first_errors={row.solution_id: first_predicted_error(row.hard_labels) for row in rows},
+        reviewed=reviewed_solutions(spec, rows),
     )
+
+
+def reviewed_solutions(spec: str, rows) -> frozenset[str]:
+    """The solution_ids of `rows` (LabelledRow) that a reviewer corrected: a correction kept in the labels
+    output at `spec` names their steps as they are (a stale one, of other steps, does not count)."""
+    from labeler.store.corrections import applicable, read_corrections
+    from labeler.store.location import OutputLocation
+    from schemas.corrections import CORRECTIONS_DIR
+
+    location = OutputLocation(spec)
+    if not location.exists(CORRECTIONS_DIR):
+        return frozenset()
+    by_solution = read_corrections(location).by_solution()  # a line that cannot be read stopped reading the rows already
+    return frozenset(row.solution_id for row in rows if applicable(by_solution.get(row.solution_id, []), row.steps))
 
 
 def stated_answer(solution: SolutionToScore) -> str | None:
@@ -331,7 +364,7 @@ def judge_facts(path: str, solutions: Sequence[SolutionToScore]) -> dict[str, tu
         steps = steps_of.get(row["solution_id"])
         if steps is None:
             continue
-        if list(row["steps"]) != steps:
+        if not same_steps(row["steps"], steps):
             raise QueueError(
                 f"{path}: solution {row['solution_id']}'s steps in the judgments differ from those in the labels "
                 f"({len(row['steps'])} and {len(steps)} steps): these judgments are not of these labels"
@@ -362,7 +395,11 @@ def gather(
             facts |= {"verdict": verdicts[i][0], "stated": verdicts[i][1]}
         if labels is not None:
             sid = solution.solution_id
-            facts |= {"label_source": labels.label_sources[sid], "monte_carlo_first_error": labels.monte_carlo_first_errors[sid]}
+            facts |= {
+                "label_source": labels.label_sources[sid],
+                "monte_carlo_first_error": labels.monte_carlo_first_errors[sid],
+                "reviewed": sid in labels.reviewed,
+            }
             if verdicts is None:
                 verdict = labels.verdicts[sid]
                 facts |= {"verdict": verdict, "stated": stated_answer(solution) if verdict in WRONG else None}
@@ -424,6 +461,13 @@ def queue_records(result: QueueResult) -> tuple[list[dict], str]:
             record["steps"] = list(solution.steps)
         records.append(record)
     return records, layout
+
+
+def is_record_of(record: dict, steps: Sequence[str], thinking_steps: int) -> bool:
+    """Whether the queue `record` (queue_records) is of the solution with these steps (labeler/review/joins.py)."""
+    if "steps" in record:
+        return same_steps(record["steps"], steps)
+    return record.get("response") == render_trace(steps, thinking_steps)
 
 
 def write_queue(result: QueueResult, output: str, budget: int, by: str | None) -> QueueSummary:

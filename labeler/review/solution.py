@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.corrections import Correction, StepReview, applicable, resolve, steps_hash
 from labeler.review.index import Located, SolutionIndex
+from labeler.review.joins import same_steps
+from labeler.review.queue import is_record_of
 from schemas.tables import MONTE_CARLO, UNCHECKED
 
 THINKING, RESPONSE = "thinking", "response"
@@ -44,9 +46,9 @@ class SolutionView:
     corrected_first_error_known: bool  # no unlabelled step before it (before any step, for none)
     history: list[Correction]  # every correction of the solution, oldest first (stale ones too)
     stale: list[Correction]
-    judgments: list[dict]  # per judgments output: its row (critiques, indices, first_error, agreement)
+    judgments: list[dict]  # per judgments output: its row (critiques, indices, first_error, agreement), other_solution
     has_rollouts: bool
-    queue: list[dict]
+    queue: list[dict]  # per queue: its line, other_solution
 
 
 def solution_view(index: SolutionIndex, located: Located, row: dict) -> SolutionView:
@@ -79,7 +81,7 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
         if not other_row or other_row[0]["solution_id"] != row["solution_id"]:
             continue  # that shard was rewritten since the table was built: it is read again on the next page
         other_row = other_row[0]
-        if other_row["steps"] != steps:
+        if not same_steps(other_row["steps"], steps):
             continue  # the same id with other steps: not comparable step by step
         name = f"#{other.output.number} {other.output.given} ({other_row.get('label_source') or MONTE_CARLO})"
         for view, hard, method in zip(views, other_row["hard_labels"], other_row["label_method"]):
@@ -95,6 +97,8 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
         for view in views:
             view.scores.append((scores.name, step_scores[view.index]))
     first_error = row["first_error"]
+    if first_error is None:  # written as undetermined: where the first wrong step stands, to say what comes before it
+        first_error = row["first_error"] = first_predicted_error(per_step("hard_labels"), missing="as-correct")
     before = [s.method for s in views[: first_error if first_error >= 0 else n]]
     corrected_first, corrected_known = None, False
     if reviews:
@@ -105,8 +109,12 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
     for judged in index.sources.judgments:
         for relative, _ in judged.shards.files:
             table = judged.shards.read(relative, filters=pc.field("solution_id") == row["solution_id"])
-            judgments += [dict(r, judge_output=judged.given) for r in table.to_pylist()]
-    queue = [dict(q.entries[row["solution_id"]], queue_file=q.given) for q in index.sources.queues if row["solution_id"] in q.entries]
+            judgments += [dict(r, judge_output=judged.given, other_solution=not same_steps(r["steps"], steps)) for r in table.to_pylist()]
+    queue = [
+        dict(entry, queue_file=q.given, other_solution=not is_record_of(entry, steps, thinking))
+        for q in index.sources.queues
+        if (entry := q.entries.get(row["solution_id"])) is not None
+    ]
     row.setdefault("trajectory_verdict", UNCHECKED)
     row.setdefault("label_source", MONTE_CARLO)
     return SolutionView(

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from labeler.decoding.prm_scores import METADATA_KEY, SCORES_DIR
 from labeler.prm.solution_scores import score_line_problem
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import JOB_KIND_KEY, MANIFEST_NAME, load_manifest
+from labeler.store.manifest import MANIFEST_NAME, job_kind, load_manifest
 from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ROLLOUTS_DIR
 from schemas.corrections import CORRECTIONS_DIR
 
@@ -142,7 +142,7 @@ def open_sources(paths: list[str], read_only: bool = False, allow_writes: bool =
             continue
         location = OutputLocation(given)
         if location.exists(MANIFEST_NAME):
-            kind = (load_manifest(location) or {}).get(JOB_KIND_KEY) or "label"
+            kind = job_kind(load_manifest(location) or {}) or "label"
             if kind == "judge":
                 shards = ShardSet(location, JUDGMENTS_DIR, is_job=True)
                 shards.refresh(force=True)
@@ -284,6 +284,9 @@ def _queue_problem(record: dict) -> str | None:
     rank = record.get("queue_rank")
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         return f"queue_rank: {rank!r} is not a rank (an integer from 1)"
+    steps, response = record.get("steps"), record.get("response")
+    if not (isinstance(steps, list) and all(isinstance(step, str) for step in steps)) and not isinstance(response, str):
+        return "no steps (a list of strings) or response: the solution it queues cannot be told from another under its id"
     return None
 
 

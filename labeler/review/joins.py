@@ -1,0 +1,17 @@
+"""Whether a row of another output that names a solution's id is of that solution.
+
+Outputs are joined by solution_id, but an id names a solution within one job only: a labeling job's
+sampled solutions get theirs from the problem row and a sample number, not from their steps, so
+another run's judgment, queue line or labels row under the same id can be of other steps. Such a row
+is another solution's: `labeler select --queue` refuses judgments of other steps, and `labeler view`
+shows them as of a different solution, never as this one's verdict, critiques or rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def same_steps(theirs: Sequence[str] | None, steps: Sequence[str]) -> bool:
+    """Whether the steps a joined row holds (`theirs`; None: it holds none) are the solution's `steps`."""
+    return theirs is not None and list(theirs) == list(steps)
