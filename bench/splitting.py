@@ -24,7 +24,9 @@ def texts(size: int) -> dict[str, str]:
         "unclosed \\begin{align}": repeat("\\begin{align} x = 1\n"),
         "unclosed \\[": repeat("\\[ x = 1\n"),
         "unclosed [asy]": repeat("[asy] draw(x);\n"),
-        "unclosed, a new environment per line": "".join(f"\\begin{{{chr(97 + i % 26) * (1 + i // 26 % 8)}}} y\n" for i in range(size // 14)),
+        "unclosed, a new environment per line": "".join(
+            f"\\begin{{{chr(97 + i % 26) * (1 + i // 26 % 8)}}} y\n" for i in range(size // 14)
+        ),
         "closed \\[x\\] paragraphs": repeat("\\[x\\]\n\n"),
         "spaces after Step 1": "Step 1" + " " * size + "x\nStep 2: y",
     }

@@ -117,6 +117,35 @@ def test_a_request_that_times_out_while_scored_has_its_rewards_discarded_and_cou
     assert batcher.discarded == 1 and batcher.abandoned == 0 and batcher.scored == 2 and batcher.pending == 0
 
 
+def test_a_retry_of_a_timed_out_request_takes_over_its_job_and_is_scored_once():
+    calls = []
+
+    def slow(items):
+        calls.append(list(items))
+        time.sleep(0.3)
+        return [item * 2 for item in items]
+
+    async def main():
+        batcher = Batcher(slow, max_batch=8, max_wait_s=0.0, max_pending=100)
+        batcher.start()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit([1, 2]), 0.1)  # times out while [1, 2] is being scored
+        retried = await batcher.submit([1, 2])  # OpenRLHF's retry, the same completions
+        queued = asyncio.ensure_future(batcher.submit([3]))
+        await asyncio.sleep(0.05)  # [3] is being scored: [4] waits in the queue
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit([4]), 0.01)  # gives up while queued...
+        again = await batcher.submit([4])  # ...and retries before its batch is formed
+        await queued
+        await batcher.drain()
+        return retried, again, batcher
+
+    retried, again, batcher = run(main())
+    assert retried == [2, 4] and again == [8]
+    assert calls == [[1, 2], [3], [4]]  # each scored once
+    assert batcher.retries_joined == 2 and batcher.discarded == batcher.abandoned == 0 and batcher.pending == 0
+
+
 def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_busy():
     from labeler.serving.batcher import TooLarge
 
@@ -289,7 +318,7 @@ def test_health_answers_while_a_slow_request_is_scored_and_its_timeout_discards_
             busy = health["pending"] > 0  # scored on after the 504, until its rewards are discarded
             time.sleep(0.05)
         answer, answered_after = slow.result()
-    assert answered_after < 10 and max(waits) < 2, (answered_after, waits)  # neither waited for the scoring
+    assert answered_after < 10 and max(waits) < 5, (answered_after, waits)  # neither waited for the scoring (before: 36 s, 31 s)
     assert answer.status_code == 504 and "rewards discarded" in answer.text, answer.text
     assert len(waits) >= 3  # /health was asked while the request was being scored
     assert health["discarded"] == 1 and health["abandoned"] == 0 and health["pending"] == 0, health

@@ -102,7 +102,8 @@ def test_the_ki_rule_cuts_at_tags_only_never_inside_a_word():
 
 _CYRILLIC = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИКЛМНОПРСТУФХЦЧШЩЭЮЯ"
 _WORD_WITH_KI = st.tuples(st.text(_CYRILLIC, max_size=4), st.text(_CYRILLIC, max_size=4)).filter(lambda a: a[0] or a[1])
-_LINES = st.lists(st.lists(_WORD_WITH_KI.map(lambda a: a[0] + "ки" + a[1]), min_size=1, max_size=5).map(" ".join), min_size=1, max_size=5)
+_WORDS = st.lists(_WORD_WITH_KI.map(lambda a: a[0] + "ки" + a[1]), min_size=1, max_size=5)
+_LINES = st.lists(_WORDS.map(" ".join), min_size=1, max_size=5)
 
 
 @given(lines=_LINES)

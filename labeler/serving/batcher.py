@@ -6,7 +6,9 @@ waiting (after at most max_wait_ms for more), scores it in a worker thread and h
 own. Nothing waits without bound: a full queue refuses at once (Busy), and a caller times its own wait.
 A job whose caller stopped waiting is dropped unscored while it is still queued (abandoned); once its
 batch is being scored it cannot be stopped (the PRM runs the batch as one), so its rewards are
-discarded when they come, counted and logged (discarded): never handed to anyone.
+discarded when they come, counted and logged (discarded): never handed to anyone. A caller that asks
+for the same completions again (a client's retry after its timeout) while they are still queued or being
+scored takes over that job, which is then scored once for it (retries_joined), not queued a second time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class TooLarge(ValueError):
 class _Job:
     items: list  # what score() takes, one per completion
     future: asyncio.Future
+    key: tuple | None  # the items, to find the job again for a retry (None: unhashable items)
     abandoned: bool = False  # its caller stopped waiting (timeout, disconnect)
 
 
@@ -44,6 +47,8 @@ class Batcher:
         self.scored = 0
         self.abandoned = 0  # requests dropped unscored: their callers had stopped waiting while they were queued
         self.discarded = 0  # requests scored after their callers had stopped waiting: the rewards thrown away
+        self.retries_joined = 0  # requests answered by an identical one's scoring, whose caller had stopped waiting
+        self._waiting: dict[tuple, _Job] = {}  # the jobs queued or being scored, by their items
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-scorer")
         self._task: asyncio.Task | None = None
@@ -54,12 +59,20 @@ class Batcher:
     async def submit(self, items: list) -> list:
         if len(items) > self.max_pending:
             raise TooLarge(f"{len(items)} completions in one request; at most {self.max_pending} (--max-pending) can wait")
-        if self.pending + len(items) > self.max_pending:
-            raise Busy(f"{self.pending} completions are waiting (--max-pending {self.max_pending})")
-        job = _Job(items, asyncio.get_running_loop().create_future())
-        job.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # read: no "never retrieved" warning
-        self.pending += len(items)
-        await self._queue.put(job)
+        key = _key(items)
+        job = self._waiting.get(key) if key is not None else None
+        if job is not None and job.abandoned:  # a retry of a request that timed out: its job, not a second one
+            job.abandoned = False
+            self.retries_joined += 1
+        else:
+            if self.pending + len(items) > self.max_pending:
+                raise Busy(f"{self.pending} completions are waiting (--max-pending {self.max_pending})")
+            job = _Job(items, asyncio.get_running_loop().create_future(), key)
+            job.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # read: no "never retrieved" warning
+            self.pending += len(items)
+            if key is not None:
+                self._waiting[key] = job
+            await self._queue.put(job)
         try:
             return await asyncio.shield(job.future)
         except asyncio.CancelledError:  # the caller timed out or went away: nobody will read the rewards
@@ -97,7 +110,10 @@ class Batcher:
         """Score the jobs together; when that fails (a bad item), each job alone, so that one bad request
         gets its own error and the others their rewards."""
         everyone, jobs = jobs, [job for job in jobs if not job.abandoned]
-        self.abandoned += len(everyone) - len(jobs)
+        for job in everyone:
+            if job.abandoned:
+                self.abandoned += 1
+                self._forget(job)
         try:
             if not jobs:
                 return
@@ -110,6 +126,7 @@ class Batcher:
                 for job in jobs:
                     if job.abandoned:  # its caller left while the batch was tried: not scored again alone
                         self.abandoned += 1
+                        self._forget(job)
                         continue
                     try:
                         self._answer(job, await self._in_thread(job.items))
@@ -125,7 +142,12 @@ class Batcher:
                 self.pending -= len(job.items)
                 self._queue.task_done()
 
+    def _forget(self, job: _Job) -> None:
+        if job.key is not None and self._waiting.get(job.key) is job:
+            del self._waiting[job.key]
+
     def _answer(self, job: _Job, results: list | None = None, error: Exception | None = None) -> None:
+        self._forget(job)
         if job.abandoned:
             self.discarded += 1
             what = "rewards are" if error is None else f"error ({type(error).__name__}) is"
@@ -140,3 +162,12 @@ class Batcher:
         self.batches += 1
         self.scored += len(items)
         return results
+
+
+def _key(items: list) -> tuple | None:
+    try:
+        key = tuple(items)
+        hash(key)
+    except TypeError:
+        return None
+    return key

@@ -13,7 +13,7 @@
                        every step's score (null past the PRM's length limit) and, for a reward that could not
                        be measured, value null and the reason.
     GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N,
-                        "discarded": N}
+                        "discarded": N, "retries_joined": N}
 
 A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, an answer
 check that timed out) is never a number made up here: the request gets 422 naming the sample and the
@@ -21,9 +21,11 @@ reason, unless the server was started with --unmeasured-score, the number the us
 (extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason (413: more completions
 than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
 are dropped unscored if still queued (counted as abandoned), or, when their batch is being scored already
-(a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); a PRM
+(a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); the
+same completions asked again meanwhile (a client's retry) take over that job, scored once; a PRM
 that fails on a batch 500 with the error in one line. Splitting is linear in the text and the PRM's work
-leaves the event loop free, so /health and the timeouts answer while a batch is scored. SIGTERM or Ctrl-C: no new requests, each one in flight is answered (or times out), then it exits.
+leaves the event loop free, so /health and the timeouts answer while a batch is scored. SIGTERM or
+Ctrl-C: no new requests, each one in flight is answered (or times out), then it exits.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         return {
             "status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches,
             "scored": batcher.scored, "abandoned": batcher.abandoned, "discarded": batcher.discarded,
+            "retries_joined": batcher.retries_joined,
         }  # fmt: skip
 
     @app.post("/rewards")
