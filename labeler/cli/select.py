@@ -18,7 +18,8 @@ With --queue instead of --top it writes at most --budget solutions for a human t
 order (labeler/review/queue.py): `convincing-wrong`, the solutions whose final answer is wrong that
 the PRM scores highest by --by (default min), PRM800K's choice; or `uncertain`, those whose step
 scores come nearest 0.5 and, with --judgments (a `labeler judge` output of the --input labels),
-those whose Monte-Carlo first error the judge puts elsewhere, first. The queue is an input that
+those whose Monte-Carlo first error the judge puts elsewhere, first. Solutions a reviewer already
+corrected in `labeler view` are left out and counted (--include-reviewed queues them). The queue is an input that
 `labeler label` and `labeler judge` read as it is, with the source's solution ids, and that
 `labeler view` shows.
 """

@@ -12,7 +12,8 @@ a solution shows its steps, labels, rollouts (with `check --explain` on click), 
 critiques, other outputs' labels and PRM scores side by side. Corrections (a step right or wrong,
 or the first error, with a note) are saved in OUT/corrections/, which `labeler train --labels OUT`,
 `eval --labels OUT` and `export` read as human labels. It serves on 127.0.0.1 unless told otherwise
-and saves corrections only in outputs you own (--read-only, --allow-writes). Prints the address on
+(--host 0.0.0.0 needs --allowed-host NAME: a request under any other host name is refused) and saves
+corrections only in outputs you own (--read-only, --allow-writes). Prints the address on
 stdout; Ctrl-C stops it.
 """
 

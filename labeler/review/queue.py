@@ -34,7 +34,9 @@ uncertain
     first (the share of its votes that name it), then input order.
 
 Steps are numbered from 0 in the reasons, as first_error numbers them. Every queue keeps at most
-`budget` solutions, in rank order. Each record:
+`budget` solutions, in rank order. A solution a reviewer already corrected (a correction of its steps
+as they are, in the labels output's corrections/) is left out of both, counted as already_reviewed,
+unless `include_reviewed`. Each record:
 
     {"problem_id", "solution_id", "queue", "queue_rank" (1-based), "queue_score", "queue_reason",
      "id" (= problem_id), "problem", "answer" (the reference answer, null when the input has none),
