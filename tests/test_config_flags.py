@@ -80,7 +80,7 @@ def test_label_flags_map_onto_their_fields():
     assert (config.limit, config.strategy, config.ci_width, config.max_model_len) == (3, "adaptive", 0.25, 512)
     assert flag_values(args, RunOptions) == {
         "overwrite": False, "rebuild_manifest": False, "output_lock": True, "max_unit_retries": 2, "retry_rejected": False,
-        "checker_timeout": 5.0, "allow_engine_change": False, "json": False, "quiet": False, "verbose": False,
+        "checker_timeout": 5.0, "allow_engine_change": False, "json": False, "quiet": False, "verbose": False, "dry_run": False,
     }  # fmt: skip
 
 

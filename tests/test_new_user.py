@@ -172,3 +172,22 @@ def test_final_answer_on_given_solutions_loads_no_model(tmp_path, monkeypatch, c
     assert main(["label", "--input", str(problems), "--output", str(tmp_path / "sampled"), "--model", "scripted", "--strategy",
                  "final-answer", "--quiet"]) == 0  # fmt: skip
     assert starts == ["scripted"]  # rows without a solution: sampled by the model
+
+
+# -- 21: --dry-run ------------------------------------------------------------------------------
+def test_dry_run_shows_the_plan_and_warns_of_one_step_solutions_before_any_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: pytest.fail("a model loaded"))
+    one_step = [{"problem": p, "answer": a, "solution": f"We add and get {a}, so the answer is {a}."} for p, a in ANSWERS.items()]
+    two_steps = [{"problem": "What is 4 plus 4?", "answer": "8", "solution": "We add.\n\nThe answer is: 8"}]
+    data = write_jsonl(tmp_path / "in.jsonl", one_step[:3] + two_steps + [{"problem": "What is 9 plus 9?", "answer": "18"}])
+    assert main(label(tmp_path, data, "--dry-run", "--rollouts", "8")) == 0
+    captured = capsys.readouterr()
+    assert "rows               : 5 read, 0 rejected" in captured.out
+    assert "solutions          : 4 given, 4 to sample" in captured.out
+    assert "    1 :      3 ####" in captured.out and "    2 :      1 ####" in captured.out
+    assert "rollouts           : at most 8 " in captured.out  # the two-step solution's first prefix; last steps checked
+    assert "tokens             : at most 2048 for rollouts, 2048 to sample solutions" in captured.out
+    assert "3 of 4 solutions are one step under --split auto" in captured.err
+    assert not (tmp_path / "out").exists()
+    assert main(label(tmp_path, data, "--dry-run", "--json")) == 0
+    assert json.loads(capsys.readouterr().out)["steps_per_solution"] == {"1": 3, "2": 1}

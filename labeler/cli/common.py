@@ -22,6 +22,12 @@ class RunOptions:
     Each command takes the ones it needs (`add_flags(parser, RunOptions, only=...)`)."""
 
     overwrite: bool = setting(False, help="delete a previous job in --output and start over", group=INPUT_OUTPUT)
+    dry_run: bool = setting(
+        False,
+        help="read and plan the input, print its rows, the steps per solution (a histogram) and the rollouts and tokens "
+        "the job would spend at most, then stop: no model loads, nothing is written",
+        group=INPUT_OUTPUT,
+    )
     rebuild_manifest: bool = setting(
         False,
         help="when --output's manifest.json is missing or cannot be read, rebuild it from this command's plan and the "

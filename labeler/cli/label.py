@@ -67,6 +67,8 @@ def run_label(args: argparse.Namespace) -> int:
     except ValueError as error:
         return usage_error(COMMAND, str(error))
 
+    if options.dry_run:
+        return _dry_run(config, options)
     make_generator = partial(start_engine, args.model, config)
     if config.strategy == FINAL_ANSWER:  # it samples only the solutions of rows that carry none: maybe no model at all
         try:
@@ -108,6 +110,22 @@ def run_label(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(summary), indent=1))
     else:
         print(_format_summary(summary))
+    return EXIT_OK
+
+
+def _dry_run(config: LabelConfig, options) -> int:
+    """--dry-run: what the job would do, from its plan; no model, no output."""
+    from labeler.inputs.readers import InputError
+    from labeler.labeling.estimate import estimate, format_estimate
+    from labeler.labeling.job import plan_job
+
+    try:
+        result = estimate(plan_job(config), config)
+    except InputError as error:
+        return usage_error(COMMAND, str(error))
+    for warning in result.warnings:
+        print(f"labeler {COMMAND}: warning: {warning}", file=sys.stderr)
+    print(json.dumps(asdict(result), indent=1) if options.json else format_estimate(result))
     return EXIT_OK
 
 
