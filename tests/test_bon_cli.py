@@ -154,6 +154,7 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     assert results["n"] == [1, 2, 3] and sum(results["candidates_unchecked"].values()) == 1
     [scored_by] = results["prms"]
     assert scored_by["candidates_unscored"] == 1
+    assert scored_by["candidates_unscored_by_reason"] == {"past the PRM's length limit": 1}
     assert scored_by["no_scored_candidate"] == pytest.approx([1 / 6, 0, 0])  # 2 + 2 at N=1: the cut one alone
     for how, values in scored_by["selection"].items():
         assert values[-1] == pytest.approx(0.5), how  # 2 + 2: a wrong pick; 3 + 3: right
@@ -163,7 +164,7 @@ def test_bon_counts_candidates_not_fully_scored_and_answers_not_checked(prm, tmp
     assert set(scored_by["counted_wrong_unchecked"]) == {"selection", "weighted_vote"}
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "1 candidates not fully scored (past its max length), ranked last" in table and "problems with none scored" in table
+    assert "1 candidates not fully scored (past the PRM's length limit: 1), ranked last" in table and "problems with none scored" in table
     assert "candidates whose answer was not checked, counted wrong: 1 (the last step states no answer" in table
     # a vote's share is a lower bound (a right unchecked candidate would also vote), exact for the others
     assert "votes: a lower bound" in table and "could be higher by as much:" not in table
