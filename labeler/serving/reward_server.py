@@ -15,8 +15,8 @@
     GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N,
                         "discarded": N, "retries_joined": N}
 
-A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, an answer
-check that timed out) is never a number made up here: the request gets 422 naming the sample and the
+A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, a missing label:
+null or the NaN literal, an answer check that timed out) is never a number made up here: the request gets 422 naming the sample and the
 reason, unless the server was started with --unmeasured-score, the number the user chose for them
 (extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason (413: more completions
 than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
