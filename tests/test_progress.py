@@ -80,3 +80,21 @@ def test_no_batch_lines_when_progress_is_off():
     reporter = ProgressReporter(1, 1, stream=stream, enabled=False)
     reporter.generated(5, 50)
     assert stream.getvalue() == ""
+
+
+def test_the_real_engine_reports_each_finished_request_within_one_generate_call(tiny_engine, monkeypatch):
+    """One generate call of many requests (an exhaustive unit is one) moves the progress as each request finishes,
+    not only at its end; the tokens come with the batch's end. The engine is left without a callback after."""
+    from labeler.labeling.generation import GenerationRequest, SamplingSettings
+    from labeler.store.progress import CountedGenerator
+
+    calls: list[tuple[int, int]] = []
+    reporter = ProgressReporter(1, 8, stream=io.StringIO())
+    monkeypatch.setattr(reporter, "generated", lambda rollouts, tokens: calls.append((rollouts, tokens)))
+    requests = [GenerationRequest(f"What is {i} plus 1?", "Step 1:", n=2, seed=i) for i in range(8)]
+    results = CountedGenerator(tiny_engine, reporter).generate(requests, SamplingSettings(max_new_tokens=8))
+    completions = [c for result in results for c in result.completions]
+    assert sum(rollouts for rollouts, _ in calls) == len(completions) == 16
+    assert len([rollouts for rollouts, _ in calls if rollouts]) > 1  # several lines' worth within the one call
+    assert sum(tokens for _, tokens in calls) == sum(c.tokens for c in completions)
+    assert tiny_engine.on_finished is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
@@ -73,6 +74,34 @@ def _in_process(llm) -> bool:
     return type(llm.llm_engine.engine_core).__name__ == "InprocClient"
 
 
+class _FinishedRequests:
+    """What vLLM's generate takes for a progress bar (use_tqdm): it hands each finished request's completions to
+    `report`. vLLM also wraps the requests it adds in one (`iterable`): that one only passes them through."""
+
+    def __init__(self, report: Callable[[int], None], iterable=None, **_bar_settings):
+        self.report, self.iterable, self.n, self.postfix, self.started = report, iterable, 0, "", time.monotonic()
+
+    def __iter__(self):
+        return iter(self.iterable if self.iterable is not None else ())
+
+    def __len__(self) -> int:
+        return len(self.iterable) if self.iterable is not None else 0
+
+    @property
+    def format_dict(self) -> dict:
+        return {"elapsed": max(time.monotonic() - self.started, 1e-9)}
+
+    def update(self, n: int) -> None:
+        self.n += n
+        self.report(n)
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class VLLMGenerator:
     def __init__(
         self,
@@ -91,6 +120,8 @@ class VLLMGenerator:
 
         self.model_name = model_name or model
         self.model_path = model
+        # called with the completions of each request as it finishes within a generate call (job progress), or None
+        self.on_finished: Callable[[int], None] | None = None
         kwargs, on_cpu = platform_engine_kwargs(model, max_model_len, gpu_memory_utilization, cpu_kv_cache_gib)
         self.dtype = cpu_native_dtype() if on_cpu and dtype == "auto" else dtype
         # Watch the engine's processes (when it has its own) so that generate never waits on a dead one.
@@ -164,7 +195,7 @@ class VLLMGenerator:
             prompt_ids.append(ids)
         if not prompts:
             return results  # type: ignore[return-value]
-        outputs = self._generate(prompts, params)
+        outputs = self._generate(prompts, params, report=True)
         drafts = [
             [_Draft(list(choice.token_ids), choice.text, str(choice.finish_reason), choice.stop_reason) for choice in output.outputs]
             for output in outputs
@@ -229,11 +260,13 @@ class VLLMGenerator:
             draft.finish_reason = str(tail.finish_reason)
             draft.stop_reason = tail.stop_reason
 
-    def _generate(self, prompts: list, params: list) -> list:
-        """One engine call; EngineDiedError if the engine's process dies meanwhile (workers/engine_watch.py)."""
+    def _generate(self, prompts: list, params: list, report: bool = False) -> list:
+        """One engine call; EngineDiedError if the engine's process dies meanwhile (workers/engine_watch.py).
+        `report`: each finished request's completions go to `on_finished` (not those of continuations: the same rollouts)."""
         if self.llm is None:
             raise EngineDiedError("this engine was closed")
-        return self.watch.call(lambda: self.llm.generate(prompts, params, use_tqdm=False))
+        bar = partial(_FinishedRequests, self.on_finished) if report and self.on_finished is not None else False
+        return self.watch.call(lambda: self.llm.generate(prompts, params, use_tqdm=bar))
 
     @staticmethod
     def _params(sampling: SamplingSettings, *, n: int, seed: int, max_tokens: int, stop: list[str]):

@@ -113,7 +113,8 @@ class ProgressReporter:
 
 
 class CountedGenerator:
-    """A generator whose every generate call reports what it sampled to `progress` (ProgressReporter.generated)."""
+    """A generator whose every generate call reports what it sampled to `progress` (ProgressReporter.generated):
+    as each request finishes, where the generator says so (`on_finished`: the vLLM engine), else when the call ends."""
 
     def __init__(self, generator, progress: ProgressReporter):
         self.generator, self.progress = generator, progress
@@ -122,7 +123,14 @@ class CountedGenerator:
         return getattr(self.generator, name)
 
     def generate(self, requests: Sequence, sampling) -> list:
-        results = self.generator.generate(requests, sampling)
+        streams = hasattr(self.generator, "on_finished")
+        if streams:
+            self.generator.on_finished = lambda completions: self.progress.generated(completions, 0)
+        try:
+            results = self.generator.generate(requests, sampling)
+        finally:
+            if streams:
+                self.generator.on_finished = None
         completions = [completion for result in results if result is not None for completion in result.completions]
-        self.progress.generated(len(completions), sum(completion.tokens for completion in completions))
+        self.progress.generated(0 if streams else len(completions), sum(completion.tokens for completion in completions))
         return results
