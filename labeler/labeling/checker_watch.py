@@ -46,7 +46,7 @@ def unhealthy_error(reason: str, checker) -> CheckerUnhealthyError:
         return CheckerSickError(
             f"{reason}; it timed out on {timeouts} of {len(HEALTH_PROBE)} easy answers checked right after: the checker is sick"
         )
-    return CheckerUnhealthyError(f"{reason}; it checked {len(HEALTH_PROBE)} easy answers right after in time: the answers are slow")
+    return CheckerUnhealthyError(f"{reason}; it checked {len(HEALTH_PROBE)} easy answers right after in time: its own answers are what time out")
 
 
 @dataclass
