@@ -365,7 +365,7 @@ def test_the_table_filters_a_reviewed_solution_by_its_corrected_labels_and_rerea
     from labeler.store.corrections import new_correction, write_correction
 
     out = Path(shutil.copytree(sample_labels_output, tmp_path / "out"))
-    row = next(r for r in read_labelled_rows(out) if r.first_error >= 0 or "unlabelled" in r.label_method)  # not "none" as labelled
+    row = next(r for r in read_labelled_rows(out) if r.first_error is None or r.first_error >= 0 or "unlabelled" in r.label_method)  # not "none"
     name = write_correction(out, new_correction(row.solution_id, row.problem_id, row.steps, "no_error", None, "", "ada"))
     with ViewServer(out, log=tmp_path / "view.log") as server:
         get = lambda **params: solution_ids(server.http.get("/", params=params).text)
