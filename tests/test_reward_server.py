@@ -230,7 +230,8 @@ def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server, label):
         ("/get_reward", {"query": ["abc"], "prompts": ["zz"], "labels": ["1"]}, 400, "does not start with its prompt"),
         ("/get_reward", {"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT], "labels": ["5"]}, 422, "empty completion"),
         ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}, 400, "labels: the reference answers"),
-        ("/rewards", {"problems": [PROBLEM], "completions": [RESPONSE], "references": [""]}, 400, "reference 0"),
+        # a blank label is a missing reference: an unmeasured reward, 422 here (/rewards: value null and the reason)
+        ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT], "labels": [""]}, 422, "no reference answer"),
         ("/rewards", {"problems": [PROBLEM], "completions": [3]}, 422, "completions"),
         ("/rewards", "not json", 422, ""),
         ("/rewards", '{"problems": ["q"], "completions": ["a\\ud800b"]}', 400, "completion 0: not valid Unicode"),
