@@ -28,6 +28,7 @@ from labeler.store.corrections import (
 from labeler.store.reader import LabelsError, read_labelled_rows
 from schemas.corrections import ACTIONS, CLEAR, FIRST_ERROR, NO_ERROR, RIGHT, WRONG
 from schemas import LABELS_SCHEMA
+from schemas.tables import first_error
 from schemas.validate import validate_labels
 from tests.synthetic_labels import labels_row, write_labels
 
@@ -103,7 +104,7 @@ def test_a_corrected_row_keeps_its_steps_meets_the_labels_contract_and_says_who_
             assert (out.unlabelled_reason[i] == AFTER_REVIEWED_ERROR) == (reviews[i].label is None)
         else:
             assert (out.soft_labels[i], out.hard_labels[i], out.label_method[i]) == (0.5, True, row.label_method[i])
-    assert out.first_error == next((i for i, h in enumerate(out.hard_labels) if h is False), -1)
+    assert out.first_error == first_error(out.hard_labels)  # null behind a step left unlabelled
 
 
 def test_a_judge_labelled_row_with_one_step_corrected_is_a_human_row_that_keeps_its_judge_steps():
