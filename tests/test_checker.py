@@ -472,7 +472,7 @@ def test_cli_malformed_lines_are_reported_in_place(tmp_path, capsys):
     out = [json.loads(x) for x in captured.out.splitlines()]
     assert [o["verdict"] for o in out] == ["correct", "unparseable", "unparseable", "correct"]
     assert "error" in out[1] and "error" in out[2]
-    assert ":2:" in captured.err and ":3:" in captured.err
+    assert "line 2:" in captured.err and "line 3:" in captured.err  # a file's lines, from 1
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,8 @@ def test_eval_counts_rows_without_a_prediction_apart(tmp_path, capsys):
     header = out.splitlines()[0].split()
     assert header[:3] == ["subset", "format", "matched"] and "scored" in header
     assert "no prediction: 2 rows (2 unlabelled step), left out of the metrics" in out
+    # one numbering: the text names the step the JSON names (from 0), not one more
+    assert "(pb-0): step 1, unlabelled step (rows and steps from 0" in out, out
 
 
 def test_eval_of_scores_cut_at_max_length_counts_them_apart(tmp_path, capsys):

@@ -201,13 +201,13 @@ def test_a_first_error_behind_an_unlabelled_step_is_unknown_not_none(tmp_path):
         labels_row("p", "a", "Q", ["s1", "s2"], [1.0, 1.0], [True, True]),  # none
         labels_row("p", "b", "Q", ["s1", "s2"], [1.0, None], [True, None]),  # unknown: s2 unlabelled
         labels_row("p", "c", "Q", ["s1", "s2", "s3"], [1.0, None, 0.0], [True, None, False]),  # unknown: s2 before s3
-        labels_row("p", "d", "Q", ["s1", "s2"], [0.0, None], [False, None]),  # 1 (1-based); s2 after it does not matter
+        labels_row("p", "d", "Q", ["s1", "s2"], [0.0, None], [False, None]),  # step 0 (as first_error); s2 after it does not matter
     ]
     job = write_labels(tmp_path / "job", rows)
     inputs = ReportInputs(str(job), read_labelled_rows(job), Rejections(), None)
     axes = first_error_section(inputs).plots[0].figure.axes[0]
     bars = {tick.get_text(): patch.get_height() for tick, patch in zip(axes.get_xticklabels(), axes.patches)}
-    assert bars == {"none": 1, "unknown": 2, "1": 1}
+    assert bars == {"none": 1, "unknown": 2, "0": 1}
     page = write_report(str(job)).read_text()
     assert "<th>solutions with a first error</th><td class=number>1 (50.0% of the 2 whose first error is known)</td>" in page
     assert "<th>solutions whose first error is unknown</th><td class=number>2 (an unlabelled step before it)</td>" in page

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 for lineno, p, g, q, row_id, err in chunk:
                     if err is not None:
                         malformed += 1
-                        print(f"labeler {COMMAND}: error: {pairs}:{lineno}: {err}", file=sys.stderr)
+                        print(f"labeler {COMMAND}: error: {pairs} line {lineno}: {err}", file=sys.stderr)  # a file's line, from 1
                         out = {"verdict": Verdict.UNPARSEABLE.value, "extracted": None, "error": err}
                     else:
                         out = _as_json(next(results))

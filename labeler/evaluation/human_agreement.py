@@ -384,9 +384,9 @@ def _unpredicted(subsets: list[dict], whose: str = "") -> list[str]:
             fate = "their steps read as right (--missing as-correct)"
         detail = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
         subset, example = next((subset, subset["no_prediction_rows"][0]) for subset in subsets if subset["no_prediction_rows"])
-        where = f"{subset['subset']} row {example['row_index']} ({example['problem_id']}): step {example['step'] + 1}, {example['reason']}"
+        where = f"{subset['subset']} row {example['row_index']} ({example['problem_id']}): step {example['step']}, {example['reason']}"
         count = sum(reasons.values())
-        lines.append(f"no prediction{whose}: {count} rows ({detail}), {fate}; e.g. {where} (1-based; every one in --json)")
+        lines.append(f"no prediction{whose}: {count} rows ({detail}), {fate}; e.g. {where} (rows and steps from 0, as in --json, which lists every one)")
     steps = sum(subset.get("step_no_prediction", 0) for subset in subsets)
     if steps:
         fate = "left out of the step metrics" if subsets[0]["missing"] == "exclude" else "read as right"

@@ -380,10 +380,10 @@ def first_error_section(inputs: ReportInputs) -> Section:
     figure = _figure()
     axes = figure.add_subplot()
     positions = sorted(p for p in counts if p >= 0)
-    labels = ["none"] + (["unknown"] if unknown else []) + [str(p + 1) for p in positions]
+    labels = ["none"] + (["unknown"] if unknown else []) + [str(p) for p in positions]
     values = [counts.get(-1, 0)] + ([unknown] if unknown else []) + [counts[p] for p in positions]
     axes.bar(labels, values, color=["#55a868"] + (["#999999"] if unknown else []) + ["#c44e52"] * len(positions))
-    axes.set_xlabel("first wrong step (1-based); none: every step labelled positive; unknown: an unlabelled step before it")
+    axes.set_xlabel("first wrong step (from 0, as first_error); none: every step labelled positive; unknown: an unlabelled step before it")
     axes.set_ylabel("solutions")
     _integer_axis(axes.yaxis)
     axes.set_title("First error position")
@@ -420,13 +420,13 @@ def soft_label_by_step_section(inputs: ReportInputs) -> Section:
     indices = sorted(by_index)
     figure = _figure()
     axes = figure.add_subplot()
-    axes.plot([i + 1 for i in indices], [mean(by_index[i]) for i in indices], marker="o", color="#4c72b0")
+    axes.plot(indices, [mean(by_index[i]) for i in indices], marker="o", color="#4c72b0")
     axes.set_ylim(0, 1.05)
-    axes.set_xlabel("step index (1-based)")
+    axes.set_xlabel("step index (from 0)")
     axes.set_ylabel("mean soft label")
     _integer_axis(axes.xaxis)
     counts = axes.twinx()
-    counts.bar([i + 1 for i in indices], [len(by_index[i]) for i in indices], alpha=0.2, color="grey")
+    counts.bar(indices, [len(by_index[i]) for i in indices], alpha=0.2, color="grey")
     counts.set_ylabel("steps measured", color="grey")
     _integer_axis(counts.yaxis)
     axes.set_zorder(counts.get_zorder() + 1)  # the line above the bars
