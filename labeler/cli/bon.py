@@ -41,7 +41,7 @@ RUN_OPTIONS = (
     "overwrite", "rebuild_manifest", "max_unit_retries", "retry_rejected", "output_lock", "checker_timeout",
     "allow_engine_change", "json", "quiet", "verbose",
 )  # fmt: skip
-INPUT_HELP = "problems (and maybe solutions): jsonl, json, parquet or hf:NAME[:CONFIG][@SPLIT], the formats of labeler label"
+INPUT_HELP = "problems (and maybe solutions): jsonl, json, parquet, a folder of them or hf:NAME[:CONFIG][@SPLIT], the formats of labeler label"
 USAGE_ERRORS = (
     "bad usage (a setting out of range), unreadable input or PRM, an --output that cannot be written or read or that "
     "another driver holds, or a candidates job in --output with other settings"

@@ -15,7 +15,7 @@ LABELS = "labels"
 
 @dataclass(frozen=True)
 class ImportConfig:
-    input: str = setting(help="the labelled dataset: jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]", metavar="SPEC", group=INPUT_OUTPUT)
+    input: str = setting(help="the labelled dataset: jsonl, json (array), parquet, a folder of such files (one kind), or hf:NAME[:CONFIG][@SPLIT]", metavar="SPEC", group=INPUT_OUTPUT)
     output: str = setting(
         help="output directory, written as `labeler label` writes one (labels/, rejected/, manifest.json)",
         metavar="DIR",

@@ -182,7 +182,7 @@ class JobSettings:
 @dataclass(frozen=True)
 class LabelConfig(JobSettings):
     input: str = setting(
-        help="jsonl, json (array), parquet, or hf:NAME[:CONFIG][@SPLIT]",
+        help="jsonl, json (array), parquet, a folder of such files (one kind), or hf:NAME[:CONFIG][@SPLIT]",
         group=INPUT_OUTPUT,
         cli_default=None,
         default_text="the shipped sample problems",
