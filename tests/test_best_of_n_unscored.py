@@ -193,3 +193,17 @@ def test_best_of_n_says_why_a_candidate_is_unscored_a_marker_in_its_problem_not_
         table = format_table(results)
         assert "2 candidates not fully scored (the problem contains the PRM's step marker 'ки'" in table and "max length" not in table
     assert len(loads) == 1
+
+
+def test_a_nan_step_is_said_as_such_and_written_as_null():
+    import json
+
+    from labeler.evaluation.solutions import SolutionToScore
+    from labeler.prm.scoring import scored_solution
+    from labeler.prm.solution_scores import PAST_LENGTH_LIMIT, unscored_reason
+
+    assert unscored_reason([0.9, math.nan]) == "the PRM gave step 1 NaN, not a score"
+    assert unscored_reason([0.9, None]) == PAST_LENGTH_LIMIT and unscored_reason([0.9, 0.8]) is None
+    line = scored_solution(SolutionToScore("p", "s", "q", ("a", "b")), [0.9, math.nan], None, CombinedScore()).to_dict()
+    assert line["step_scores"] == [0.9, None] and line["steps_scored"] == 1 and line["score_min"] is None
+    json.dumps(line, allow_nan=False)  # valid JSON: no NaN written

@@ -80,9 +80,9 @@ def unscored_reason(step_scores: Sequence[float | None], scorer=None, solution=N
 
         if (problem := render_problem(scorer, solution)) is not None:
             return problem
-    nan = [i for i, score in enumerate(step_scores, 1) if score is not None and not is_score(score)]
+    nan = [i for i, score in enumerate(step_scores) if score is not None and not is_score(score)]
     if nan:
-        return f"the PRM gave step {nan[0]} of {len(step_scores)} NaN, not a score"
+        return f"the PRM gave step {nan[0]} NaN, not a score"
     return PAST_LENGTH_LIMIT
 
 

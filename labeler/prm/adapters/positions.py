@@ -84,7 +84,7 @@ class PositionScorer:
         """Which text of the solution holds one of the format's markers (None: none does)."""
         for marker in self.markers:
             where = ["the problem"] if marker in solution.problem else []
-            where += [f"step {i} of {len(solution.steps)}" for i, step in enumerate(solution.steps, 1) if marker in self.shown_step(step)]
+            where += [f"step {i}" for i, step in enumerate(solution.steps) if marker in self.shown_step(step)]
             if where:
                 return f"{' and '.join(where[:3])} contain{'s' if len(where) == 1 else ''} the PRM's step marker {marker!r}, which its format reads as a step's end"
         return None

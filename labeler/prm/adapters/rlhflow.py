@@ -77,6 +77,6 @@ class RLHFlowScorer(TokenPairScorer):
             prefix = self._text(turns[: 2 * i + 1], open_assistant_turn=True)
             answer = starts.get(len(prefix)) if text.startswith(prefix) else None
             if not answer or ids[answer] != self.token_ids[0]:
-                raise RenderError(f"the assistant's '+' answer to step {i + 1} is not a token of its own after the opened assistant turn")
+                raise RenderError(f"the assistant's '+' answer to step {i} is not a token of its own after the opened assistant turn")
             positions.append(answer - 1)  # the token whose next-token logits give the answer to step i
         return ids, positions
