@@ -1,7 +1,7 @@
 """Property tests of the step labels (issue 23): for random mixes of rollout outcomes (correct, incorrect,
 unparseable, cut by the budget, ended still thinking, timed out) and each strategy, the labels agree with
 their counts, nothing cut or timed out counts as a wrong answer unless asked (--truncated incorrect), and
-first_error is the first hard 0.
+first_error is the first hard 0 behind labelled steps (null behind an unlabelled one).
 
 A planned generator draws, for rollout r of prefix k, the outcome the example planned for it (whatever the
 strategy asks for, in whatever rounds), and a scripted checker gives the verdict its text names: the labels
@@ -24,6 +24,7 @@ from labeler.labeling.strategies import StrategySettings, label
 from labeler.labeling.tables import Provenance, labels_table
 from labeler.records import Solution
 from schemas import validate_labels
+from schemas.tables import first_error
 
 PROBLEM, ANSWER, SEED = "What is 20 + 22?", "42", 3
 CHECKED = ("correct", "incorrect", "unparseable")  # outcomes whose answer the checker reads and decides
@@ -127,7 +128,7 @@ def step_counts(row: dict, i: int) -> dict:
 
 def check_common(row: dict, rollouts, checker: ScriptedChecker, solution: Solution, plan, policy: str) -> None:
     hard = row["hard_labels"]
-    assert row["first_error"] == next((i for i, h in enumerate(hard) if h is False), -1)
+    assert row["first_error"] == first_error(hard)
     for i, method in enumerate(row["label_method"]):
         if method in ("rollouts", "final_answer", "early_stop"):
             assert hard[i] == (row["n_correct"][i] > 0)
@@ -238,7 +239,7 @@ def test_a_step_is_hard_0_only_when_enough_of_its_rollouts_counted(example, min_
         for i in measured_negative:
             counts = step_counts(row, i)
             assert counts["n_rollouts"] >= min_counted and not timeouts_decide(counts, policy)
-        if row["first_error"] >= 0 and row["label_method"][row["first_error"]] != "final_answer":
+        if row["first_error"] is not None and row["first_error"] >= 0 and row["label_method"][row["first_error"]] != "final_answer":
             assert row["first_error"] in measured_negative  # a hard 0 inferred only after a measured one
         for i, method in enumerate(row["label_method"]):
             counts = step_counts(row, i)
@@ -256,4 +257,4 @@ def test_a_step_most_of_whose_checks_timed_out_is_not_hard_0_nor_its_later_steps
         assert row["hard_labels"][1] is None and row["label_method"][1] == "unlabelled", strategy
         reason = row["unlabelled_reason"][1]
         assert reason.startswith("1 of 8 rollouts counted, none correct: 7 whose answer check timed out"), reason
-        assert False not in row["hard_labels"] and row["first_error"] == -1
+        assert False not in row["hard_labels"] and row["first_error"] is None  # not known: step 1 is unlabelled
