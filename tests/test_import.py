@@ -113,7 +113,7 @@ def test_math_shepherd_tags_are_recorded_as_its_released_automatic_labels(tmp_pa
         assert row["label_source"] == "monte-carlo" and "not human" in row["model"]
     reasons = {row["row_index"]: (row["field"], row["reason"]) for row in rejected_of(output)}
     assert reasons[2][0] == "answer" and reasons[2][1].endswith(f"the problem is not in --answers {ANSWERS}")
-    assert reasons[4] == ("label", "step tag 1 is '?', expected '+' or '-'")
+    assert reasons[4] == ("label", "step tag 0 is '?', expected '+' or '-'")  # steps numbered from 0, as in every message
     assert reasons[5][0] == "answer" and "several different answers" in reasons[5][1]
     # without --answers the rows with a wrong final step have no reference answer
     without = tmp_path / "without"

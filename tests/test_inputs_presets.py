@@ -513,3 +513,14 @@ def test_math_shepherd_in_russian_splits_at_the_tags_only_and_its_labels_line_up
     assert row.problem == "У Ники 3 яблока. Сколько?"
     assert row.steps == ("Step 1: У Ники 3 яблока, яблоки не съедены.", "Step 2: The answer is: 3")
     assert math_shepherd_tags({"input": text, "label": label}, len(row.steps)) == (True, False)
+
+
+def test_math_shepherd_tag_messages_number_steps_from_0():
+    from labeler.inputs.human_labels import math_shepherd_tags
+    from labeler.records import RowError
+
+    text = "Step 1: a ки\nStep 2: b ки"
+    with pytest.raises(RowError, match=r"step tag 1 is '\?'"):
+        math_shepherd_tags({"input": text, "label": "Step 1: a +\nStep 2: b ?"}, 2)
+    with pytest.raises(RowError, match="differs from 'input' before step tag 1:"):
+        math_shepherd_tags({"input": text, "label": "Step 1: a +\nStep 9: b +"}, 2)

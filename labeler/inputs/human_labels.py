@@ -92,13 +92,13 @@ def math_shepherd_tags(row: dict, n_steps: int, input_column: str = "input") -> 
     tags, position = [], 0
     for index, piece in enumerate(pieces):
         if not label.startswith(piece, position):
-            raise RowError("label", f"differs from 'input' before step tag {index + 1}: it must be 'input' with each '{KI_TAG}' replaced by '+' or '-'")
+            raise RowError("label", f"differs from 'input' before step tag {index}: it must be 'input' with each '{KI_TAG}' replaced by '+' or '-'")
         position += len(piece)
         if index == len(pieces) - 1:
             break
         tag = label[position : position + 1]
         if tag not in ("+", "-"):
-            raise RowError("label", f"step tag {index + 1} is {tag!r}, expected '+' or '-'")
+            raise RowError("label", f"step tag {index} is {tag!r}, expected '+' or '-'")
         tags.append(tag == "+")
         position += 1
     if position != len(label):
