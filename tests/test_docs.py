@@ -179,3 +179,10 @@ def test_the_readme_is_short_and_keeps_the_two_commands_and_the_demo_page_its_te
     temperature = re.search(r"--temperature (\S+)", demo).group(1)
     page = (DOCS / "getting-started.md").read_text()
     assert f"--temperature {temperature}" in page and f"temperature {temperature}" in text
+
+
+def test_the_output_page_keeps_its_reading_example_under_the_output_folder_heading():
+    """A section added to docs/reference/output.md goes after the example that reads the labels, not above it."""
+    text = (DOCS / "reference" / "output.md").read_text()
+    before_example = text[: text.index("datasets.load_dataset")]
+    assert re.findall(r"^## .*", before_example, flags=re.M) == []

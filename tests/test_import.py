@@ -241,3 +241,15 @@ def test_a_row_that_cannot_be_imported_is_found_by_bisection_and_only_it_is_reje
     [poison] = [row for row in pq.read_table(tmp_path / "out" / "rejected").to_pylist() if row["row_index"] == 2]
     assert poison["stage"] == "import" and "KeyError" in poison["reason"] and "a bug this one row trips" in poison["reason"]
     assert job_status(str(tmp_path / "out"))["units_failed"] == 1
+
+
+def test_report_knows_an_import_written_before_imports_recorded_their_kind(tmp_path, capsys):
+    from labeler.evaluation.report import read_inputs
+    from labeler.store.manifest import JOB_KIND_KEY
+
+    output = tmp_path / "out"
+    import_cli(capsys, "--preset", "processbench", "--input", str(processbench_sample(tmp_path, 2, 2)), "--output", str(output))
+    manifest = json.loads((output / "manifest.json").read_text())
+    del manifest[JOB_KIND_KEY]  # an older import: known by its model record (job_kind), not as a label job
+    (output / "manifest.json").write_text(json.dumps(manifest))
+    assert read_inputs(str(output)).manifest_rollouts is None  # an import samples no rollouts: none to count

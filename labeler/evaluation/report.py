@@ -35,7 +35,7 @@ from statistics import mean
 
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.lock import read_lock_holder
-from labeler.store.manifest import JOB_KIND_KEY
+from labeler.store.manifest import job_kind
 import pyarrow as pa
 
 from labeler.store.reader import LabelledRow, LabelsError, open_job, read_labelled_rows, read_labels_table
@@ -171,7 +171,7 @@ def read_inputs(job_dir: str) -> ReportInputs:
     policies = _truncated_policies(job_dir)
     hashes = table.column("config_hash").to_pylist() if "config_hash" in table.column_names else [None] * len(rows)
     cut_counted = [None if policies.get(h) is None else policies[h] == "incorrect" for h in hashes]
-    sampled = job is not None and job.manifest.get(JOB_KIND_KEY) is None  # `labeler label`: its manifest counts what it sampled
+    sampled = job is not None and job_kind(job.manifest) is None  # `labeler label`: its manifest counts what it sampled
     rejected_tokens = job.manifest["totals"].get("rejected_tokens", 0) if job is not None else 0
     manifest_rollouts = job.manifest["totals"].get("rollouts") if sampled else None
     reasons = table.column("unlabelled_reason").to_pylist() if "unlabelled_reason" in table.column_names else None
@@ -240,7 +240,7 @@ def _truncated_policies(job_dir: str) -> dict[str, str]:
         if job is None:
             break
         config = job.manifest.get("config", {})
-        if job.manifest.get(JOB_KIND_KEY) is None and "truncated" in config:
+        if job_kind(job.manifest) is None and "truncated" in config:
             policies[job.manifest["config_hash"]] = config["truncated"]
         labels = config.get("labels")
         folder = labels if isinstance(labels, str) else None
