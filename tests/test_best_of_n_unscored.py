@@ -202,7 +202,7 @@ def test_a_nan_step_is_said_as_such_and_written_as_null():
     from labeler.prm.scoring import scored_solution
     from labeler.prm.solution_scores import PAST_LENGTH_LIMIT, unscored_reason
 
-    assert unscored_reason([0.9, math.nan]) == "the PRM gave step 1 NaN, not a score"
+    assert unscored_reason([0.9, math.nan]) == "the PRM gave step 1 nan, not a finite score"
     assert unscored_reason([0.9, None]) == PAST_LENGTH_LIMIT and unscored_reason([0.9, 0.8]) is None
     line = scored_solution(SolutionToScore("p", "s", "q", ("a", "b")), [0.9, math.nan], None, CombinedScore()).to_dict()
     assert line["step_scores"] == [0.9, None] and line["steps_scored"] == 1 and line["score_min"] is None

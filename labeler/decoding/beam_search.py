@@ -33,7 +33,7 @@ from labeler.labeling import prompts
 from labeler.labeling.generation import GenerationRequest, Generator, SamplingSettings
 from labeler.labeling.rollouts import Checker
 from labeler.prm.scorers import StepScorer
-from labeler.prm.solution_scores import aggregate
+from labeler.prm.solution_scores import aggregate, checked_scores
 
 OPEN, ANSWER, ENDED, CUT, STEP_LIMIT, NO_ROOM, FAILED = "open", "answer", "ended", "cut", "step_limit", "no_room", "failed"
 ENDED_ON_ITS_OWN = (ANSWER, ENDED)
@@ -211,7 +211,7 @@ def _score(pairs: list[tuple[ProblemSearch, Beam]], scorer: StepScorer, settings
         for search, beam in pairs
     ]
     for (_, beam), scores in zip(pairs, scorer.step_scores(solutions), strict=True):
-        beam.step_scores = list(scores) + [None] * (len(beam.steps) - len(scores))
+        beam.step_scores = checked_scores(scores, len(beam.steps))[0]
         beam.score = aggregate(beam.step_scores, settings.aggregate)
 
 

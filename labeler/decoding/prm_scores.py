@@ -28,7 +28,7 @@ from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
 from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
-from labeler.prm.solution_scores import unscored_reason
+from labeler.prm.solution_scores import checked_scores
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
@@ -135,9 +135,11 @@ def candidate_step_scores(
     log.info("PRM %s: scoring %d candidates", spec, len(candidates))
     solutions = [SolutionToScore(c.problem_id, c.solution_id, c.problem, c.steps) for c in candidates]
     try:
-        step_scores = scorer.step_scores(solutions)
-        scores = [list(s) + [None] * (len(c.steps) - len(s)) for c, s in zip(candidates, step_scores, strict=True)]
-        reasons = [unscored_reason(s, scorer, solution) for s, solution in zip(scores, solutions)]
+        checked = [
+            checked_scores(s, len(c.steps), scorer=scorer, solution=solution)
+            for c, s, solution in zip(candidates, scorer.step_scores(solutions), solutions, strict=True)
+        ]
+        scores, reasons = [steps for steps, _, _ in checked], [why for _, _, why in checked]
     finally:
         release(scorer)  # the next PRM needs the memory
     table = pa.Table.from_pydict(

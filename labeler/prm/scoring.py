@@ -19,7 +19,7 @@ from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, mark_best_of_n, unscored_reason
+from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, checked_scores, mark_best_of_n
 from labeler.prm.trajectory import CombinedScore
 
 
@@ -93,22 +93,23 @@ def score_solutions(
     combined = combined or CombinedScore()
     both = getattr(scorer, "step_and_trajectory_scores", None)
     results = both(solutions) if both is not None else [(steps, None) for steps in scorer.step_scores(solutions)]
-    scored = [scored_solution(solution, steps, trajectory, combined) for solution, (steps, trajectory) in zip(solutions, results, strict=True)]
-    for solution, result in zip(solutions, scored):
-        result.unscored_reason = unscored_reason(result.step_scores, scorer, solution)
+    scored = [scored_solution(solution, steps, trajectory, combined, scorer) for solution, (steps, trajectory) in zip(solutions, results, strict=True)]
     mark_best_of_n(scored, select_by)
     return scored
 
 
 def scored_solution(
-    solution: SolutionToScore, step_scores: Sequence[float | None], trajectory: float | None, combined: CombinedScore
+    solution: SolutionToScore, step_scores: Sequence[float | None], trajectory: float | None, combined: CombinedScore, scorer=None
 ) -> ScoredSolution:
-    """A solution's step scores (None for each step past them), their aggregates, its trajectory score and the combined score."""
-    scores: list[float | None] = list(step_scores)
-    scores += [None] * (len(solution.steps) - len(scores))
+    """A solution's step scores (None for each step past them, or not a finite number), their aggregates, its
+    trajectory score, the combined score, and why a score is missing (`checked_scores`; `scorer`: the one that
+    scored it, for its render check)."""
+    scores, trajectory, why = checked_scores(step_scores, len(solution.steps), trajectory, scorer, solution)
     aggregates = {how: aggregate(scores, how) for how in AGGREGATES}
     aggregates[COMBINED] = combined.combine(scores, trajectory)
-    return ScoredSolution(solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory)
+    return ScoredSolution(
+        solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory, unscored_reason=why
+    )
 
 
 def sigmoid(x: float) -> float:

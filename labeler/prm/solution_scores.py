@@ -3,10 +3,11 @@
 A solution's score aggregates its step probabilities: `min` (the weakest step), `product` (the
 chance that no step goes wrong, if steps were independent), `last` (the final step's score) or
 `mean` (the average step). A solution with a step the PRM could not score (past its length limit,
-its text holding the PRM's own marker, or a NaN the PRM gave: a NaN is no score, and min() would
-skip it) has no score by any aggregate (None): an aggregate of the steps that fit would rank it as if the
-PRM had read it all, above a solution whose every step it read and found weaker (a solution cut
-after a good first step would win by min). Best-of-N picks, per problem, the solution with the
+its text holding the PRM's own marker, or a value the PRM gave that is not a finite number: a NaN or
+inf is no score, min() would skip a NaN, and it leaves the scorer as None: `checked_scores`) has no
+score by any aggregate (None): an aggregate of the steps that fit would rank it as if the PRM had
+read it all, above a solution whose every step it read and found weaker (a solution cut after a
+good first step would win by min). Best-of-N picks, per problem, the solution with the
 highest score by one aggregate; solutions without one rank below every scored one.
 A PRM with a trajectory head adds the trajectory score and `combined` (labeler/prm/trajectory.py).
 """
@@ -67,10 +68,25 @@ def aggregate(step_scores: Sequence[float | None], how: str) -> float | None:
 PAST_LENGTH_LIMIT = "past the PRM's length limit"
 
 
+def checked_scores(
+    step_scores: Sequence, steps: int, trajectory=None, scorer=None, solution=None
+) -> tuple[list[float | None], float | None, str | None]:
+    """A scorer's scores of a solution of `steps` steps as they leave the scorer, for every caller: one
+    per step (None past those it scored), every score that is not a finite number as None (a NaN or inf
+    is no score, and JSON has none), the trajectory score likewise, and why a score is missing
+    (`unscored_reason`, naming the value the PRM gave; None: none is)."""
+    raw = list(step_scores) + [None] * (steps - len(step_scores))
+    why = unscored_reason(raw, scorer, solution)
+    if why is None and trajectory is not None and not is_score(trajectory):
+        why = f"the PRM's trajectory head gave {trajectory}, not a finite score"
+    return [score if is_score(score) else None for score in raw], trajectory if is_score(trajectory) else None, why
+
+
 def unscored_reason(step_scores: Sequence[float | None], scorer=None, solution=None) -> str | None:
     """Why a solution has no aggregate (None: it has one): its text could not be shown to the PRM with one
-    score position per step (the scorer's render check says why: its own marker in the text), a NaN the PRM
-    gave, or steps past its length limit. `scorer` and `solution` are needed for the first."""
+    score position per step (the scorer's render check says why: its own marker in the text), a value the PRM
+    gave that is not a finite score (NaN, inf), or steps past its length limit. `scorer` and `solution` are
+    needed for the first."""
     if step_scores and all(is_score(score) for score in step_scores):
         return None
     if not step_scores:
@@ -80,9 +96,9 @@ def unscored_reason(step_scores: Sequence[float | None], scorer=None, solution=N
 
         if (problem := render_problem(scorer, solution)) is not None:
             return problem
-    nan = [i for i, score in enumerate(step_scores) if score is not None and not is_score(score)]
-    if nan:
-        return f"the PRM gave step {nan[0]} NaN, not a score"
+    given = [(i, score) for i, score in enumerate(step_scores) if score is not None and not is_score(score)]
+    if given:
+        return f"the PRM gave step {given[0][0]} {given[0][1]}, not a finite score"
     return PAST_LENGTH_LIMIT
 
 

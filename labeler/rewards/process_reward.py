@@ -8,7 +8,8 @@ aggregated (min by default), plus, when asked, a verifiable reward for the final
 A reward that could not be measured is None with its reason, never a number: a completion with no
 step (empty), one with a step past the PRM's length limit (an aggregate of the steps that fit would
 reward a cut completion as if the PRM had read it all), one the PRM cannot read (its text holds the
-PRM's own step marker, named in the reason), one with a NaN step score, or, with an answer weight, one whose reference
+PRM's own step marker, named in the reason), one with a step score that is not a finite number (NaN, inf: None
+in step_scores, named in the reason), or, with an answer weight, one whose reference
 is missing (None, NaN: pandas' missing value, or blank; never checked as the text "nan") or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
 """
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from labeler.checking.verdicts import Verdict
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.splitting import split_steps
-from labeler.prm.solution_scores import aggregate, is_score, unscored_reason
+from labeler.prm.solution_scores import aggregate, checked_scores, is_score
 from labeler.rewards.config import RewardConfig
 
 
@@ -75,11 +76,12 @@ class ProcessReward:
         steps = [split_steps(text, self.config.split) for text in completions]
         to_score = [i for i, s in enumerate(steps) if s]
         solutions = [SolutionToScore(f"p{i}", f"c{i}", problems[i], tuple(steps[i])) for i in to_score]
-        scores: dict[int, list[float | None]] = dict(zip(to_score, self.scorer.step_scores(solutions), strict=True)) if solutions else {}
-        unscored = {}  # why a completion's steps give no process reward (the render check's reason, or the length limit)
-        for i, solution in zip(to_score, solutions):
-            step_scores = list(scores[i]) + [None] * (len(steps[i]) - len(scores[i]))
-            if (why := unscored_reason(step_scores, self.scorer, solution)) is not None:
+        given = self.scorer.step_scores(solutions) if solutions else []
+        scores: dict[int, list[float | None]] = {}
+        unscored = {}  # why a completion's steps give no process reward (the render check's reason, a non-finite score, the length limit)
+        for i, solution, step_scores in zip(to_score, solutions, given, strict=True):
+            scores[i], _, why = checked_scores(step_scores, len(steps[i]), scorer=self.scorer, solution=solution)
+            if why is not None:
                 unscored[i] = why
         answers = None
         if self.config.answer_weight > 0:
@@ -97,7 +99,6 @@ class ProcessReward:
     ) -> Reward:  # fmt: skip
         if not steps:
             return Reward(None, reason="empty completion: no step to score")
-        step_scores = list(step_scores) + [None] * (len(steps) - len(step_scores))
         process = aggregate(step_scores, self.config.aggregate)
         reward = Reward(None, process=process, step_scores=step_scores)
         if process is None:
