@@ -271,6 +271,24 @@ def test_rows_of_an_older_schema_keep_their_version_and_judge_rows_are_current(t
         assert "of 1.4" in line and line.endswith("(rows of older shards keep their version and its rules)")
 
 
+def test_rows_of_schema_1_5_are_written_as_1_6_rows(tmp_path):
+    """1.5 differs from 1.6 only in first_error's rule, recomputed when read: a 1.5 row written again carries 1.6's
+    first_error, and says 1.6."""
+    from schemas.tables import first_error
+
+    folder = tmp_path / "old" / "labels"
+    folder.mkdir(parents=True)
+    old_rows = [row | {"schema_version": "1.5"} for row in LABELS]
+    pq.write_table(pa.Table.from_pylist(old_rows, schema=LABELS_SCHEMA), folder / "part-00000.parquet")
+    out = tmp_path / "out"
+    judgments = str(write_judgments(tmp_path / "j", JUDGMENTS))
+    result = run_consensus(ConsensusConfig(labels=str(tmp_path / "old"), judgments=judgments, output=str(out), on_disagreement="monte-carlo"))
+    rows = pq.read_table(out / "labels").to_pylist()  # as written, not as a reader recomputes it
+    assert rows and {row["schema_version"] for row in rows} == {SCHEMA_VERSION}
+    assert [row["first_error"] for row in rows] == [first_error(row["hard_labels"]) for row in rows]
+    assert result["schema_versions"] == {SCHEMA_VERSION: len(rows)}
+
+
 def test_corrections_beside_the_labels_are_not_applied_and_a_warning_says_so(inputs, tmp_path, caplog):
     from labeler.store.corrections import new_correction, write_correction
 

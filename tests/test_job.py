@@ -329,6 +329,35 @@ def test_resuming_an_output_of_another_schema_version_is_refused(dataset, tmp_pa
     assert run(cfg, checker, overwrite=True).units_run_now == 4
 
 
+def test_an_output_of_labels_schema_1_5_resumes_under_1_6(dataset, tmp_path, checker, capsys):
+    """1.6 changed only first_error's rule, and the readers recompute it for older rows: an interrupted 1.5 job
+    resumes (its committed units kept, a one-line notice), its new shards are written 1.6."""
+    import pyarrow as pa
+
+    from labeler.store.reader import read_labels_table
+    from schemas.tables import SCHEMA_VERSION, first_error
+
+    out = tmp_path / "out"
+    cfg = half_done(dataset, out, checker)
+    manifest = manifest_of(out)
+    manifest["schema_version"] = "1.5"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    old_shards = sorted((out / "labels").glob("*.parquet"))
+    for shard in old_shards:  # as 1.5 wrote them: first_error -1 whatever the steps say
+        table = pq.read_table(shard)
+        table = table.set_column(table.schema.get_field_index("schema_version"), "schema_version", pa.array(["1.5"] * table.num_rows))
+        table = table.set_column(table.schema.get_field_index("first_error"), table.schema.field("first_error"), pa.array([-1] * table.num_rows, pa.int32()))
+        pq.write_table(table, shard)
+    capsys.readouterr()
+    assert run(cfg, checker).units_run_now == 2
+    assert capsys.readouterr().err.count("schema 1.5") == 1
+    assert manifest_of(out)["schema_version"] == SCHEMA_VERSION
+    table = read_labels_table(out)
+    versions = table.column("schema_version").to_pylist()
+    assert versions.count("1.5") > 0 and versions.count(SCHEMA_VERSION) > 0
+    assert table.column("first_error").to_pylist() == [first_error(h) for h in table.column("hard_labels").to_pylist()]
+
+
 def test_a_judge_output_of_an_older_labels_schema_still_resumes():
     """A judge job writes judgments (JUDGMENTS_SCHEMA_VERSION, unchanged by labels 1.5): the labels schema its
     manifest recorded must not refuse its resume; a labeling, import or consensus output of another one is refused."""
@@ -339,6 +368,7 @@ def test_a_judge_output_of_an_older_labels_schema_still_resumes():
     for kind in (None, "import", "consensus"):
         with pytest.raises(ConfigMismatchError, match="schema 1.4"):
             check_same_schema(old | ({"job": kind} if kind else {}), "out", kind)
+        check_same_schema({"schema_version": "1.5"} | ({"job": kind} if kind else {}), "out", kind)  # only first_error's rule since
 
 
 def test_the_executor_starts_the_checker_before_loading_the_engine(dataset, tmp_path):

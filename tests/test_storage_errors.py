@@ -297,7 +297,7 @@ def unit_id(output: Path, index: int) -> str:
 
 @pytest.mark.parametrize(
     "recorded, in_shards, refused",
-    [("1.4", None, True), (None, None, False), (None, "1.4", True), (None, "deleted", False), (None, "empty", False)],
+    [("1.4", None, True), ("1.5", None, False), (None, "1.5", False), (None, None, False), (None, "1.4", True), (None, "deleted", False), (None, "empty", False)],
 )
 def test_rebuild_manifest_refuses_records_of_another_labels_schema(dataset, tmp_path, checker, monkeypatch, recorded, in_shards, refused):
     """Records of another labels schema are refused, as a resume refuses such a manifest: a rebuild must not mix

@@ -266,10 +266,10 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
             corrupt = True
     if existing is not None:
         check_same_kind(existing, JOB_KIND, config.output)  # before its settings: a label job's are all "changed"
-        check_same_schema(existing, config.output)
+        notices = check_same_schema(existing, config.output)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
-        return store.redo_unreadable_units()
+        return notices + store.redo_unreadable_units()
     input_info = {"spec": config.input, "fingerprint": fingerprint, "preset": plan.preset, "rows_read": plan.rows_read, "rows_rejected": len(plan.rejected)}
     if config.answers:
         input_info["answers"] = {"spec": config.answers, "fingerprint": input_fingerprint(config.answers)}

@@ -345,7 +345,7 @@ def open_output(
             corrupt = True
     if existing is not None:
         check_same_kind(existing, job_kind, config.output)
-        check_same_schema(existing, config.output, job_kind)
+        warnings += check_same_schema(existing, config.output, job_kind)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
     else:

@@ -213,7 +213,7 @@ def rebuild_manifest(
     config_hash = document["config_hash"]
     if kind != WRITES_JUDGMENTS:
         location = location or _location(directory)
-        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION, None})
+        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION, None, *RESUMABLE_SCHEMAS})
         if schemas:
             raise ConfigMismatchError(
                 f"{directory}: commits/ holds units written under labels schema {', '.join(schemas)}, and this version of "
@@ -288,19 +288,29 @@ IMPORT_KIND = "import"  # the job kind of `labeler import`
 WRITES_JUDGMENTS = "judge"  # the job kind whose shards are judgments (schemas/judgments.py), not labels
 
 
-def check_same_schema(existing: dict, directory: str | Path, kind: str | None = None) -> None:
+# Labels schemas whose outputs a resume (or a rebuild) continues under SCHEMA_VERSION, with what changed since:
+# their rows read as the current schema's (labeler/store/reader.py recomputes it) and each says its own schema_version.
+RESUMABLE_SCHEMAS = {"1.5": "only first_error's rule changed; its rows' first_error is recomputed by 1.6's rule when read"}
+
+
+def check_same_schema(existing: dict, directory: str | Path, kind: str | None = None) -> list[str]:
     """Refuse to resume an output whose shards were written under another labels schema: resuming would
     mix shards of both versions in one table, with nothing to say so (whatever --allow-engine-change says).
+    One of RESUMABLE_SCHEMAS is resumed: its manifest now says SCHEMA_VERSION (the new shards'); the notice to show.
     A judge output writes judgments, whose schema the labels version does not speak for: it is not refused here
     (a change to the judgments schema must record and check its own version)."""
     if kind == WRITES_JUDGMENTS:
-        return
+        return []
     found = existing.get("schema_version", NOT_RECORDED)
+    if found in RESUMABLE_SCHEMAS:
+        existing["schema_version"] = SCHEMA_VERSION
+        return [f"{directory} holds shards of labels schema {found}: resumed under {SCHEMA_VERSION}, new shards written {SCHEMA_VERSION} ({RESUMABLE_SCHEMAS[found]})"]
     if found != SCHEMA_VERSION:
         raise ConfigMismatchError(
             f"{directory} holds shards of labels schema {found}, and this version of prm-labeler writes schema "
             f"{SCHEMA_VERSION}; resuming would mix both in one table; use another --output, or --overwrite to start over"
         )
+    return []
 
 
 def job_kind(manifest: dict) -> str | None:
