@@ -98,3 +98,16 @@ def test_a_checker_lost_on_a_ray_worker_stops_the_job_and_a_plain_rerun_labels_e
     assert status["units_failed"] == 0 and status["units_committed"] <= 1
     assert rows_of(out, "rejected") == []
     assert_a_plain_rerun_labels_every_row_once(out, clean, committed_before=status["units_committed"])
+
+
+def test_the_health_probe_asks_the_pool_even_of_a_checker_that_answered_it_before():
+    """A checker caches every verdict its symbolic pool gave, so easy answers it has checked before come back at once
+    however its pool hangs now: the probe asks the pool a pair it has never seen, and a hung pool is found sick."""
+    from labeler.checking import Verdict
+    from labeler.labeling.checker_watch import CheckerSickError, CheckerUnhealthyError, unhealthy_error
+
+    with AnswerChecker(timeout_s=5) as checker:
+        assert type(unhealthy_error("many timeouts", checker)) is CheckerUnhealthyError  # a healthy pool answers
+        checker._run_symbolic = lambda tasks, **kwargs: [Verdict.TIMEOUT] * len(tasks)  # the pool hangs from now on
+        error = unhealthy_error("many timeouts", checker)
+    assert isinstance(error, CheckerSickError) and isinstance(error, CheckerUnavailable) and "easy answers" in str(error)

@@ -186,10 +186,16 @@ def test_a_timeout_is_retried_once_and_a_healed_checker_labels_as_usual(tmp_path
     assert all(row["hard_labels"] == [True, True, True] for row in labels)  # no timeout was written as a wrong answer
 
 
-def test_a_unit_whose_checks_keep_timing_out_is_rejected_with_the_reason_not_labelled(tmp_path, checker):
-    labels, rejected = run_unit(tmp_path, TimingOutChecker(checker, sick_calls=10**6))
-    assert labels == [] and len(rejected) == 3
-    assert all("checker timed out" in r["reason"] and "--max-timeout-share" in r["reason"] for r in rejected)
+def test_a_unit_whose_checks_keep_timing_out_easy_ones_too_stops_the_job_unlabelled_and_unrejected(tmp_path, checker):
+    """A checker that times out on every answer, easy ones too, is sick: no label and no rejection from it."""
+    import pyarrow.parquet as pq
+
+    from labeler.labeling.checker_watch import CheckerSickError
+
+    with pytest.raises(CheckerSickError, match=r"timed out on \d+ of \d+ answers.*--max-timeout-share.*easy answers"):
+        run_unit(tmp_path, TimingOutChecker(checker, sick_calls=10**6))
+    assert not (tmp_path / "out" / "labels").exists() or not any((tmp_path / "out" / "labels").iterdir())
+    assert pq.read_table(tmp_path / "out" / "rejected").num_rows == 0
 
 
 def test_a_few_timeouts_in_a_big_unit_stay_timeouts():

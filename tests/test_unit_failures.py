@@ -115,24 +115,34 @@ class TimingOutChecker:
         return [CheckResult(Verdict.TIMEOUT, None) for _ in pairs]
 
 
-def test_a_unit_the_checker_could_not_check_is_recorded_failed_and_a_plain_rerun_labels_it(dataset, tmp_path, checker, capfd):
+def test_a_checker_sick_from_the_start_stops_the_job_writes_off_no_row_and_a_plain_rerun_labels_every_row(
+    dataset, tmp_path, checker, capfd
+):  # fmt: skip
+    """Every check times out, easy ones too: the machine's failure, not the rows'. The job stops at the first unit
+    with the cause (a CheckerUnavailable, as the CLI says: rerun to resume), commits nothing, rejects nothing, and
+    spends no retries regenerating units a sick checker cannot check."""
+    from labeler.checking import CheckerUnavailable
+
     clean = tmp_path / "clean"
-    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
+    label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=4)
     out = tmp_path / "out"
-    summary = label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12)
-    assert summary.solutions == 0 and summary.rejected_rows == len(PROBLEMS)
-    [unit] = json.loads((out / "manifest.json").read_text())["units"]
-    assert "checker timed out" in unit["stats"]["failure"] and unit["stats"]["transient"] is True
+    generators = []
+
+    def counted():
+        generators.append(ScriptedGenerator(PROBLEMS))
+        return generators[-1]
+
+    with pytest.raises(CheckerUnavailable, match="the checker is sick"):
+        label(dataset, out, TimingOutChecker(), counted, shard_size=4)
+    assert sum(len(generator.calls) for generator in generators) <= 2  # the first unit (and the next, generated meanwhile)
     status = job_status(str(out))
-    assert status["units_failed"] == status["units_failed_by_the_machine"] == 1
-    assert "failed by the machine" in format_status(status) and "a rerun labels them again" in format_status(status)
+    assert status["units_committed"] == 0 and status["units_failed"] == 0
+    assert not (out / "rejected").exists() or pq.read_table(out / "rejected").num_rows == 0
     capfd.readouterr()
 
-    rerun = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=12)  # no --retry-rejected
-    assert rerun.units_run_now == 1 and rerun.rejected_rows == 0
-    assert "1 units that an earlier run could not label (an unhealthy answer checker)" in capfd.readouterr().err
+    rerun = label(dataset, out, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=4)  # no --retry-rejected
+    assert rerun.units_run_now == 3 and rerun.rejected_rows == 0
     assert labels_of(out) == labels_of(clean)
-    assert pq.read_table(out / "rejected").num_rows == 0 and job_status(str(out))["units_failed"] == 0
 
 
 class RaisingChecker:
@@ -338,17 +348,6 @@ def test_a_row_whose_answers_always_time_out_is_found_by_bisection_and_rejected_
     assert label_slow(slow_dataset(tmp_path, {1}), out, SlowChecker(checker)).units_run_now == 0
 
 
-def test_a_transient_unit_reopened_and_unhealthy_again_counts_its_reopenings(dataset, tmp_path, capfd):
-    out = tmp_path / "out"
-    for run in range(3):
-        label(dataset, out, TimingOutChecker(), lambda: ScriptedGenerator(PROBLEMS), shard_size=12, retries=0)
-    [unit] = json.loads((out / "manifest.json").read_text())["units"]
-    assert unit["stats"]["transient"] is True and unit["stats"]["reopened"] == 2
-    err = capfd.readouterr().err
-    assert "reopened 2 times" in err
-    assert "reopened 2 times" in format_status(job_status(str(out)))
-
-
 def test_poison_rows_in_the_first_three_units_are_bisected_not_taken_for_a_broken_setup(dataset, tmp_path, checker, capfd):
     """One bad row in each of units 0, 1 and 2: the first three units fail with none labelled, but their
     halves are tried before the job is called broken, and their good halves are labelled."""
@@ -453,28 +452,26 @@ class OverloadedOnRowOne:
         return self.inner.check_many(pairs, questions)
 
 
-def test_rows_a_sick_checker_could_not_check_are_left_for_a_plain_rerun_though_other_pieces_succeeded(dataset, tmp_path, checker, capfd):
-    """(8 rollouts: a row's piece has 9 checks, over the floor of 8 timeouts.) Unit 0 (rows 0-3) is bisected for its poison row 0; while row 1's piece is checked the checker goes sick
-    (every check times out, a check of easy answers right after too). Row 0 is rejected for good, its fault; row 1
-    is the machine's: its unit is recorded as failed by the machine, and a plain rerun labels row 1 (once) while
-    row 0 stays rejected. Decided per piece: rows 2-3 were labelled meanwhile."""
+def test_a_checker_gone_sick_in_a_piece_stops_the_job_and_writes_off_no_row(dataset, tmp_path, checker, capfd):
+    """(8 rollouts: a row's piece has 9 checks, over the floor of 8 timeouts.) Unit 0 (rows 0-3) is bisected for its
+    poison row 0; while row 1's piece is checked the checker goes sick (every check times out, a check of easy
+    answers right after too). That is the machine's failure, decided for that piece alone: the job stops
+    (CheckerSickError), unit 0 uncommitted, row 1 not in rejected/ though other pieces of its unit were labelled
+    meanwhile. A plain rerun on a healthy checker labels row 1 once and rejects row 0 alone, for its own fault."""
+    from labeler.labeling.checker_watch import CheckerSickError
+
     clean = tmp_path / "clean"
     label(dataset, clean, checker, lambda: ScriptedGenerator(PROBLEMS), shard_size=4, rollouts=8)
     out = tmp_path / "out"
     row_0 = ("What is 2 minus 1?",)
-    summary = label(dataset, out, OverloadedOnRowOne(checker), lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8)
-    assert summary.solutions == len(PROBLEMS) - 2
-    rejected = {row["problem_id"]: row["reason"] for row in pq.read_table(out / "rejected").to_pylist()}
-    assert set(rejected) == {"q0", "q1"} and "choked" in rejected["q0"] and "a plain rerun labels it again" in rejected["q1"]
-    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
-    assert failed["index"] == 0 and failed["stats"]["transient"] is True and failed["stats"]["solutions"] == 2
-    assert job_status(str(out))["units_failed_by_the_machine"] == 1
+    with pytest.raises(CheckerSickError, match="easy answers"):
+        label(dataset, out, OverloadedOnRowOne(checker), lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8)
+    status = job_status(str(out))
+    assert status["units_committed"] == 2 and status["units_failed"] == 0  # units 1-2 labelled first; unit 0 left for a plain rerun
+    assert not (out / "rejected").exists() or pq.read_table(out / "rejected").num_rows == 0
     capfd.readouterr()
 
     rerun = label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8)  # no --retry-rejected
-    assert rerun.units_run_now == 1 and "1 units that an earlier run could not label" in capfd.readouterr().err
-    assert [row["problem_id"] for row in pq.read_table(out / "rejected").to_pylist()] == ["q0"]
+    assert rerun.units_run_now == 1 and rerun.rejected_rows == 1 and [row["problem_id"] for row in pq.read_table(out / "rejected").to_pylist()] == ["q0"]
     assert labels_of(out) == [row for row in labels_of(clean) if row["problem_id"] != "q0"]  # row 1 once, as a clean run labels it
-    [failed] = [unit for unit in json.loads((out / "manifest.json").read_text())["units"] if unit["stats"].get("failure")]
-    assert not failed["stats"].get("transient")  # only row 0's own failure is left: --retry-rejected's, not a plain rerun's
     assert label(dataset, out, checker, lambda: PoisonedGenerator(PROBLEMS, row_0), retries=0, shard_size=4, rollouts=8).units_run_now == 0

@@ -9,7 +9,7 @@ not wait on the checker and a finished unit is committed while the next one gene
 A unit that fails (an error while labelling it) is retried and, past --max-unit-retries, bisected
 down to the rows that fail, which go to rejected/ (labeler/labeling/unit_failures.py). An engine that
 dies is replaced by a new one before the retry. Errors of the commit itself (storage, a refused
-engine) and an answer checker that cannot check (CheckerUnavailable) stop the job, the unit that met
+engine) and an answer checker that cannot check (CheckerUnavailable, or sick: CheckerSickError) stop the job, the unit that met
 them uncommitted: they are the machine's, not the unit's.
 """
 
@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from labeler.labeling.checker_watch import CheckerSickError, CheckerUnhealthyError
+from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.checker_start import start_checker
 from labeler.labeling.engine_record import engine_record
 from labeler.labeling.generation import EngineDiedError, Generator
@@ -115,7 +115,7 @@ class LocalExecutor:
     def _unit_failed(unit: WorkUnit, error: Exception, failures: UnitFailures, queue: deque, commit) -> None:
         result = failures.failed(  # queues it again, or its halves
             unit, describe_error(error), queue, engine_died=isinstance(error, EngineDiedError),
-            unhealthy=isinstance(error, CheckerUnhealthyError), machine=isinstance(error, CheckerSickError),
+            unhealthy=isinstance(error, CheckerUnhealthyError),
         )  # fmt: skip
         if result is not None:
             commit(result)

@@ -8,7 +8,7 @@ arrives. Failures:
   replaced, and its units go back to the front of the queue for the next free worker; a worker or
   node lost spends none of its units' retries (each unit may be stranded so a bounded number of
   times: labeler/labeling/unit_failures.py, LOSSES_PER_UNIT);
-- an answer checker that cannot check (CheckerUnavailable, raised in a unit) stops the job: it is the
+- an answer checker that cannot check (CheckerUnavailable, raised in a unit; or sick: CheckerSickError) stops the job: it is the
   machine's failure, not the unit's (labeler/labeling/unit_failures.py: stops_the_job); committed units
   are kept, the units in flight are not committed and none of their rows is rejected;
 - a unit whose own error came back more than `max_unit_retries` times is bisected down to the rows
@@ -45,7 +45,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 # ClusterSettings is declared beside the job's settings, so that the CLI makes its flags without importing ray.
 from labeler.labeling.config import ClusterSettings
 from labeler.checking import CheckerUnavailable
-from labeler.labeling.checker_watch import CheckerSickError, CheckerUnhealthyError
+from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
@@ -160,9 +160,8 @@ class RayExecutor:
                 blame_unit = isinstance(error, RayTaskError)  # raised in the unit; else its worker died
                 engine_died, unhealthy = _cause(error, EngineDiedError), _cause(error, CheckerUnhealthyError)
                 result = self._unit_failed(
-                    unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died, unhealthy,
-                    machine=_cause(error, CheckerSickError),
-                )  # fmt: skip
+                    unit, worker, _short(error), failures, pool, running, queue, blame_unit, engine_died, unhealthy
+                )
             if result is not None:
                 commit(result)
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
@@ -199,7 +198,7 @@ class RayExecutor:
     @staticmethod
     def _unit_failed(
         unit: WorkUnit, worker, reason: str, failures: UnitFailures, pool: WorkerPool, running: dict, queue: deque,
-        blame_unit=False, engine_died=False, unhealthy=False, machine=False,
+        blame_unit=False, engine_died=False, unhealthy=False,
     ) -> UnitResult | None:  # fmt: skip
         """Replace the worker and queue the unit again (or its halves); or, when it was a bisected unit's
         last piece, return the unit's result to commit."""
@@ -209,7 +208,7 @@ class RayExecutor:
         in_flight = sorted([unit.index, *(other.index for other, owner in running.values() if owner is worker)])
         pool.replace(worker, reason, in_flight, killed_by_driver=blame_unit)
         if blame_unit:  # an error raised in a unit names its culprit: it counts against the unit's retries
-            return failures.failed(unit, reason, queue, engine_died=engine_died, unhealthy=unhealthy, machine=machine)
+            return failures.failed(unit, reason, queue, engine_died=engine_died, unhealthy=unhealthy)
         # A worker that died (killed, preempted, its node lost) takes all its units down: not their fault, unless
         # the same unit keeps being lost while others are labelled (then it is bisected: unit_failures.py)
         return failures.lost(unit, reason, queue)

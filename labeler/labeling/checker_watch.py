@@ -10,43 +10,55 @@ retries it, then bisects it like any failing unit (labeler/labeling/unit_failure
 piece without MIN_TIMEOUTS.
 
 Whose fault the timeouts are is decided per piece, by asking the checker right away about a few easy
-answers (HEALTH_PROBE): a checker that answers them is healthy, so the piece's own answers are what time
+answers (health_probe), one of them new to it each time so that its symbolic worker pool must answer, not
+its cache of verdicts: a checker that answers them is healthy, so the piece's own answers are what time
 out, and a row whose answers always do is found and rejected alone with the reason; a checker that times
-out on them too is sick (CheckerSickError): the piece is not split further and its rows are the
-machine's failure, left in rejected/ only until a plain rerun labels their unit again, whatever the
-unit's other pieces gave.
+out on them too is sick (CheckerSickError, a CheckerUnavailable): the machine's failure, never the rows',
+so it stops the job as a checker that cannot check does (labeler/labeling/unit_failures.py: stops_the_job),
+the unit uncommitted and none of its rows in rejected/: a plain rerun labels them.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
+
+from labeler.checking.verdicts import CheckerUnavailable
 
 MIN_TIMEOUTS = 8  # a handful of timeouts in a small unit is pathological answers, not a sick checker
 
 
-# easy answers, one of them for the symbolic worker pool, that a healthy checker decides at once
-HEALTH_PROBE = (("The answer is: 2", "2"), ("The answer is: 3", "2"), ("The answer is: x+1", "1+x"))
+_PROBES = itertools.count(1)
+
+
+def health_probe() -> list[tuple[str, str]]:
+    """Easy answers that a healthy checker decides at once: two in this process, and one for the symbolic
+    worker pool that it has never seen (x+n against n+x, n new each time), since a checker answers a pair it
+    has decided before from its cache, in no time, however sick its pool is."""
+    n = next(_PROBES)
+    return [("The answer is: 2", "2"), ("The answer is: 3", "2"), (f"The answer is: x+{n}", f"{n}+x")]
 
 
 class CheckerUnhealthyError(RuntimeError):
-    """The answer checker timed out on too many of a unit's answers to label it (TimeoutWatch.verdict)."""
+    """The answer checker timed out on too many of a unit's answers to label it (TimeoutWatch.verdict), and
+    answered easy ones in time right after: the unit's own answers are what time out."""
 
 
-class CheckerSickError(CheckerUnhealthyError):
-    """The same, and the checker timed out on HEALTH_PROBE's easy answers right after: the machine's fault, not the rows'."""
+class CheckerSickError(CheckerUnavailable):
+    """The answer checker timed out on too many of a unit's answers, and on easy ones right after: it cannot
+    check (the machine is overloaded or its pool hangs), so the job stops, as for any CheckerUnavailable."""
 
 
-def unhealthy_error(reason: str, checker) -> CheckerUnhealthyError:
+def unhealthy_error(reason: str, checker) -> CheckerUnhealthyError | CheckerSickError:
     """The error a unit the checker could not check fails with (`reason`: TimeoutWatch.verdict): CheckerSickError
-    when `checker` times out on HEALTH_PROBE too. A checker that cannot check at all raises (CheckerUnavailable)."""
-    verdicts = list(checker.check_many(list(HEALTH_PROBE)))
+    when `checker` times out on health_probe's easy answers too, else CheckerUnhealthyError."""
+    probe = health_probe()
+    verdicts = list(checker.check_many(probe))
     timeouts = sum(result.verdict.value == "timeout" for result in verdicts)
     if timeouts:
-        return CheckerSickError(
-            f"{reason}; it timed out on {timeouts} of {len(HEALTH_PROBE)} easy answers checked right after: the checker is sick"
-        )
-    return CheckerUnhealthyError(f"{reason}; it checked {len(HEALTH_PROBE)} easy answers right after in time: its own answers are what time out")
+        return CheckerSickError(f"{reason}; it timed out on {timeouts} of {len(probe)} easy answers checked right after: the checker is sick")
+    return CheckerUnhealthyError(f"{reason}; it checked {len(probe)} easy answers right after in time: its own answers are what time out")
 
 
 @dataclass

@@ -12,12 +12,10 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   with --retry-rejected labels it again (none failed: no failure, its stats say only that it was
   bisected). A unit the answer checker could not check (CheckerUnhealthyError)
   fails the same way, so that a row whose answers always time out is rejected alone. Whose fault that
-  is, is decided per piece (labeler/labeling/checker_watch.py): a piece the checker was sick for
-  (CheckerSickError: `machine`) is not split further; its rows are the machine's failure, and the unit,
-  once its last piece is in, is committed as such (TRANSIENT_KEY), those rows in rejected/ with the
-  reason, whatever its other pieces gave: a plain rerun labels the unit again (its unit's shards are
-  written anew, so no row is duplicated; seeds come from each prompt's text, so the rows labelled
-  before get the same labels).
+  is, is decided per piece (labeler/labeling/checker_watch.py): a checker that times out on easy answers
+  too right after is sick (CheckerSickError, a CheckerUnavailable), which stops the job (below) and
+  writes off no row. (Outputs of earlier versions may hold units committed as the machine's failure,
+  TRANSIENT_KEY, their rows in rejected/: a plain rerun still reopens and labels those: shard_store.py.)
   Sampling seeds come from each prompt's text, so the rows of a piece get the labels the whole unit
   would have given them.
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
@@ -30,7 +28,7 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   none was labelled, losses hit every unit: a sick cluster, and the job stops (WorkersKeepDyingError).
 
 A checker that cannot check (CheckerUnavailable: its worker pool cannot start or fails its
-self-test) is never a unit's failure: the executors let it stop the job at once (`stops_the_job`),
+self-test, or it is sick: CheckerSickError) is never a unit's failure: the executors let it stop the job at once (`stops_the_job`),
 the unit it was checking left uncommitted, none of its rows in rejected/, so a plain rerun labels them.
 Three more cases stop the job (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
@@ -55,7 +53,7 @@ from labeler.labeling.tables import rejected_table
 from labeler.labeling.unit import UnitResult
 from labeler.records import RejectedRow
 from labeler.store.progress import ProgressReporter
-from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR, TRANSIENT_KEY
+from labeler.store.shard_store import FAILURE_KEY, REJECTED_DIR
 
 BROKEN_SETUP_AFTER = 3  # units given up in a row, with none labelled this run, that stop the job
 BISECTED_KEY = "bisected"  # in the stats of a unit labelled in pieces: why it was given up as a whole
@@ -85,7 +83,6 @@ class _Bisection:
     out: int = 0  # pieces queued and not yet back
     results: list[tuple[int, UnitResult]] = field(default_factory=list)  # by the position of the piece's first row
     failed_rows: list[RejectedRow] = field(default_factory=list)
-    machine_rows: int = 0  # of failed_rows, those of pieces the answer checker was sick for: a plain rerun redoes them
     strict_timeouts: bool = False  # given up because its checker timed out: its pieces are judged strictly
 
 
@@ -127,13 +124,11 @@ class UnitFailures:
             return self._piece_back(bisection)
 
     def failed(
-        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False, retry: bool = True,
-        machine: bool = False,
-    ) -> UnitResult | None:  # fmt: skip
+        self, unit: WorkUnit, reason: str, queue: deque, engine_died: bool = False, unhealthy: bool = False, retry: bool = True
+    ) -> UnitResult | None:
         """Count a failure of `unit` (a planned unit or a piece of one): queue it again, or its halves,
         or, for a single row given up, return the unit's result to commit once its last piece is in.
-        `unhealthy`: the checker could not check it (CheckerUnhealthyError); `machine`: because the checker
-        was sick (CheckerSickError): given up, such a unit or piece is not split, its rows are the machine's.
+        `unhealthy`: the checker could not check its answers, though it checked easy ones (CheckerUnhealthyError).
         UnitsKeepFailingError when no unit of this run has been labelled yet and BROKEN_SETUP_AFTER
         have been given up; EngineKeepsDyingError past the retry limit when the engine died."""
         with self.lock:
@@ -159,13 +154,11 @@ class UnitFailures:
                     "refuses another shard size)"
                 )
             if bisection is None:
-                self.given_up += not machine  # a sick checker is not a broken setup's sign: its units are committed as the machine's
+                self.given_up += 1
                 where = f" {self.where}" if self.where else ""
                 bisection = self.bisections[unit.unit_id] = _Bisection(
                     unit, f"failed {attempts} times{where}: {reason}", attempts, out=1, strict_timeouts=unhealthy
                 )
-            if machine:
-                return self._machine_failed(unit, name, reason, bisection)
             if len(unit.rows) > 1:
                 middle = len(unit.rows) // 2
                 # strict only where the timeouts were the failure: a piece of a unit split for another error keeps
@@ -189,21 +182,6 @@ class UnitFailures:
                 RejectedRow(row.row_index, "unit", f"failed alone after its unit {bisection.reason}; alone: {reason}", row.problem_id, raw)
             )
             return self._piece_back(bisection)
-
-    def _machine_failed(self, unit: WorkUnit, name: str, reason: str, bisection: _Bisection) -> UnitResult | None:
-        """The checker was sick for this whole piece: its rows are the machine's failure, left for a plain rerun."""
-        first, last = unit.rows[0].source.row_index, unit.rows[-1].source.row_index
-        self.progress.warn(
-            f"{name} could not be checked ({reason}); its {len(unit.rows)} rows (input rows {first}-{last}) are the machine's "
-            "failure: in rejected/ until a plain rerun labels them again"
-        )
-        for planned in unit.rows:
-            row = planned.source
-            raw = json.dumps({"problem": row.problem, "steps": list(row.steps) if row.steps is not None else None})[:2000]
-            why = f"the answer checker was sick while checking it ({reason}): the machine's failure, a plain rerun labels it again"
-            bisection.failed_rows.append(RejectedRow(row.row_index, "unit", why, row.problem_id, raw))
-        bisection.machine_rows += len(unit.rows)
-        return self._piece_back(bisection)
 
     def lost(self, unit: WorkUnit, reason: str, queue: deque) -> UnitResult | None:
         """The worker or node under `unit` was lost: the unit goes back to the front of the queue, its
@@ -269,7 +247,7 @@ class UnitFailures:
 def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     """The unit whose pieces are all back: their tables joined (in the unit's row order), its failed rows
     in rejected/, the pieces' stats summed, and the failure named so that --retry-rejected redoes it;
-    where no row failed and no piece was the machine's failure, no failure: only BISECTED_KEY says why it was split."""
+    where no row failed, no failure: only BISECTED_KEY says why it was split."""
     unit = bisection.unit
     results = [result for _, result in sorted(bisection.results, key=lambda pair: pair[0])]
     parts: dict[str, list[pa.Table]] = {}
@@ -286,23 +264,12 @@ def bisected_unit_result(bisection: _Bisection) -> UnitResult:
     stats["seconds"] = round(stats["seconds"], 3)
     stats["rejected"] += len(bisection.failed_rows)
     stats["attempts"] = bisection.attempts
-    machine = bisection.machine_rows
-    alone = len(bisection.failed_rows) - machine
-    transient = [result.stats[FAILURE_KEY] for result in results if result.stats.get(TRANSIENT_KEY)]
+    failed = len(bisection.failed_rows)
     stats[BISECTED_KEY] = f"the unit {bisection.reason}; its {len(unit.rows)} rows were labelled in pieces"
-    if not alone and not machine and not transient:  # a passing failure: every row is labelled, nothing for --retry-rejected to redo
+    if not failed:  # a passing failure: every row is labelled, nothing for --retry-rejected to redo
         stats[BISECTED_KEY] += ", and none failed"
     else:
-        failures = [f"{alone} of its {len(unit.rows)} rows failed alone and are in rejected/"] if alone else []
-        if machine:  # decided per piece: these rows are the machine's, whatever the unit's other pieces gave
-            failures.append(
-                f"{machine} of its {len(unit.rows)} rows could not be checked, the checker being sick: the machine's failure, "
-                "in rejected/ until a plain rerun labels the unit again"
-            )
-        failures += [f"and {text}" for text in transient[:1]]  # a piece the machine failed: the next run redoes the unit
-        stats[FAILURE_KEY] = f"{'; '.join(failures)}; the unit {bisection.reason}"
-    if machine or transient:
-        stats[TRANSIENT_KEY] = True
+        stats[FAILURE_KEY] = f"{failed} of its {len(unit.rows)} rows failed alone and are in rejected/; the unit {bisection.reason}"
     engine = next((result.engine for result in results if result.engine is not None), None)
     tables = {directory: pa.concat_tables(tables) for directory, tables in parts.items()}
     return UnitResult(unit.unit_id, unit.shard_name, tables, stats, engine)
