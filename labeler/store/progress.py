@@ -50,6 +50,7 @@ class ProgressReporter:
         self.generated_rollouts = self.generated_tokens = 0  # this run, as generation batches end (failed units' too)
         self.started = self.last_batch_line = time.monotonic()
         self.lock = threading.Lock()  # batches may end on another thread than commits
+
     def start_clock(self) -> None:
         """Rates and ETA count from here (after the model has loaded)."""
         self.started = self.last_batch_line = time.monotonic()
