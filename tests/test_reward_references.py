@@ -32,6 +32,17 @@ def test_a_missing_reference_is_unmeasured_and_never_checked_as_nan():
     assert results[3].value == 1.5 and results[3].answer_correct is True  # the others in the batch are checked
 
 
+def test_a_reference_written_as_the_text_of_a_missing_value_is_missing():
+    """pandas' astype(str) and CSV exports write a missing value as "nan" (or "None", "<NA>", "null")."""
+    texts = ["nan", "NaN", " None ", "null", "<NA>", "NULL"]
+    with ProcessReward(RewardConfig(prm="unused", answer_weight=1.0), scorer=FixedScorer([0.5])) as reward:
+        results = reward.rewards(["What is 2 + 3?"] * (len(texts) + 1), [RIGHT] * len(texts) + [TWO_STEPS], [*texts, "nanometre"])
+    for text, result in zip(texts, results):
+        assert result.value is None and result.answer_correct is None, text
+        assert "no reference answer" in result.reason and "missing value" in result.reason, result.reason
+    assert results[-1].answer_correct is False  # other text is a reference, checked
+
+
 def test_the_trl_reward_function_gives_none_for_a_nan_reference():
     function = PRMRewardFunction(RewardConfig(prm="unused", answer_weight=1.0), scorer=FixedScorer([0.8]))
     logged = {}

@@ -146,6 +146,28 @@ def test_a_retry_of_a_timed_out_request_takes_over_its_job_and_is_scored_once():
     assert batcher.retries_joined == 2 and batcher.discarded == batcher.abandoned == 0 and batcher.pending == 0
 
 
+def test_a_retry_whose_reference_is_missing_as_nan_joins_its_job_too():
+    """A missing reference parsed from JSON is a new NaN each time (nan != nan): the retry's key must still match."""
+    calls = []
+
+    def slow(items):
+        calls.append(list(items))
+        time.sleep(0.3)
+        return [len(items)] * len(items)
+
+    async def main():
+        batcher = Batcher(slow, max_batch=8, max_wait_s=0.0, max_pending=100)
+        batcher.start()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit([("q", "c", float("nan"))]), 0.1)
+        retried = await batcher.submit([("q", "c", float("nan"))])  # another NaN object, as json.loads gives it
+        await batcher.drain()
+        return retried, batcher
+
+    retried, batcher = run(main())
+    assert len(calls) == 1 and retried == [1] and batcher.retries_joined == 1
+
+
 def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_busy():
     from labeler.serving.batcher import TooLarge
 

@@ -10,7 +10,8 @@ step (empty), one with a step past the PRM's length limit (an aggregate of the s
 reward a cut completion as if the PRM had read it all), one the PRM cannot read (its text holds the
 PRM's own step marker, named in the reason), one with a step score that is not a finite number (NaN, inf: None
 in step_scores, named in the reason), or, with an answer weight, one whose reference
-is missing (None, NaN: pandas' missing value, or blank; never checked as the text "nan") or whose answer
+is missing (None, NaN: pandas' missing value, blank, or the text of a missing value: "nan", "None", "null",
+"<NA>", any case, as pandas' astype(str) and CSV exports write one; never checked against "nan") or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
 """
 
@@ -67,7 +68,7 @@ class ProcessReward:
         """One Reward per completion, in order. ValueError, naming the item, for lists of unequal length, a
         text that is not a string (or not valid Unicode), no references at all or one of another type while
         answer_weight > 0. References may be numbers (a dataset's answer column often is); they are read only when
-        answer_weight > 0; a missing one (None, NaN, blank) makes its completion's reward unmeasured."""
+        answer_weight > 0; a missing one (None, NaN, blank, "nan": `missing_reference`) makes its completion's reward unmeasured."""
         self._validate(problems, completions, references)
         missing: dict[int, str] = {}
         if self.config.answer_weight > 0:
@@ -163,8 +164,13 @@ class ProcessReward:
         self.close()
 
 
+# A missing value as text: pandas' astype(str) and CSV exports write one as "nan" ("None", "<NA>", "null")
+MISSING_TEXTS = frozenset({"nan", "none", "null", "<na>"})
+
+
 def missing_reference(reference) -> str | None:
-    """Why `reference` is no reference answer (None, NaN or another non-finite number, blank text); None when it is one."""
+    """Why `reference` is no reference answer (None, NaN or another non-finite number, blank text, the
+    text of a missing value: MISSING_TEXTS, any case); None when it is one."""
     pandas = sys.modules.get("pandas")  # pandas' own missing value, where pandas made the column
     if reference is None or pandas is not None and reference is pandas.NA:
         what = "null"
@@ -172,6 +178,8 @@ def missing_reference(reference) -> str | None:
         what = f"{reference}, a missing value"
     elif isinstance(reference, str) and not reference.strip():
         what = "blank"
+    elif isinstance(reference, str) and reference.strip().lower() in MISSING_TEXTS:
+        what = f"the text {reference.strip()!r}, how a missing value is written"
     else:
         return None
     return f"no reference answer ({what}): the answer part of the reward is not measured"

@@ -7,8 +7,9 @@ own. Nothing waits without bound: a full queue refuses at once (Busy), and a cal
 A job whose caller stopped waiting is dropped unscored while it is still queued (abandoned); once its
 batch is being scored it cannot be stopped (the PRM runs the batch as one), so its rewards are
 discarded when they come, counted and logged (discarded): never handed to anyone. A caller that asks
-for the same completions again (a client's retry after its timeout) while they are still queued or being
-scored takes over that job, which is then scored once for it (retries_joined), not queued a second time.
+for the same items again after the first caller stopped waiting (a client's retry after its timeout), while
+that job is still queued or being scored, takes over the job, which is then scored once for it
+(retries_joined), not queued a second time; a copy sent while the first caller still waits is a job of its own.
 """
 
 from __future__ import annotations
@@ -164,10 +165,22 @@ class Batcher:
         return results
 
 
+_NAN = object()  # every NaN in a key: a missing reference parsed from JSON is a new float each time, and nan != nan
+
+
 def _key(items: list) -> tuple | None:
+    """What tells a retry from another request: the items, every NaN in them as one value (None: not hashable)."""
     try:
-        key = tuple(items)
+        key = _without_nan(tuple(items))
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _without_nan(value):
+    if isinstance(value, float) and value != value:
+        return _NAN
+    if isinstance(value, tuple):
+        return tuple(_without_nan(part) for part in value)
+    return value
