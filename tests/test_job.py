@@ -390,3 +390,18 @@ def test_the_executor_starts_the_checker_before_loading_the_engine(dataset, tmp_
         run_job(config(dataset, tmp_path / "out"), executor=LocalExecutor(load_engine, checker), model_info={"name": "scripted"}, progress_enabled=False)
         assert checker._pool.self_tests == 1  # noqa: SLF001
     assert events[:3] == ["checker", "proven True", "engine"]
+
+
+@pytest.mark.parametrize("final_step", ["check", "rollouts"])
+def test_the_dry_run_and_the_progress_plan_the_rollouts_exhaustive_samples(tmp_path, checker, final_step):
+    """One count for both: N per prefix, the last step left out only where its stated answer is checked (a last step
+    that states no answer, or a PRM800K trajectory that stops early, is rolled out)."""
+    from labeler.labeling.estimate import estimate
+    from labeler.labeling.job import plan_job, planned_rollouts
+
+    rows = input_rows()[:3]
+    rows.append({"id": "open", "problem": "What is 2 plus 2?", "answer": "4", "steps": ["4 is the sum.", "Check it."]})  # no answer stated
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out", final_step=final_step)
+    plan = plan_job(cfg)
+    summary = run(cfg, checker)
+    assert summary.rollouts == planned_rollouts(plan.units, cfg) == estimate(plan, cfg).max_rollouts

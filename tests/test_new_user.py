@@ -185,7 +185,8 @@ def test_dry_run_shows_the_plan_and_warns_of_one_step_solutions_before_any_model
     assert "rows               : 5 read, 0 rejected" in captured.out
     assert "solutions          : 4 given, 4 to sample" in captured.out
     assert "    1 :      3 ####" in captured.out and "    2 :      1 ####" in captured.out
-    assert "rollouts           : at most 8 " in captured.out  # the two-step solution's first prefix; last steps checked
+    # the two-step solution's first prefix; the 4 last steps checked (counted as the job counts them)
+    assert "rollouts           : at most 12 (of the given solutions; exhaustive's count: 8 sampled, 4 final answers checked)" in captured.out
     assert "tokens             : at most 2048 for rollouts, 2048 to sample solutions" in captured.out
     assert "3 of 4 solutions are one step under --split auto" in captured.err
     assert not (tmp_path / "out").exists()

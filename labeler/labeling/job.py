@@ -38,7 +38,7 @@ from labeler.store.manifest import rebuild_manifest as fold_into_new_manifest
 from labeler.labeling.generation import Generator
 from labeler.labeling.rollouts import Checker
 from labeler.labeling.unit import LabelingTask, UnitResult
-from labeler.labeling.planning import WorkUnit, assign_row_keys, plan_hash, plan_units
+from labeler.labeling.planning import PlannedRow, WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
@@ -430,15 +430,45 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
 
 def planned_rollouts(units: Sequence[WorkUnit], config) -> int | None:
     """About how many rollouts `units` take, where that is known before they run: the exhaustive strategy on given
-    solutions (N per prefix; the last step's answer checked with --final-step check). None for other strategies and
-    tasks, and for rows whose solutions are sampled (their steps are not known yet)."""
+    solutions (ExhaustivePlan.counted). None for other strategies and tasks, and for rows whose solutions are
+    sampled (their steps are not known yet)."""
     if getattr(config, "strategy", None) != "exhaustive":
         return None
     rows = [row for unit in units for row in unit.rows]
     if any(row.needs_solutions for row in rows):
         return None
-    checked = 1 if config.final_step == "check" else 0
-    return sum(max(len(row.source.steps) - checked, 0) for row in rows) * config.rollouts
+    return exhaustive_plan(rows, config).counted
+
+
+@dataclass(frozen=True)
+class ExhaustivePlan:
+    """What the exhaustive strategy does to the given solutions of some rows: N rollouts from each prefix it rolls
+    out, and one check of the stated answer of each last step labelled by it (no generation; its label's n_rollouts
+    is 1, and a unit's stats count it among the rollouts)."""
+
+    sampled: int  # rollouts generated
+    final_checks: int
+
+    @property
+    def counted(self) -> int:
+        """The rollouts the job counts (its stats, the manifest's totals, `labeler status`)."""
+        return self.sampled + self.final_checks
+
+
+def exhaustive_plan(rows: Iterable[PlannedRow], config: LabelConfig) -> ExhaustivePlan:
+    """The exhaustive plan for the given solutions of `rows` (rows to be sampled are left out): every step prefix but
+    a last step labelled by checking its stated answer (sampled_prefixes, read as the CLI's checker reads it). The
+    progress ETA and `--dry-run` both count with this."""
+    from labeler.labeling.strategies import sampled_prefixes
+
+    sampled = final_checks = 0
+    for row in rows:
+        if row.needs_solutions:
+            continue
+        solution = row.given_solution()
+        prefixes = sampled_prefixes(solution, config.final_step)
+        sampled, final_checks = sampled + prefixes * config.rollouts, final_checks + len(solution.steps) - prefixes
+    return ExhaustivePlan(sampled, final_checks)
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
