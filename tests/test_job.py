@@ -405,3 +405,17 @@ def test_the_dry_run_and_the_progress_plan_the_rollouts_exhaustive_samples(tmp_p
     plan = plan_job(cfg)
     summary = run(cfg, checker)
     assert summary.rollouts == planned_rollouts(plan.units, cfg) == estimate(plan, cfg).max_rollouts
+
+
+def test_a_job_whose_solutions_are_mostly_one_step_says_so_once_as_it_starts(tmp_path, checker, capsys):
+    """As --dry-run does (the same words): a one-step solution gets only an outcome label."""
+    from labeler.labeling.estimate import estimate
+    from labeler.labeling.job import plan_job
+
+    rows = [{"id": f"q{k}", "problem": p, "answer": a, "steps": [f"The answer is: {a}"]} for k, (p, a) in enumerate(list(PROBLEMS.items())[:4])]
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out")
+    [expected] = estimate(plan_job(cfg), cfg).warnings
+    capsys.readouterr()
+    run(cfg, checker)
+    err = capsys.readouterr().err
+    assert err.count("4 of 4 solutions are one step under --split") == 1 and expected in err

@@ -14,10 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from labeler.labeling.config import LabelConfig
-from labeler.labeling.job import ExhaustivePlan, JobPlan, exhaustive_plan
+from labeler.labeling.job import ExhaustivePlan, JobPlan, exhaustive_plan, one_step_warning
 
 HISTOGRAM_TOP = 10  # steps per solution from this many on share one bar
-ONE_STEP_WARNING = 0.5  # more than this share of one-step solutions: their labels are outcome labels only
 
 
 @dataclass
@@ -41,13 +40,7 @@ def estimate(plan: JobPlan, config: LabelConfig) -> JobEstimate:
     to_sample = (len(rows) - len(given)) * config.solutions_per_problem
     exhaustive = ExhaustivePlan(0, 0) if config.strategy == "final-answer" else exhaustive_plan(rows, config)
     histogram = Counter(len(source.steps) for source in given)
-    one_step = histogram.get(1, 0)
-    warnings = []
-    if given and one_step / len(given) > ONE_STEP_WARNING:
-        warnings.append(
-            f"{one_step} of {len(given)} solutions are one step under --split {config.split_rule}: a one-step solution gets "
-            "only an outcome label (its final answer checked); see docs/guides/inputs.md for the split rules"
-        )
+    warnings = [warning] if (warning := one_step_warning(rows, config)) else []
     return JobEstimate(
         rows_read=plan.rows_read,
         rows_rejected=len(plan.rejected),

@@ -257,9 +257,11 @@ def run_job(
     """
     started = time.monotonic()
     plan = plan_job(config)  # reads only the input: a bad input touches no output
+    one_step = one_step_warning((row for unit in plan.units for row in unit.rows), config)
     return run_units(
         LabelingTask(config, config.config_hash()),
         plan,
+        warnings=[one_step] if one_step else [],
         executor=executor,
         model_info=model_info,
         fingerprint=input_fingerprint(input_path(config.input)),
@@ -283,6 +285,7 @@ def run_units(
     summarise: Callable[[ShardStore, int], Summary],
     store: ShardStore | None = None,
     job_kind: str | None = None,
+    warnings: Sequence[str] = (),
     overwrite: bool = False,
     progress_enabled: bool = True,
     allow_engine_change: bool = False,
@@ -295,10 +298,11 @@ def run_units(
     holding the output's lock. What `run_job` says of resume, engines, storage errors and the lock
     holds for every task. `fingerprint` identifies the input's content (a changed input is refused on
     resume); `store` is the output's ShardStore (by default one with the labeling folders); `job_kind`
-    is recorded in the manifest ("job") for a job other than labeling, whose manifests have none."""
+    is recorded in the manifest ("job") for a job other than labeling, whose manifests have none; `warnings`: what the
+    task has to say of its plan, shown once as the job starts."""
     store = store or ShardStore(task.config.output)
     with hold_output(store, enabled=lock_output) as lock_warnings:  # taken before anything in the output is read
-        warnings = list(lock_warnings) + open_output(
+        warnings = list(warnings) + list(lock_warnings) + open_output(
             store, task.config, plan, model_info, fingerprint, job_kind, overwrite, rebuild_manifest, task.planned_solutions
         )
         if reopened := store.reopen_failed_units(transient_only=True):  # the machine's failure, not the rows': redone
@@ -469,6 +473,22 @@ def exhaustive_plan(rows: Iterable[PlannedRow], config: LabelConfig) -> Exhausti
         prefixes = sampled_prefixes(solution, config.final_step)
         sampled, final_checks = sampled + prefixes * config.rollouts, final_checks + len(solution.steps) - prefixes
     return ExhaustivePlan(sampled, final_checks)
+
+
+ONE_STEP_WARNING = 0.5  # more than this share of one-step solutions: their labels are outcome labels only
+
+
+def one_step_warning(rows: Iterable[PlannedRow], config: LabelConfig) -> str | None:
+    """What to say, before any model loads (`--dry-run` and the job itself), when most given solutions of `rows` are
+    one step: such a solution gets only an outcome label."""
+    given = [row.source for row in rows if not row.needs_solutions]
+    one_step = sum(len(source.steps) == 1 for source in given)
+    if not given or one_step / len(given) <= ONE_STEP_WARNING:
+        return None
+    return (
+        f"{one_step} of {len(given)} solutions are one step under --split {config.split_rule}: a one-step solution gets "
+        "only an outcome label (its final answer checked); see docs/guides/inputs.md for the split rules"
+    )
 
 
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
