@@ -174,6 +174,21 @@ def test_final_answer_on_given_solutions_loads_no_model(tmp_path, monkeypatch, c
     assert starts == ["scripted"]  # rows without a solution: sampled by the model
 
 
+def test_a_job_that_generates_nothing_says_so_no_model_no_rate_no_warning(tmp_path, monkeypatch, capsys):
+    """final-answer on given solutions: no 'loading model' line, no rate in `labeler status` (its engine record says
+    nothing was generated), and its undetermined first errors are what the strategy gives, not a warning."""
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: pytest.fail("a model loaded"))
+    data = write_jsonl(tmp_path / "in.jsonl", rows(3))
+    assert main(label(tmp_path, data, "--strategy", "final-answer")) == 0
+    captured = capsys.readouterr()
+    assert "loading model" not in captured.err and "model ready" not in captured.err
+    assert "warning" not in captured.err and "undetermined" not in captured.err
+    assert "final-answer labels only the last step" in captured.out
+    status, text = status_of(tmp_path / "out", capsys)
+    assert status["tokens_per_second"] is None and status["rollouts_per_second"] is None and status["warnings"] == []
+    assert "rate      : none: nothing is generated" in text
+
+
 # -- 21: --dry-run ------------------------------------------------------------------------------
 def test_dry_run_shows_the_plan_and_warns_of_one_step_solutions_before_any_model(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: pytest.fail("a model loaded"))

@@ -80,12 +80,14 @@ class LocalExecutor:
                 in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
 
     def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
-        progress.log(f"loading model {self.model_name or task.config.model}")
+        loads = getattr(self.generator_factory, "loads_model", True)  # NoGeneration.factory's loads none
+        progress.log(f"loading model {self.model_name or task.config.model}" if loads else "no model to load: the job generates nothing")
         start_checker(self.checker)
         generator = self.generator_factory()
         engine = engine_record(generator, self.checker)
         check_engine(engine)  # before any unit: a refused engine wastes no labeling
-        progress.log("model ready")
+        if loads:
+            progress.log("model ready")
         return generator, engine
 
     def _finish_and_commit(self, unit: WorkUnit, generated: object, task: UnitTask, engine: dict, failures: UnitFailures, commit):

@@ -76,7 +76,7 @@ def run_label(args: argparse.Namespace) -> int:
         except InputError as error:
             return usage_error(COMMAND, str(error))
         if not needs_generation(config.strategy, planned):
-            make_generator = partial(NoGeneration, model_name)
+            make_generator = NoGeneration.factory(model_name)
     try:
         checker = AnswerChecker(timeout_s=options.checker_timeout)
     except ValueError as error:
@@ -109,7 +109,7 @@ def run_label(args: argparse.Namespace) -> int:
     if options.json:
         print(json.dumps(asdict(summary), indent=1))
     else:
-        print(_format_summary(summary))
+        print(_format_summary(summary, config.strategy))
     return EXIT_OK
 
 
@@ -141,7 +141,12 @@ def _ray_executor(cluster: ClusterSettings, options: RunOptions, make_generator)
     return RayExecutor(cluster, make_generator, checker_factory, max_unit_retries=options.max_unit_retries)
 
 
-def _format_summary(summary) -> str:
+def _format_summary(summary, strategy: str | None = None) -> str:
+    first_errors = (
+        "final-answer labels only the last step: a first error before it is not looked for"
+        if strategy == FINAL_ANSWER
+        else "an unlabelled step before any labelled wrong one"
+    )
     mean = "n/a" if summary.mean_soft_label is None else f"{summary.mean_soft_label:.3f}"
     positive = "n/a" if summary.positive_step_fraction is None else f"{summary.positive_step_fraction:.1%}"
     unlabelled = summary.steps - summary.steps_labelled
@@ -152,8 +157,7 @@ def _format_summary(summary) -> str:
             f"mean soft label    : {mean}",
             f"steps hard-positive: {positive}",
             f"rollouts           : {summary.rollouts} ({summary.truncated_rollouts} cut by their token budget)",
-            f"first errors       : {summary.undetermined_first_errors} of {summary.solutions} solutions undetermined "
-            "(an unlabelled step before any labelled wrong one)",
+            f"first errors       : {summary.undetermined_first_errors} of {summary.solutions} solutions undetermined ({first_errors})",
             f"rejected rows      : {summary.rejected_rows}",
             f"generated tokens   : {summary.generated_tokens}",
             f"units              : {summary.units_total} ({summary.units_run_now} run now)",

@@ -4,6 +4,7 @@ a test double) lives in workers/ and is invisible here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol, Sequence
 
 
@@ -68,6 +69,9 @@ class Generator(Protocol):
         ...
 
 
+NOT_LOADED = "not loaded: the job generates nothing"  # the model_revision of NoGeneration's engine record
+
+
 class NoGeneration:
     """The generator of a job with nothing to generate: the final-answer strategy on rows that all carry
     their solution only checks each one's stated answer. No model loads; asked to generate, it raises.
@@ -77,14 +81,30 @@ class NoGeneration:
         self.model_name = model_name
         self.closed = False
 
+    @classmethod
+    def factory(cls, model_name: str):
+        """The generator factory an executor is given: it says it loads no model (`loads_model`), so none is announced."""
+        make = partial(cls, model_name)
+        make.loads_model = False
+        return make
+
     def describe(self) -> dict:
-        return {"model": self.model_name, "model_revision": "not loaded: the job generates nothing"}
+        return {"model": self.model_name, "model_revision": NOT_LOADED}
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
         raise RuntimeError(f"asked to generate {len(requests)} requests in a job that generates nothing (no model loaded)")
 
     def close(self) -> None:
         self.closed = True
+
+
+def generated_nothing(manifest: dict) -> bool | None:
+    """Whether the job of `manifest` loaded no model: True when every engine record it holds is NoGeneration's,
+    False when one loaded a model, None when it holds none (no engine started yet, or a job without engines)."""
+    records = [record for record in (manifest.get("engine_records") or {}).values() if isinstance(record, dict)]
+    if not records:
+        return None
+    return all(record.get("model_revision") == NOT_LOADED for record in records)
 
 
 def needs_generation(strategy: str, rows) -> bool:

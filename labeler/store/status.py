@@ -12,6 +12,7 @@ import time
 from calendar import timegm
 from typing import Callable
 
+from labeler.labeling.generation import generated_nothing
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import UNDETERMINED_KEY, job_kind, load_manifest
@@ -21,7 +22,9 @@ from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 FINISHED, RUNNING, INTERRUPTED = "finished", "running", "interrupted"  # the job's `state`
 CUT_SHARE_WARNING = 0.2  # a job with more of its rollouts cut by their token budget says so
 UNDETERMINED_SHARE_WARNING = 0.5  # a job with more of its solutions' first errors undetermined says so
-GENERATING_KINDS = ("label", "judge")  # the jobs that generate (an import or a consensus writes what it reads)
+FINAL_ANSWER = "final-answer"  # the strategy that labels only each solution's last step: its first errors are mostly undetermined
+# the jobs that generate (an import or a consensus writes what it reads), where no engine record says otherwise
+GENERATING_KINDS = ("label", "judge")
 
 
 def job_status(directory: str, resume_command: Callable[[str, dict, str], str | None] | None = None) -> dict:
@@ -42,7 +45,8 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
     last_commit = max((unit.get("committed_at", "") for unit in manifest["units"]), default="")
     driver = read_lock_holder(location)
     kind = job_kind(manifest) or "label"  # the command that wrote it: label, judge, consensus, import
-    generates = kind in GENERATING_KINDS
+    nothing = generated_nothing(manifest)  # its engine records say, where it has any; else its kind does
+    generates = kind in GENERATING_KINDS if nothing is None else not nothing
     if done == total:
         state = FINISHED
     else:  # a foreign lock (a newer labeler's) is not stale: its driver may be running
@@ -56,6 +60,7 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
     return {
         "directory": directory,
         "job": kind,
+        "generates": generates,  # False: it loads no model (an import, a consensus, final-answer on given solutions)
         "state": state,
         "units_committed": done,
         "units_total": total,
@@ -79,7 +84,7 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
                                    totals["solutions"], manifest.get("config") or {}),  # fmt: skip
         "generated_tokens": totals["generated_tokens"],
         "generation_seconds": seconds,
-        # None when nothing is measured: no time yet, or a job that generates nothing (an import)
+        # None when nothing is measured: no time yet, or a job that generates nothing
         "tokens_per_second": totals["generated_tokens"] / seconds if seconds and generates else None,
         "rollouts_per_second": totals["rollouts"] / seconds if seconds and generates else None,
         "eta_seconds": eta,  # running jobs only (0 for a finished one); None with eta_reason saying why
@@ -106,7 +111,8 @@ def format_status(status: dict) -> str:
     )
     state, kind = status["state"], status["job"]
     rates = f"{rate(status['tokens_per_second'], 'tokens/s')}, {rate(status['rollouts_per_second'], 'rollouts/s')}"
-    if kind not in GENERATING_KINDS:
+    generates = status.get("generates", kind in GENERATING_KINDS)
+    if not generates:
         rates = "none: nothing is generated"
     if state == FINISHED:
         what, eta = "finished", "done"
@@ -116,7 +122,7 @@ def format_status(status: dict) -> str:
         unlocked = status["driver"] is None  # a job run with --no-output-lock holds no lock while it runs
         what = "incomplete, interrupted: no driver holds its lock" + (" (unless it runs with --no-output-lock)" if unlocked else "")
         eta = "none: the job is interrupted"
-        if kind in GENERATING_KINDS:
+        if generates:
             rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
     lines = [
         f"job       : {status['directory']} ({what}{'' if kind == 'label' else ', labeler ' + kind})",
@@ -164,8 +170,8 @@ def _describe_failed(failed: int, by_machine: int, reopenings: int = 0, job: str
 
 def count_warnings(truncated: int, rollouts: int, undetermined: int | None, solutions: int, config: dict) -> list[str]:
     """What a job's counts need said, for its summary and `labeler status`: a large share of rollouts cut by
-    their token budget (CUT_SHARE_WARNING), and most solutions' first errors undetermined. `config`: the job's
-    settings, as its manifest holds them."""
+    their token budget (CUT_SHARE_WARNING), and most solutions' first errors undetermined (but under final-answer,
+    which labels only the last step by design). `config`: the job's settings, as its manifest holds them."""
     warnings = []
     if rollouts and truncated / rollouts > CUT_SHARE_WARNING:
         budget = config.get("max_new_tokens")
@@ -175,7 +181,8 @@ def count_warnings(truncated: int, rollouts: int, undetermined: int | None, solu
             f"{truncated} of {rollouts} rollouts ({truncated / rollouts:.0%}) were cut by their token budget"
             f"{f' (--max-new-tokens {budget})' if budget else ''} and {effect}: raise --max-new-tokens"
         )
-    if undetermined and solutions and undetermined / solutions > UNDETERMINED_SHARE_WARNING:
+    outcome_only = config.get("strategy") == FINAL_ANSWER  # it labels only the last step: not a problem to warn of
+    if undetermined and solutions and undetermined / solutions > UNDETERMINED_SHARE_WARNING and not outcome_only:
         warnings.append(
             f"{undetermined} of {solutions} solutions have an undetermined first error (an unlabelled step before any "
             "labelled wrong one: null first_error); see unlabelled_reason in the labels"
