@@ -174,6 +174,26 @@ def test_final_answer_on_given_solutions_loads_no_model(tmp_path, monkeypatch, c
     assert starts == ["scripted"]  # rows without a solution: sampled by the model
 
 
+def test_dry_run_reads_the_output_a_rerun_would_resume(tmp_path, scripted, monkeypatch, capsys):
+    """On an output that holds the job: what a rerun would skip (its committed units) and what is left; with other
+    settings, the refusal a real run would give. Still no model, nothing written."""
+    data = write_jsonl(tmp_path / "in.jsonl", rows(4))
+    assert main(label(tmp_path, data, "--quiet", "--shard-size", "2")) == 0
+    manifest = tmp_path / "out" / "manifest.json"
+    before = manifest.read_bytes()
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: pytest.fail("a model loaded"))
+    capsys.readouterr()
+    assert main(label(tmp_path, data, "--dry-run", "--shard-size", "2")) == 0
+    out = capsys.readouterr().out
+    assert "units              : 2, 2 committed in --output (a rerun skips them), 0 to run" in out
+    assert "rollouts           : at most 0 " in out
+    assert main(label(tmp_path, data, "--dry-run", "--shard-size", "2", "--json")) == 0
+    assert json.loads(capsys.readouterr().out)["units_committed"] == 2
+    error = one_error(capsys, label(tmp_path, data, "--dry-run", "--shard-size", "2", "--rollouts", "8"))
+    assert "different config (changed: rollouts: 2 -> 8)" in error and "--overwrite" in error
+    assert manifest.read_bytes() == before
+
+
 def test_a_job_that_generates_nothing_says_so_no_model_no_rate_no_warning(tmp_path, monkeypatch, capsys):
     """final-answer on given solutions: no 'loading model' line, no rate in `labeler status` (its engine record says
     nothing was generated), and its undetermined first errors are what the strategy gives, not a warning."""
@@ -201,7 +221,7 @@ def test_dry_run_shows_the_plan_and_warns_of_one_step_solutions_before_any_model
     assert "solutions          : 4 given, 4 to sample" in captured.out
     assert "    1 :      3 ####" in captured.out and "    2 :      1 ####" in captured.out
     # the two-step solution's first prefix; the 4 last steps checked (counted as the job counts them)
-    assert "rollouts           : at most 12 (of the given solutions; exhaustive's count: 8 sampled, 4 final answers checked)" in captured.out
+    assert "rollouts           : at most 12 (of the given solutions of the units to run; exhaustive's count: 8 sampled, 4 final answers checked)" in captured.out
     assert "tokens             : at most 2048 for rollouts, 2048 to sample solutions" in captured.out
     assert "3 of 4 solutions are one step under --split auto" in captured.err
     assert not (tmp_path / "out").exists()

@@ -114,16 +114,21 @@ def run_label(args: argparse.Namespace) -> int:
 
 
 def _dry_run(config: LabelConfig, options) -> int:
-    """--dry-run: what the job would do, from its plan; no model, no output."""
+    """--dry-run: what the job would do, from its plan and what --output holds (the units a rerun skips, or the
+    refusal a real run would give); no model, nothing written."""
     from labeler.inputs.readers import InputError
-    from labeler.labeling.estimate import estimate, format_estimate
+    from labeler.labeling.estimate import committed_in_output, estimate, format_estimate
     from labeler.labeling.job import plan_job
+    from labeler.store.errors import StorageError
+    from labeler.store.manifest import ConfigMismatchError
 
     try:
-        result = estimate(plan_job(config), config)
-    except InputError as error:
+        plan = plan_job(config)
+        committed, notices = (set(), []) if options.overwrite else committed_in_output(plan, config, options.retry_rejected)
+        result = estimate(plan, config, committed)
+    except (InputError, ConfigMismatchError, StorageError) as error:
         return usage_error(COMMAND, str(error))
-    for warning in result.warnings:
+    for warning in notices + result.warnings:
         print(f"labeler {COMMAND}: warning: {warning}", file=sys.stderr)
     print(json.dumps(asdict(result), indent=1) if options.json else format_estimate(result))
     return EXIT_OK
