@@ -172,7 +172,7 @@ def test_bad_usage_and_bad_input_exit_2(tmp_path, capsys):
     source = processbench_sample(tmp_path, erroneous=2, correct=1)
     assert main(["import", "--preset", "math-shepherd", "--input", str(source), "--output", str(tmp_path / "o"), "--quiet"]) == 2
     assert "every row rejected (3 of 3, read as math-shepherd)" in capsys.readouterr().err
-    assert not (tmp_path / "o").exists()
+    assert len(rejected_of(tmp_path / "o")) == 3 and not (tmp_path / "o" / "manifest.json").exists()  # its rows, no job
     assert main(["import", "--preset", "prm800k", "--input", str(PRM800K), "--output", str(tmp_path / "o"), "--shard-size", "0"]) == 2
     assert "--shard-size must be >= 1" in capsys.readouterr().err
 

@@ -2,15 +2,17 @@
 input with no rows, or with too many of its rows rejected, is one line on stderr and exit 2."""
 
 import math
+import os
 import subprocess
 import sys
 import time
 
+import pyarrow.parquet as pq
 import pytest
 
 from labeler.checking.checker import AnswerChecker
 from labeler.cli import main
-from labeler.inputs.readers import InputError, rows_from_records
+from labeler.inputs.readers import InputError, read_rows, rows_from_records
 from labeler.inputs.rejection_share import JUDGED_ROWS
 from labeler.labeling.bounds import Bounds
 from labeler.labeling.config import ClusterSettings, LabelConfig
@@ -243,6 +245,10 @@ def test_an_input_with_no_rows_is_refused(content, tmp_path, checker):
     assert not (tmp_path / "out").exists()
 
 
+def rows_of(path):
+    return read_rows(str(path), None, False)
+
+
 def test_a_binary_file_is_one_error_naming_the_file(tmp_path, checker):
     path = tmp_path / "picture.jsonl"
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
@@ -250,7 +256,8 @@ def test_a_binary_file_is_one_error_naming_the_file(tmp_path, checker):
         run(config(path, tmp_path / "out"), checker)
     message = str(error.value)
     assert message.startswith(f"{path}: every row rejected (") and "none readable" in message and "row: " in message
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out" / "manifest.json").exists()  # no job started; its rows in rejected/, every reason
+    assert pq.read_table(tmp_path / "out" / "rejected").num_rows == len(list(rows_of(path)))
 
 
 def test_a_preset_that_reads_none_of_the_rows_is_refused_with_the_commonest_reason(tmp_path, checker):
@@ -259,18 +266,34 @@ def test_a_preset_that_reads_none_of_the_rows_is_refused_with_the_commonest_reas
         run(config(path, tmp_path / "out", preset="gsm8k"), checker)
     assert str(error.value) == (
         f"{path}: every row rejected (10 of 10, read as gsm8k); commonest reason, 10 rows (e.g. row 0): problem: missing column 'question'"
+        f"; every rejected row, with its reason, is in {tmp_path / 'out' / 'rejected' / 'input.parquet'}"
     )
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out" / "manifest.json").exists()
 
 
 def test_more_than_the_share_rejected_is_refused(tmp_path, checker):
     rows = good_rows()[:4] + [bad_row(k) for k in range(6)]  # 6 of 10 rejected, over 0.5
     path = write_jsonl(tmp_path / "in.jsonl", rows)
-    with pytest.raises(InputError, match=r"6 of the first 10 rows rejected \(read as processbench\), more than --max-rejected-share 0.5; "):
+    with pytest.raises(InputError, match=r"6 of the first 10 rows rejected \(read as processbench\), more than --max-rejected-share 0.5; ") as error:
         run(config(path, tmp_path / "out"), checker)
-    assert not (tmp_path / "out").exists()
+    # every rejected row, with its reason, where a job writes them; no job is started (no manifest)
+    assert str(error.value).endswith(f"every rejected row, with its reason, is in {tmp_path / 'out' / 'rejected' / 'input.parquet'}")
+    rejected = pq.read_table(tmp_path / "out" / "rejected" / "input.parquet").to_pylist()
+    assert [row["row_index"] for row in rejected] == list(range(4, 10)) and all(row["reason"] and row["stage"] == "input" for row in rejected)
+    assert sorted(os.listdir(tmp_path / "out")) == ["rejected"]
     summary = run(config(path, tmp_path / "out", max_rejected_share=0.6), checker)  # a higher share, asked for: the job goes on
     assert summary.solutions == 4 and summary.rejected_rows == 6
+    assert pq.read_table(tmp_path / "out" / "rejected").num_rows == 6  # the job's own, written over the refused run's
+
+
+def test_a_refused_input_leaves_an_output_that_holds_a_job_as_it_was(tmp_path, checker):
+    out = tmp_path / "out"
+    run(config(write_jsonl(tmp_path / "good.jsonl", good_rows()), out), checker)
+    before = {name: (out / name).read_bytes() for name in ("manifest.json", "rejected/input.parquet")}
+    bad = write_jsonl(tmp_path / "bad.jsonl", good_rows()[:4] + [bad_row(k) for k in range(6)])
+    with pytest.raises(InputError, match=r"holds a job: its rejected/ is left as it was; rerun with another --output to have them written"):
+        run(config(bad, out), checker)
+    assert {name: (out / name).read_bytes() for name in before} == before
 
 
 def test_a_share_not_exceeded_lets_the_job_run(tmp_path, checker):

@@ -46,7 +46,8 @@ def run_label(args: argparse.Namespace) -> int:
     from labeler.checking.checker import AnswerChecker
     from labeler.inputs.readers import InputError
     from labeler.labeling.generation import NoGeneration, needs_generation
-    from labeler.labeling.job import plan_job, run_job
+    from labeler.inputs.rejection_share import TooManyRejectedError
+    from labeler.labeling.job import keep_refused_rows, plan_job, run_job
     from labeler.store.manifest import ConfigMismatchError
     from workers.local_executor import LocalExecutor
     from workers.model_source import EMBEDDED_MODEL, describe_model
@@ -73,6 +74,8 @@ def run_label(args: argparse.Namespace) -> int:
     if config.strategy == FINAL_ANSWER:  # it samples only the solutions of rows that carry none: maybe no model at all
         try:
             planned = [row for unit in plan_job(config).units for row in unit.rows]
+        except TooManyRejectedError as error:  # as run_job refuses it: its rejected rows written first
+            return usage_error(COMMAND, str(keep_refused_rows(error, config.output, options.output_lock)))
         except InputError as error:
             return usage_error(COMMAND, str(error))
         if not needs_generation(config.strategy, planned):

@@ -25,8 +25,8 @@ from labeler.inputs.answers import read_answer_book
 from labeler.inputs.human_labels import StepLabel, step_labels
 from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
-from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share, describe_rejected
-from labeler.labeling.job import package_versions
+from labeler.inputs.rejection_share import JUDGED_ROWS, TooManyRejectedError, check_rejected_share, describe_rejected
+from labeler.labeling.job import keep_refused_rows, package_versions
 from labeler.labeling.planning import PlannedRow, WorkUnit, assign_row_keys, plan_hash, plan_units
 from labeler.labeling.tables import rejected_table
 from labeler.records import RejectedRow, RowError, SourceRow
@@ -144,7 +144,10 @@ def run_import(
 ) -> ImportSummary:
     """Write the labels of every unit not yet committed; the output's lock is held meanwhile."""
     started = time.monotonic()
-    plan = plan_import(config)  # reads only the input: a bad input touches no output
+    try:
+        plan = plan_import(config)  # reads only the input
+    except TooManyRejectedError as error:
+        raise keep_refused_rows(error, config.output, lock_output) from None
     store = ShardStore(config.output)
     with hold_output(store, enabled=lock_output) as warnings:
         warnings = list(warnings) + _open_store(store, config, plan, overwrite, rebuild)

@@ -2,7 +2,8 @@
 preset reads, a binary file read as JSON Lines) is refused as a whole, with its commonest reason,
 before a model loads, instead of a job that labels nothing and exits 0.
 
-A few bad rows are normal: they go to rejected/ and the job goes on. The share is judged over the
+A few bad rows are normal: they go to rejected/ and the job goes on. The rows of a refused input go there too,
+into an output that holds no job yet (labeler/labeling/job.py keep_refused_rows). The share is judged over the
 first JUDGED_ROWS rows read (all rows when fewer), so a huge input is refused without reading it all.
 """
 
@@ -19,8 +20,17 @@ SHOWN_REASONS = 3  # the commonest reasons an input refused for its rejected row
 SHOWN_ROWS = 5  # the rejected rows whose reasons a job shows as it starts (all of them are in rejected/)
 
 
+class TooManyRejectedError(InputError):
+    """An input refused for its rejected rows; `rejected`: every row rejected so far, with its reason (the job
+    writes them where the user can read them all: labeler/labeling/job.py keep_refused_rows)."""
+
+    def __init__(self, message: str, rejected: Sequence[RejectedRow]):
+        super().__init__(message)
+        self.rejected = list(rejected)
+
+
 def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[RejectedRow], max_share: float, preset: str | None) -> None:
-    """InputError when more than `max_share` of the `rows_read` rows (at most JUDGED_ROWS: the job
+    """TooManyRejectedError when more than `max_share` of the `rows_read` rows (at most JUDGED_ROWS: the job
     calls this once that many are read, or at the end) are rejected; `max_share` 1 never refuses."""
     if not rows_read or len(rejected) / rows_read <= max_share:
         return
@@ -40,7 +50,7 @@ def check_rejected_share(input_name: str, rows_read: int, rejected: Sequence[Rej
         how_many = f"every row rejected ({rows_read} of {rows_read}, {read_as})"
     else:
         how_many = f"{len(rejected)} of the first {rows_read} rows rejected ({read_as}), more than --max-rejected-share {max_share}"
-    raise InputError(f"{input_name}: {how_many}; commonest reason, {described(field, reason, count)}{also}")
+    raise TooManyRejectedError(f"{input_name}: {how_many}; commonest reason, {described(field, reason, count)}{also}", rejected)
 
 
 def describe_rejected(rejected: Sequence[RejectedRow], where: str) -> list[str]:

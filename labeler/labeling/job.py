@@ -23,7 +23,7 @@ from labeler import __version__
 from labeler.labeling.config import JobSettings, LabelConfig
 from labeler.inputs.answers import read_answer_book
 from labeler.inputs.readers import InputError, RawRow, input_fingerprint, read_rows
-from labeler.inputs.rejection_share import JUDGED_ROWS, check_rejected_share, describe_rejected
+from labeler.inputs.rejection_share import JUDGED_ROWS, TooManyRejectedError, check_rejected_share, describe_rejected
 from labeler.store.manifest import (
     JOB_KIND_KEY,
     MANIFEST_NAME,
@@ -43,7 +43,8 @@ from labeler.inputs.presets import PresetOptions, resolve_preset, to_source_row
 from labeler.store.lock import hold_output
 from labeler.store.progress import ProgressReporter
 from labeler.records import RejectedRow, RowError, SourceRow
-from labeler.store.shard_store import LABELS_DIR, REJECTED_DIR, REOPENED_KEY, ROLLOUTS_DIR, ShardStore
+from labeler.store.errors import StorageError
+from labeler.store.shard_store import INPUT_REJECTED_NAME, LABELS_DIR, REJECTED_DIR, REOPENED_KEY, ROLLOUTS_DIR, ShardStore
 from labeler.store.status import count_warnings
 from schemas.tables import first_error
 from labeler.labeling.tables import rejected_table
@@ -256,7 +257,10 @@ def run_job(
     `lock_output=False` it runs unlocked (storage without an atomic create).
     """
     started = time.monotonic()
-    plan = plan_job(config)  # reads only the input: a bad input touches no output
+    try:
+        plan = plan_job(config)  # reads only the input
+    except TooManyRejectedError as error:
+        raise keep_refused_rows(error, config.output, lock_output) from None
     one_step = one_step_warning((row for unit in plan.units for row in unit.rows), config)
     return run_units(
         LabelingTask(config, config.config_hash()),
@@ -273,6 +277,25 @@ def run_job(
         retry_rejected=retry_rejected,
         lock_output=lock_output,
     )
+
+
+def keep_refused_rows(error: TooManyRejectedError, output: str, lock_output: bool = True) -> InputError:
+    """The error to raise for an input refused for its rejected rows, once those rows are where the user can read
+    every reason: written, as a job writes them, into `output`'s rejected/input.parquet when it holds no job yet
+    (no manifest: no job is started, and the next run writes its own there); an output that holds a job is left as
+    it was (those rows are the job's input's). Taken under the output's lock, as every write."""
+    store = ShardStore(output)
+    where = store.location.display(f"{REJECTED_DIR}/{INPUT_REJECTED_NAME}")
+    try:
+        with hold_output(store, enabled=lock_output):
+            if store.exists():
+                return InputError(f"{error}; {store.location.display()} holds a job: its rejected/ is left as it was; "
+                                  "rerun with another --output to have them written")  # fmt: skip
+            store.location.make_dirs(REJECTED_DIR)
+            store.write_input_rejected(rejected_table(error.rejected, stage="input"))
+    except StorageError as cause:  # another driver holds it, or it cannot be written: the refusal still stands
+        return InputError(f"{error}; its rejected rows could not be written to {where}: {cause}")
+    return InputError(f"{error}; every rejected row, with its reason, is in {where}")
 
 
 def run_units(
