@@ -403,8 +403,19 @@ def test_the_dry_run_and_the_progress_plan_the_rollouts_exhaustive_samples(tmp_p
     rows.append({"id": "open", "problem": "What is 2 plus 2?", "answer": "4", "steps": ["4 is the sum.", "Check it."]})  # no answer stated
     cfg = config(write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out", final_step=final_step)
     plan = plan_job(cfg)
-    summary = run(cfg, checker)
-    assert summary.rollouts == planned_rollouts(plan.units, cfg) == estimate(plan, cfg).max_rollouts
+
+    class Counting(ScriptedGenerator):
+        sampled = 0
+
+        def generate(self, requests, sampling):
+            self.sampled += sum(request.n for request in requests)
+            return super().generate(requests, sampling)
+
+    generator = Counting(PROBLEMS)
+    summary = run(cfg, checker, generator)
+    planned = estimate(plan, cfg)
+    assert generator.sampled == planned_rollouts(plan.units, cfg) == planned.max_rollouts - planned.final_checks  # generated
+    assert summary.rollouts == planned.max_rollouts  # as the job counts them: each final check counts as one
 
 
 def test_a_job_whose_solutions_are_mostly_one_step_says_so_once_as_it_starts(tmp_path, checker, capsys):

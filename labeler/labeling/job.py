@@ -456,15 +456,15 @@ def _run_pending(store: ShardStore, plan: JobPlan, pending: list[WorkUnit], task
 
 
 def planned_rollouts(units: Sequence[WorkUnit], config) -> int | None:
-    """About how many rollouts `units` take, where that is known before they run: the exhaustive strategy on given
-    solutions (ExhaustivePlan.counted). None for other strategies and tasks, and for rows whose solutions are
-    sampled (their steps are not known yet)."""
+    """About how many rollouts `units` generate, where that is known before they run: the exhaustive strategy on given
+    solutions (ExhaustivePlan.sampled; the progress compares it with the rollouts generated). None for other strategies
+    and tasks, and for rows whose solutions are sampled (their steps are not known yet)."""
     if getattr(config, "strategy", None) != "exhaustive":
         return None
     rows = [row for unit in units for row in unit.rows]
     if any(row.needs_solutions for row in rows):
         return None
-    return exhaustive_plan(rows, config).counted
+    return exhaustive_plan(rows, config).sampled
 
 
 @dataclass(frozen=True)
