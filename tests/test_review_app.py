@@ -475,6 +475,19 @@ def test_every_interface_needs_allowed_host_names_and_another_name_is_refused(tm
         assert saved.status_code == 303 and len(read_corrections(out).records) == 1
 
 
+def test_an_allowed_host_with_a_port_or_scheme_is_refused_at_start_and_capitals_are_served(shards, tmp_path, capsys):
+    from labeler.review.config import ViewConfig
+
+    for given in ("review.lab.example:8765", "[fe80::1]:8765", "http://review.lab.example", "https:review"):
+        with pytest.raises(ValueError, match=f"--allowed-host {re.escape(repr(given))}") as refused:
+            ViewConfig(host="0.0.0.0", allowed_host=(given,))  # `labeler view` says it in one line, exit 2 (the test above)
+        assert len(str(refused.value).splitlines()) == 1
+    with ViewServer(shards, "--host", "0.0.0.0", "--allowed-host", "Review.Lab.Example", "--allowed-host", "FE80::1", log=tmp_path / "view.log") as server:
+        port = server.url.rsplit(":", 1)[1]
+        for host in (f"review.lab.example:{port}", f"REVIEW.lab.example:{port}", f"[fe80::1]:{port}"):
+            assert server.http.get("/", headers={"Host": host}).status_code == 200, host
+
+
 def test_a_first_error_written_as_undetermined_is_unknown_in_the_table_and_on_its_page(tmp_path):
     undetermined = labels_row("p5", "s5", "An unlabelled step first.", STEPS, [1.0, None, 0.0, 0.0], [True, None, False, False])
     undetermined["first_error"] = None  # schema 1.6: null where an unlabelled step comes before the first wrong one

@@ -52,9 +52,9 @@ class ReviewSettings:
         """The Host headers served: a page of another site that resolves its own name to this address (DNS
         rebinding, which sends a matching Origin too) is refused. Bound to every interface, the address is
         no name: only the local names and those given (ViewConfig refuses that bind without any)."""
-        names = {*LOCAL_NAMES, *(f"[{h}]" if ":" in h and not h.startswith("[") else h for h in self.allowed_hosts_given)}
-        if self.host not in EVERY_INTERFACE:
-            names.add(f"[{self.host}]" if ":" in self.host else self.host)
+        given = [*self.allowed_hosts_given] + ([self.host] if self.host not in EVERY_INTERFACE else [])
+        # matched as TrustedHostMiddleware reads the Host header: without its port, in lower case, IPv6 in brackets
+        names = {*LOCAL_NAMES, *(f"[{h}]" if ":" in h and not h.startswith("[") else h for h in map(str.lower, given))}
         return sorted(names)
 
 

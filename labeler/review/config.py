@@ -58,6 +58,31 @@ class ViewConfig:
                 f"--host {self.host or repr('')} serves every interface: pass --allowed-host NAME (repeatable) with each host name "
                 "or address other machines open the app under (e.g. --allowed-host review.lab.example); any other name is refused"
             )
-        bad = [name for name in self.allowed_host if not name.strip() or any(c in name for c in "/ *")]
-        if bad:
-            raise ValueError(f"--allowed-host {bad[0]!r}: not a host name (a name or address, without port, path or wildcard)")
+        for name in self.allowed_host:
+            if (problem := host_name_problem(name)) is not None:
+                raise ValueError(f"--allowed-host {name!r}: {problem}; give the name or address alone, as in review.lab.example")
+        # the Host header is matched without its port and in lower case: so are the names
+        object.__setattr__(self, "allowed_host", tuple(name.strip().lower() for name in self.allowed_host))
+
+
+def host_name_problem(name: str) -> str | None:
+    """Why `name` is not a host name or address (None: it is one): a scheme, a port, a path, a wildcard, a blank."""
+    name = name.strip()
+    if not name or any(c in name for c in "/ *?#@"):
+        return "not a host name (a name or address, without scheme, port, path or wildcard)"
+    if name.startswith("["):  # a bracketed IPv6 address, and nothing after it
+        return None if name.endswith("]") and _is_ipv6(name[1:-1]) else "not a host name: a port after the address?"
+    if name.count(":") == 1:  # name:port, or scheme:name
+        return "a port or scheme is not part of the name (the Host header is matched without its port)"
+    if ":" in name and not _is_ipv6(name):
+        return "not a host name or IPv6 address"
+    return None
+
+
+def _is_ipv6(text: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(text).version == 6
+    except ValueError:
+        return False
