@@ -22,7 +22,7 @@ CPU = place("cpu", "fp32")
 SOLUTIONS = [
     SolutionToScore("p1", "a", "What is 2 + 3?", ("2 + 3 = 5.", "Step 2: So the answer is 5.", "The answer is $\\boxed{5}$.")),
     SolutionToScore("p2", "b", "Tom has 4 apples and gets 3 more. How many?", ("4 + 3 = 8.",)),
-    SolutionToScore("p1", "c", "What is 2 + 3?", ("2 + 3 = 6.", "So we have x = 6 / 2 ки, the answer is 6.")),
+    SolutionToScore("p1", "c", "What is 2 + 3?", ("2 + 3 = 6.", "So we have x = 6 / 2 ки the answer is 6.")),
 ]
 
 

@@ -100,8 +100,24 @@ def test_the_ki_rule_cuts_at_tags_only_never_inside_a_word():
     assert split_steps(text, "ki") == split_steps(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Ру\u0301ки поднимите.\n\nОтвет: 2.", ["Ру\u0301ки поднимите.", "Ответ: 2."]),  # a stress mark before it
+        ("Один ки\u0301ллограмм.\nОтвет: 1.", ["Один ки\u0301ллограмм.", "Ответ: 1."]),  # a stress mark after it
+        ("Ответ 3ки 5", ["Ответ 3ки 5"]),  # a digit before it
+        ("Ответ ки5\nдва", ["Ответ ки5", "два"]),  # a digit after it
+        ("Шаг 1: $x = 2$ ки\nШаг 2: (x) ки", ["Шаг 1: $x = 2$", "Шаг 2: (x)"]),
+        ("Шаг 1: $x = 2$ки\nШаг 2: x = 2.ки", ["Шаг 1: $x = 2$", "Шаг 2: x = 2."]),  # after punctuation that ends a step
+    ],
+)
+def test_ki_touching_a_mark_a_digit_or_a_letter_is_text_and_after_a_step_end_a_tag(text, expected):
+    assert split_steps(text) == expected
+
+
 _CYRILLIC = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИКЛМНОПРСТУФХЦЧШЩЭЮЯ"
-_WORD_WITH_KI = st.tuples(st.text(_CYRILLIC, max_size=4), st.text(_CYRILLIC, max_size=4)).filter(lambda a: a[0] or a[1])
+_TOUCHING = _CYRILLIC + "0123456789\u0301\u0300\u0308\u0306"  # letters, digits and combining marks (stress, diaeresis, breve)
+_WORD_WITH_KI = st.tuples(st.text(_TOUCHING, max_size=4), st.text(_TOUCHING, max_size=4)).filter(lambda a: a[0] or a[1])
 _WORDS = st.lists(_WORD_WITH_KI.map(lambda a: a[0] + "ки" + a[1]), min_size=1, max_size=5)
 _LINES = st.lists(_WORDS.map(" ".join), min_size=1, max_size=5)
 

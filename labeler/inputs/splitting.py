@@ -14,8 +14,10 @@ the same whatever model labels or scores it, and needs no tokenizer to read an i
 is never cut, so neither is display math; one longer than a chunk's share stays a chunk of its own
 (then there are fewer than K).
 
-Math-Shepherd's `ки` is a step tag only where it stands alone, touching no letter: "ки" is also
-two letters of Russian words ("Ники", "яблоки"), which are text, never cut.
+Math-Shepherd's `ки` is a step tag only where it stands alone at a step's end (Math-Shepherd writes
+" ки" after each step): after whitespace, the start of the text or punctuation that ends a step
+(`.`, `)`, `$`, ...), and before whitespace or the end of the text. "ки" is also two letters of
+Russian words ("Ники", "яблоки", "ру́ки" with a stress mark, "3ки"), which are text, never cut.
 
 Every rule is linear in the text (a reward server splits whatever a policy writes): blocks are
 found in one pass, each opener paired with the first closer after it, and an opener with no closer
@@ -33,7 +35,9 @@ SPLIT_RULES = ("auto", "blank-line", "newline", "step-prefix", "ki", "thinking")
 DEFAULT_MAX_STEPS = 64  # the thinking rule's chunks per trace (--max-steps)
 
 KI_TAG = "ки"  # Math-Shepherd's step tag (Cyrillic), placed after every step
-KI_TAGS = re.compile(r"(?<![^\W\d_])ки(?![^\W\d_])")  # the tag where no letter touches it: not inside a word
+# The tag where it stands alone at a step's end: after whitespace, the start of the text or punctuation that ends
+# a step, and before whitespace or the end; so never touching a letter, a digit or a combining mark (a stress mark)
+KI_TAGS = re.compile(r"(?<![^\s.,;:!?)\]}$])ки(?!\S)")
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 _NEWLINE = re.compile(r"\n")

@@ -16,7 +16,8 @@ from labeler.prm.devices import Placement
 # How each adapter reads its PRM, versioned: part of the score cache's key (labeler/decoding/prm_scores.py),
 # so that scores an older reading kept are scored again. Bump an adapter's when its scores change.
 SCORING_VERSIONS = {
-    "math-shepherd": 3,  # 2: the "+"/"-" and tag token ids as the model card takes them; 3: "ки" kept inside words
+    "math-shepherd": 4,  # 2: the "+"/"-" and tag token ids as the model card takes them; 3: "ки" kept inside words;
+    # 4: a "ки" dropped from a step only where it stands alone at a step's end (KI_TAGS), not before a comma or a mark
     "rlhflow": 1,
     "qwen-prm": 1,
 }
