@@ -90,3 +90,43 @@ def test_labeler_score_writes_a_nan_trajectory_as_null_with_its_reason_and_selec
     args = ["select", "--scores", str(out), "--input", str(data), "--top", "1", "--by", "mean", "--output", str(tmp_path / "o.jsonl"), "--quiet"]
     assert main(args) == 0
     assert math.isclose(strict_json((tmp_path / "o.jsonl").read_text().splitlines()[0])["score"], 0.85)
+
+
+def test_bon_keeps_a_nan_step_score_as_null_with_its_reason(tmp_path):
+    import pyarrow.parquet as pq
+
+    from labeler.decoding.prm_scores import candidate_step_scores, scores_file, scoring_settings
+    from labeler.store.location import OutputLocation
+    from tests.test_prm_score_cache import CANDIDATES
+
+    location, spec = OutputLocation(tmp_path / "out"), "qwen-prm:unused"
+    _, scores, reasons = candidate_step_scores(
+        location, spec, CANDIDATES, lambda: FixedScorer([0.9, NAN]), scoring=scoring_settings("fp32")
+    )
+    assert scores == [[0.9, None]] * 2 and reasons == ["the PRM gave step 1 nan, not a finite score"] * 2
+    kept = pq.read_table(tmp_path / "out" / scores_file(spec)).column("step_scores").to_pylist()
+    assert kept == [[0.9, None]] * 2
+
+
+def test_view_reads_a_nan_in_kept_bon_scores_as_missing_never_as_a_minimum(tmp_path):
+    """A bon output kept by an older version may hold NaN: min([0.9, nan]) would be 0.9."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labeler.decoding.prm_scores import METADATA_KEY, SCORES_DIR, SCORES_SCHEMA
+    from labeler.review.index import SolutionIndex
+    from labeler.review.sources import _bon_scores, open_sources
+    from labeler.store.location import OutputLocation
+    from tests.synthetic_labels import labels_row, write_labels
+
+    steps = ["1 + 1 = 2.", "The answer is 2."]
+    out = write_labels(tmp_path / "out", [labels_row("p0", "s0", "What is 1 + 1?", steps, [1.0, 1.0], [True, True])])
+    (out / SCORES_DIR).mkdir(parents=True)
+    table = pa.Table.from_pylist([{"solution_id": "s0", "step_scores": [0.9, NAN]}], schema=SCORES_SCHEMA)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps({"spec": "old"}).encode()}), out / SCORES_DIR / "old.parquet")
+    [kept] = _bon_scores(OutputLocation(str(out)))
+    assert kept.scores["s0"] == [0.9, None]
+    sources = open_sources([str(out)])
+    sources.scores = [kept.__class__("old", {"s0": [0.9, NAN]})]  # however a score list came in
+    row = SolutionIndex(sources).table().to_pylist()[0]
+    assert row["prm_min"] is None and row["prm_partial"] is True

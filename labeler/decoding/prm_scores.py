@@ -1,7 +1,7 @@
 """Each PRM's step scores of the candidates, kept in OUT/bon/scores/ so that nothing is scored twice.
 
-One Parquet file per PRM spec (solution_id, step_scores, unscored_reason: why a step has no score, when one
-has none: labeler/prm/solution_scores.py `unscored_reason`), its metadata naming the spec, the PRM's
+One Parquet file per PRM spec (solution_id, step_scores: null for a step not scored, a NaN or inf included,
+unscored_reason: why a step has no score, when one has none: labeler/prm/solution_scores.py `checked_scores`), its metadata naming the spec, the PRM's
 fingerprint, the scoring settings, the version of the adapter that reads it (labeler/prm/adapters:
 SCORING_VERSIONS) and the candidates' fingerprint. A rerun reuses the file only
 when all still match: the same candidates (ids and text), the same settings (precision, max
@@ -28,7 +28,7 @@ from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
 from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
-from labeler.prm.solution_scores import checked_scores
+from labeler.prm.solution_scores import checked_scores, is_score
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
@@ -123,7 +123,8 @@ def candidate_step_scores(
         saved = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
         if {key: saved.get(key) for key in expected} == expected:
             ids = table.column("solution_id").to_pylist()
-            by_id = dict(zip(ids, table.column("step_scores").to_pylist()))
+            # a NaN kept by an older version is no score, as checked_scores writes it now
+            by_id = {i: [x if is_score(x) else None for x in steps] for i, steps in zip(ids, table.column("step_scores").to_pylist())}
             why = dict(zip(ids, table.column("unscored_reason").to_pylist()))
             log.info(
                 "PRM %s: its scores of the %d candidates are in %s (scored with %s)",

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labeler.evaluation.metrics import first_predicted_error
+from labeler.prm.solution_scores import is_score
 from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve, reviewed_labels
 from labeler.review.joins import same_steps
 from labeler.review.queue import is_record_of
@@ -236,7 +237,7 @@ class SolutionIndex:
                 steps = scores.get(solution_id)
                 if steps is None:
                     continue
-                if not steps or len(steps) != n_steps[i] or any(s is None for s in steps):
+                if not steps or len(steps) != n_steps[i] or not all(is_score(s) for s in steps):
                     prm_partial[i] = True
                 else:
                     prm_min[i] = min(steps)

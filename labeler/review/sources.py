@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeler.decoding.prm_scores import METADATA_KEY, SCORES_DIR
-from labeler.prm.solution_scores import score_line_problem
+from labeler.prm.solution_scores import is_score, score_line_problem
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import MANIFEST_NAME, job_kind, load_manifest
 from labeler.store.shard_store import JUDGMENTS_DIR, LABELS_DIR, ROLLOUTS_DIR
@@ -116,7 +116,11 @@ class JudgmentsOutput:
 @dataclass
 class ScoresSource:
     name: str  # the PRM: a bon file's spec, or the score file's name
-    scores: dict[str, list[float | None]]  # solution_id -> step scores (None: past the PRM's max length)
+    scores: dict[str, list[float | None]]  # solution_id -> step scores (None: not scored)
+
+    def __post_init__(self) -> None:
+        # a score that is not a finite number is no score (a bon file kept by an older version may hold NaN)
+        self.scores = {key: [s if is_score(s) else None for s in steps] for key, steps in self.scores.items()}
 
 
 @dataclass
