@@ -17,7 +17,8 @@ of N solutions of its problem by --select-by (none, for a problem none of whose 
 counted in the summary's problems_without_selection), and unscored_reason: why a step has no score, when one
 has none (past the PRM's length limit; the problem or a step holds the PRM's own step marker, e.g. '<extra_0>'
 or 'ки', and it cannot be read at all: --max-length does not help; a step or trajectory score from the PRM that is
-not a finite number, NaN or inf, written as null). Lines go to --output,
+not a finite number, NaN or inf, written as null), and solution_fingerprint (of the problem and steps scored:
+what `labeler view` and `select --scores` check a join by solution_id with). Lines go to --output,
 or to stdout when it is not given; a summary goes to stderr (to stdout with --output): it counts the steps past
 the PRM's max length and the solutions not fully scored apart, by reason.
 """

@@ -289,8 +289,10 @@ def _scored_from_file(path: str, solutions, combined):
     """The score lines of `path` for `solutions`, matched by solution_id, their aggregates recomputed
     from the step and trajectory scores (so --trajectory-weight applies); ValueError when one is missing,
     is not a score line (a score that is not a finite number or null), or scores another number of steps
-    than its solution has (scores of other solutions under the same ids: a job's sampled solutions)."""
+    than its solution has or, by its solution_fingerprint, another problem or steps (scores of other solutions
+    under the same ids: a job's sampled solutions); a line without a fingerprint is unchecked (a warning)."""
     from labeler.prm.scoring import scored_solution
+    from labeler.review.joins import same_solution
 
     def no_constant(name):
         raise ValueError(f"{name} is not a score")
@@ -314,6 +316,7 @@ def _scored_from_file(path: str, solutions, combined):
             f"{path} has no score for {len(missing)} of the input's {len(solutions)} solutions (first: row {missing[0].row_index}, "
             f"solution_id {missing[0].solution_id}): score this same input, with the same format flags"
         )
+    unchecked = 0
     for s in solutions:
         given = len(lines[s.solution_id]["step_scores"])
         if given != len(s.steps):
@@ -321,6 +324,18 @@ def _scored_from_file(path: str, solutions, combined):
                 f"{path}: line {numbers[s.solution_id]}: {given} step scores for solution {s.solution_id}, which has {len(s.steps)} "
                 "steps: these are scores of other solutions (score this same input)"
             )
+        same = same_solution(lines[s.solution_id].get("solution_fingerprint"), s.problem, s.steps)
+        if same is False:
+            raise ValueError(
+                f"{path}: line {numbers[s.solution_id]}: scores of another solution under the id {s.solution_id} (its "
+                "solution_fingerprint is not of this problem and steps): score this same input"
+            )
+        unchecked += same is None
+    if unchecked:
+        log.warning(
+            "%s: %d score lines name no solution_fingerprint (written by an older `labeler score`): joined by solution_id and "
+            "step count only, unchecked", path, unchecked,
+        )  # fmt: skip
     return [scored_solution(s, lines[s.solution_id]["step_scores"], lines[s.solution_id].get("trajectory_score"), combined) for s in solutions]
 
 

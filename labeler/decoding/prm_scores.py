@@ -1,8 +1,10 @@
 """Each PRM's step scores of the candidates, kept in OUT/bon/scores/ so that nothing is scored twice.
 
-One Parquet file per PRM spec (solution_id, step_scores: null for a step not scored, a NaN or inf included,
-unscored_reason: why a step has no score, when one has none: labeler/prm/solution_scores.py `checked_scores`), its metadata naming the spec, the PRM's
-fingerprint, the scoring settings, the version of the adapter that reads it (labeler/prm/adapters:
+One Parquet file per PRM spec (solution_id; step_scores, null for a step not scored, a NaN or inf
+included; unscored_reason, why a step has no score, when one has none: labeler/prm/solution_scores.py
+`checked_scores`; solution_fingerprint, of the candidate's problem and steps, for `labeler view` to
+check its join: labeler/review/joins.py), its metadata naming the spec, the PRM's fingerprint, the
+scoring settings, the version of the adapter that reads it (labeler/prm/adapters:
 SCORING_VERSIONS) and the candidates' fingerprint. A rerun reuses the file only
 when all still match: the same candidates (ids and text), the same settings (precision, max
 length) and the same PRM. A PRM is known by its content: a local folder (of any kind, `DIR`,
@@ -29,12 +31,18 @@ from labeler.evaluation.solutions import SolutionToScore
 from labeler.ids import stable_id
 from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
 from labeler.prm.solution_scores import checked_scores, is_score
+from labeler.review.joins import solution_fingerprint
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"
 METADATA_KEY = b"prm_labeler_scores"
 SCORES_SCHEMA = pa.schema(
-    [pa.field("solution_id", pa.string()), pa.field("step_scores", pa.list_(pa.float64())), pa.field("unscored_reason", pa.string())]
+    [
+        pa.field("solution_id", pa.string()),
+        pa.field("step_scores", pa.list_(pa.float64())),
+        pa.field("unscored_reason", pa.string()),
+        pa.field("solution_fingerprint", pa.string()),  # of the problem and steps scored: what `labeler view` checks (review/joins.py)
+    ]
 )
 SCORES_FORMAT = 2  # 2: unscored_reason; a file of an older format is scored again
 
@@ -144,7 +152,13 @@ def candidate_step_scores(
     finally:
         release(scorer)  # the next PRM needs the memory
     table = pa.Table.from_pydict(
-        {"solution_id": [c.solution_id for c in candidates], "step_scores": scores, "unscored_reason": reasons}, schema=SCORES_SCHEMA
+        {
+            "solution_id": [c.solution_id for c in candidates],
+            "step_scores": scores,
+            "unscored_reason": reasons,
+            "solution_fingerprint": [solution_fingerprint(c.problem, c.steps) for c in candidates],
+        },
+        schema=SCORES_SCHEMA,
     )
     # The fingerprint taken before loading: a folder overwritten meanwhile (training writing best/) misses next time.
     # Only a hub id not cached before is fingerprinted again: loading it has just cached its snapshot.

@@ -21,6 +21,7 @@ from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, checked_scores, mark_best_of_n
 from labeler.prm.trajectory import CombinedScore
+from labeler.review.joins import solution_fingerprint
 
 
 @torch.no_grad()
@@ -108,8 +109,9 @@ def scored_solution(
     aggregates = {how: aggregate(scores, how) for how in AGGREGATES}
     aggregates[COMBINED] = combined.combine(scores, trajectory)
     return ScoredSolution(
-        solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory, unscored_reason=why
-    )
+        solution.problem_id, solution.solution_id, solution.row_index, scores, aggregates=aggregates, trajectory_score=trajectory,
+        unscored_reason=why, solution_fingerprint=solution_fingerprint(solution.problem, solution.steps),
+    )  # fmt: skip
 
 
 def sigmoid(x: float) -> float:

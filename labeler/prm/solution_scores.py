@@ -33,6 +33,7 @@ class ScoredSolution:
     aggregates: dict[str, float | None] = field(default_factory=dict)
     trajectory_score: float | None = None  # the trajectory head's probability; None without one
     unscored_reason: str | None = None  # why a step has no score, when one has none (`unscored_reason`)
+    solution_fingerprint: str | None = None  # of the problem and steps scored (labeler/review/joins.py): what a join checks
 
     def to_dict(self) -> dict:
         return {
@@ -46,6 +47,7 @@ class ScoredSolution:
             "score_combined": self.aggregates.get(COMBINED),
             "selected": self.selected,
             "unscored_reason": self.unscored_reason,
+            "solution_fingerprint": self.solution_fingerprint,
         }
 
 
@@ -128,4 +130,6 @@ def score_line_problem(record) -> str | None:
     scores = record.get("step_scores")
     if not isinstance(scores, list) or not all(s is None or is_score(s) for s in scores):
         return f"step_scores {str(scores)[:60]} is not a list of numbers (null: a step past the PRM's length)"
+    if not isinstance(record.get("solution_fingerprint"), (str, type(None))):
+        return f"solution_fingerprint {str(record['solution_fingerprint'])[:60]} is not a string"
     return None

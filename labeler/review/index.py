@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.prm.solution_scores import is_score
 from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve, reviewed_labels
-from labeler.review.joins import same_steps
+from labeler.review.joins import same_solution, same_steps
 from labeler.review.queue import is_record_of
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR
@@ -230,18 +230,24 @@ class SolutionIndex:
         # the first PRM's scores
         prm_min = [None] * len(table)
         prm_partial = [False] * len(table)
+        prm_join = [None] * len(table)  # CHECKED, UNCHECKED (the scores name no solution) or OTHER_SOLUTION
         n_steps = table.column("n_steps").to_pylist()
         if self.sources.scores:
-            scores = self.sources.scores[0].scores
+            source = self.sources.scores[0]
+            problems = table.column("problem")
             for i, solution_id in enumerate(ids.to_pylist()):
-                steps = scores.get(solution_id)
-                if steps is None:
+                scores = source.scores.get(solution_id)
+                if scores is None:
                     continue
-                if not steps or len(steps) != n_steps[i] or not all(is_score(s) for s in steps):
+                prm_join[i] = scores_join(source, solution_id, problems[i].as_py(), steps[i].as_py())
+                if prm_join[i] == OTHER_SOLUTION:
+                    continue
+                if not scores or len(scores) != n_steps[i] or not all(is_score(s) for s in scores):
                     prm_partial[i] = True
                 else:
-                    prm_min[i] = min(steps)
+                    prm_min[i] = min(scores)
         table = table.append_column("prm_min", pa.array(prm_min, pa.float64())).append_column("prm_partial", pa.array(prm_partial))
+        table = table.append_column("prm_join", pa.array(prm_join, pa.string()))
         # the queue's rank (the first queue that has these steps); a line of other steps under this id is no rank
         ranks: list[int | None] = [None] * len(table)
         queue_other = [False] * len(table)
@@ -419,6 +425,16 @@ def _corrected_summary(row: dict, reviews: dict) -> dict:
         "mean_soft": sum(kept_soft) / len(kept_soft) if kept_soft else None,
         "methods": "|" + "|".join(methods) + "|",
     }
+
+
+CHECKED, UNCHECKED = "checked", "unchecked"
+
+
+def scores_join(source, solution_id: str, problem: str, steps: list[str]) -> str:
+    """Whether the scores `source` holds under `solution_id` are of this solution (CHECKED), of another one
+    (OTHER_SOLUTION), or name none (UNCHECKED: written before score records carried a fingerprint)."""
+    same = same_solution(source.fingerprints.get(solution_id), problem, steps)
+    return UNCHECKED if same is None else CHECKED if same else OTHER_SOLUTION
 
 
 def _judge_status(table: pa.Table, other_solution: np.ndarray) -> pa.Array:

@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.corrections import Correction, StepReview, applicable, resolve, steps_hash
-from labeler.review.index import Located, SolutionIndex
+from labeler.review.index import OTHER_SOLUTION, Located, SolutionIndex, scores_join
+from labeler.review.index import UNCHECKED as SCORES_UNCHECKED
 from labeler.review.joins import same_steps
 from labeler.review.queue import is_record_of
 from schemas.tables import MONTE_CARLO, UNCHECKED
@@ -32,7 +33,8 @@ class StepView:
     unlabelled_reason: str | None
     review: StepReview | None  # a reviewer's label, when there is one
     others: list[tuple[str, bool | None, str]] = field(default_factory=list)  # (output, hard label, method)
-    scores: list[tuple[str, float | None]] = field(default_factory=list)  # (PRM, step score; None: past its max length)
+    # (PRM, step score; None: not scored or not shown, a note: why the join is unchecked)
+    scores: list[tuple[str, float | None, str | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -90,12 +92,15 @@ def solution_view(index: SolutionIndex, located: Located, row: dict) -> Solution
         step_scores = scores.scores.get(row["solution_id"])
         if step_scores is None:
             continue
-        if len(step_scores) != n:  # scores of another solution under this id: none is this solution's step's
+        join = scores_join(scores, row["solution_id"], row["problem"], steps)
+        if join == OTHER_SOLUTION or len(step_scores) != n:  # scores of another solution under this id: none is this step's
+            why = "of a different solution with this id" if join == OTHER_SOLUTION else f"of {len(step_scores)} steps, not {n}"
             for view in views:
-                view.scores.append((f"{scores.name} (its scores are of {len(step_scores)} steps, not {n}: not shown)", None))
+                view.scores.append((f"{scores.name} (its scores are {why}: not shown)", None, None))
             continue
+        note = "unchecked: the scores do not say which steps they scored (written before solution_fingerprint)" if join == SCORES_UNCHECKED else None
         for view in views:
-            view.scores.append((scores.name, step_scores[view.index]))
+            view.scores.append((scores.name, step_scores[view.index], note))
     first_error = row["first_error"]
     if first_error is None:  # written as undetermined: where the first wrong step stands, to say what comes before it
         first_error = row["first_error"] = first_predicted_error(per_step("hard_labels"), missing="as-correct")

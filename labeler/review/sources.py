@@ -117,6 +117,8 @@ class JudgmentsOutput:
 class ScoresSource:
     name: str  # the PRM: a bon file's spec, or the score file's name
     scores: dict[str, list[float | None]]  # solution_id -> step scores (None: not scored)
+    # solution_id -> the fingerprint of the solution scored (labeler/review/joins.py); None or absent: not recorded
+    fingerprints: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # a score that is not a finite number is no score (a bon file kept by an older version may hold NaN)
@@ -234,7 +236,9 @@ def _bon_scores(location: OutputLocation) -> list[ScoresSource]:
         table = pq.read_table(path, filesystem=location.filesystem)
         metadata = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
         spec = metadata.get("spec") or name
-        found.append(ScoresSource(spec, dict(zip(table.column("solution_id").to_pylist(), table.column("step_scores").to_pylist()))))
+        ids = table.column("solution_id").to_pylist()
+        fingerprints = table.column("solution_fingerprint").to_pylist() if "solution_fingerprint" in table.column_names else []
+        found.append(ScoresSource(spec, dict(zip(ids, table.column("step_scores").to_pylist())), dict(zip(ids, fingerprints))))
     return found
 
 
@@ -279,7 +283,8 @@ def _add_records(given: str, records: list, sources: Sources) -> None:
     if check is _queue_problem:
         sources.queues.append(Queue(given, {r["solution_id"]: r for r in records}))
     else:
-        sources.scores.append(ScoresSource(Path(given).name, {r["solution_id"]: r["step_scores"] for r in records}))
+        fingerprints = {r["solution_id"]: r.get("solution_fingerprint") for r in records}
+        sources.scores.append(ScoresSource(Path(given).name, {r["solution_id"]: r["step_scores"] for r in records}, fingerprints))
 
 
 def _queue_problem(record: dict) -> str | None:
