@@ -196,6 +196,6 @@ def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold:
         "scoring %d reference solutions with %s on %s, %s backend", len(solutions), spec, placement.describe(), backend_of(scorer)
     )
     try:
-        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold)
+        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold, scorer)
     finally:
         release(scorer)

@@ -39,6 +39,8 @@ from labeler.labeling.config import check_choices, setting
 from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 from labeler.evaluation.solutions import SolutionToScore
+from labeler.prm.solution_scores import is_score
+from labeler.review.joins import same_solution
 
 DEFAULT_SCORE_THRESHOLD = 0.5
 CUT_AT_MAX_LENGTH = "step scores cut at max_length"  # why a scored step has no score
@@ -72,6 +74,7 @@ class Prediction:
     scores: tuple[float | None, ...]  # per step, for AUC
     label_source: str | None = None  # labels: who made them (schemas/tables.py LABEL_SOURCES); scores: None
     why_unpredicted: tuple[str | None, ...] = ()  # per step without a prediction: why
+    fingerprint: str | None = None  # score lines: the scored solution's (labeler/review/joins.py); None: not carried
 
     def unpredicted_reason(self, i: int) -> str:
         return (self.why_unpredicted[i] if i < len(self.why_unpredicted) else None) or "no prediction"
@@ -104,11 +107,10 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
                 if not line.strip():
                     continue
                 record = json.loads(line)
-                scores = tuple(record["step_scores"])
-                correct = tuple(None if score is None else score >= threshold for score in scores)
-                why = tuple(CUT_AT_MAX_LENGTH if score is None else None for score in scores)
+                correct, scores, why = _step_predictions(tuple(record["step_scores"]), threshold, CUT_AT_MAX_LENGTH)
                 problem_id, solution_id = str(record["problem_id"]), str(record["solution_id"])
-                predictions.append(Prediction(problem_id, solution_id, None, len(scores), correct, scores, None, why))
+                fingerprint = record.get("solution_fingerprint")  # lines written before score lines carried it: unchecked
+                predictions.append(Prediction(problem_id, solution_id, None, len(scores), correct, scores, None, why, fingerprint))
     except OSError as error:
         raise PredictionsError(f"{path}: cannot read: {error.strerror or error}") from error
     except (ValueError, KeyError, TypeError) as error:
@@ -129,17 +131,32 @@ def reference_solutions(references: list[ReferenceSet]) -> list[SolutionToScore]
 
 
 def predictions_from_step_scores(
-    solutions: list[SolutionToScore], step_scores: list[list[float | None]], threshold: float = DEFAULT_SCORE_THRESHOLD
+    solutions: list[SolutionToScore], step_scores: list[list[float | None]], threshold: float = DEFAULT_SCORE_THRESHOLD, scorer=None
 ) -> list[Prediction]:
-    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file)."""
+    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file); `scorer`
+    says why it gave a solution no score at all (its own step marker in the text: labeler/prm/scorers.py)."""
+    from labeler.prm.scorers import render_problem
+
     predictions = []
     for solution, scores in zip(solutions, step_scores, strict=True):
         scores = tuple(scores) + (None,) * (len(solution.steps) - len(scores))  # steps past the PRM's length limit
-        correct = tuple(None if score is None else score >= threshold for score in scores)
-        why = tuple(CUT_AT_MAX_LENGTH if score is None else None for score in scores)
+        unscored = all(score is None for score in scores) and scorer is not None and render_problem(scorer, solution)
+        correct, scores, why = _step_predictions(scores, threshold, unscored or CUT_AT_MAX_LENGTH)
         n = len(solution.steps)
         predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, n, correct, scores, None, why))
     return predictions
+
+
+def _step_predictions(raw: tuple, threshold: float, missing: str) -> tuple[tuple, tuple, tuple]:
+    """Per step: predicted correct (score >= threshold) or wrong; no prediction where the PRM gave no score
+    (why: `missing`) or a value that is not a finite score (NaN, inf: named, never compared with the threshold)."""
+    scores = tuple(float(score) if is_score(score) else None for score in raw)
+    correct = tuple(None if score is None else score >= threshold for score in scores)
+    why = tuple(
+        None if score is not None else (missing if given is None else f"the PRM gave {given}, not a finite score")
+        for given, score in zip(raw, scores)
+    )  # fmt: skip
+    return correct, scores, why
 
 
 def predictions_from_judgments(path: str) -> list[Prediction]:
@@ -169,7 +186,7 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
     by_problem: dict[str, list[Prediction]] = {}
     for prediction in predictions:
         by_problem.setdefault(prediction.problem_id, []).append(prediction)
-    matched, counts = [], {"unmatched": 0, "ambiguous": 0, "step_count_mismatch": 0}
+    matched, counts = [], {"unmatched": 0, "ambiguous": 0, "step_count_mismatch": 0, "other_solution": 0}
     for solution in reference.solutions:
         candidates = by_problem.get(solution.problem_id, [])
         if len(candidates) > 1:
@@ -181,6 +198,8 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
             counts["unmatched"] += 1
         elif candidates[0].n_steps != len(solution.steps):
             counts["step_count_mismatch"] += 1
+        elif solution.problem and same_solution(candidates[0].fingerprint, solution.problem, solution.steps) is False:
+            counts["other_solution"] += 1  # scores of another problem or other steps under these ids
         else:
             matched.append(Matched(solution, candidates[0]))
     return matched, counts
@@ -318,7 +337,7 @@ _COLUMNS = [
     ("step_accuracy", "step acc", "{:.1%}"),
     ("step_auc", "step AUC", "{:.3f}"),
 ]
-_SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch")
+_SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch", "other_solution")
 
 
 def format_table(report: dict) -> str:
