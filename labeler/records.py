@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -101,3 +102,8 @@ class StepCounts:
 
 
 MEASURED_BY = ("rollouts", "final_answer", "early_stop")
+
+
+def is_score(value) -> bool:
+    """A finite number (not a bool): what a PRM's score can be."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -10,7 +10,7 @@ import pytest
 from labeler.evaluation.human_agreement import match, predictions_from_scores, predictions_from_step_scores
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.review.joins import solution_fingerprint
+from labeler.ids import solution_fingerprint
 
 STEPS = ("Add 2 and 2.", "That is 4.", "The answer is: 4")
 
@@ -44,3 +44,12 @@ def test_a_score_line_of_another_solution_with_these_ids_is_not_compared(tmp_pat
     path.write_text(json.dumps(lines[0] | {"solution_fingerprint": solution_fingerprint("What is 2 + 2?", STEPS)}) + "\n")
     matched, counts = match(reference, predictions_from_scores(str(path)))
     assert len(matched) == 1 and counts["other_solution"] == 0
+
+
+def test_a_solution_the_prm_cannot_read_says_why_not_the_length_limit():
+    solution = SolutionToScore("p", "s", "What is 2 + 2? ки", STEPS)
+    why = "the problem contains the PRM's step marker 'ки', which its format reads as a step's end"
+    [prediction] = predictions_from_step_scores([solution], [[None, None, None]], why_unscored=lambda _: why)
+    assert prediction.correct == (None, None, None) and [prediction.unpredicted_reason(i) for i in range(3)] == [why] * 3
+    [cut] = predictions_from_step_scores([solution], [[0.9]], why_unscored=lambda _: why)  # scored in part: cut by length
+    assert cut.correct == (True, None, None) and cut.unpredicted_reason(1) == "step scores cut at max_length"

@@ -9,7 +9,7 @@ import json
 import pyarrow.parquet as pq
 
 from labeler.cli import main
-from labeler.review.joins import solution_fingerprint
+from labeler.ids import solution_fingerprint
 from tests.conftest import write_jsonl
 from tests.review_support import ViewServer
 from tests.synthetic_labels import labels_row, write_labels

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from functools import partial
 from pathlib import Path
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
@@ -183,7 +184,7 @@ def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold:
     """A PRM's predictions on the reference solutions, scored now; ValueError when it cannot load."""
     from labeler.evaluation.human_agreement import predictions_from_step_scores, reference_solutions
     from labeler.cli.common import backend_config, prm_scorer
-    from labeler.prm.scorers import backend_of, release
+    from labeler.prm.scorers import backend_of, release, render_problem
     from labeler.prm.devices import place
 
     log_to_stderr(args.quiet)
@@ -196,6 +197,6 @@ def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold:
         "scoring %d reference solutions with %s on %s, %s backend", len(solutions), spec, placement.describe(), backend_of(scorer)
     )
     try:
-        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold, scorer)
+        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold, partial(render_problem, scorer))
     finally:
         release(scorer)

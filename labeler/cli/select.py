@@ -292,7 +292,7 @@ def _scored_from_file(path: str, solutions, combined):
     than its solution has or, by its solution_fingerprint, another problem or steps (scores of other solutions
     under the same ids: a job's sampled solutions); a line without a fingerprint is unchecked (a warning)."""
     from labeler.prm.scoring import scored_solution
-    from labeler.review.joins import same_solution
+    from labeler.ids import same_solution
 
     def no_constant(name):
         raise ValueError(f"{name} is not a score")

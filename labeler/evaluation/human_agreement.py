@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import mean
 
@@ -39,8 +40,8 @@ from labeler.labeling.config import check_choices, setting
 from labeler.store.reader import read_judgments_table, read_labelled_rows
 from labeler.evaluation.references import ReferenceSet, ReferenceSolution
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.prm.solution_scores import is_score
-from labeler.review.joins import same_solution
+from labeler.records import is_score
+from labeler.ids import same_solution
 
 DEFAULT_SCORE_THRESHOLD = 0.5
 CUT_AT_MAX_LENGTH = "step scores cut at max_length"  # why a scored step has no score
@@ -131,16 +132,18 @@ def reference_solutions(references: list[ReferenceSet]) -> list[SolutionToScore]
 
 
 def predictions_from_step_scores(
-    solutions: list[SolutionToScore], step_scores: list[list[float | None]], threshold: float = DEFAULT_SCORE_THRESHOLD, scorer=None
+    solutions: list[SolutionToScore],
+    step_scores: list[list[float | None]],
+    threshold: float = DEFAULT_SCORE_THRESHOLD,
+    why_unscored: Callable[[SolutionToScore], str | None] | None = None,
 ) -> list[Prediction]:
-    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file); `scorer`
-    says why it gave a solution no score at all (its own step marker in the text: labeler/prm/scorers.py)."""
-    from labeler.prm.scorers import render_problem
-
+    """Predictions from a step scorer's probabilities (as `labeler score` writes them, without the file);
+    `why_unscored` says why the scorer gave a solution no score at all (labeler/prm/scorers.py render_problem:
+    its own step marker in the text), where it can."""
     predictions = []
     for solution, scores in zip(solutions, step_scores, strict=True):
         scores = tuple(scores) + (None,) * (len(solution.steps) - len(scores))  # steps past the PRM's length limit
-        unscored = all(score is None for score in scores) and scorer is not None and render_problem(scorer, solution)
+        unscored = all(score is None for score in scores) and why_unscored is not None and why_unscored(solution)
         correct, scores, why = _step_predictions(scores, threshold, unscored or CUT_AT_MAX_LENGTH)
         n = len(solution.steps)
         predictions.append(Prediction(solution.problem_id, solution.solution_id, solution.steps, n, correct, scores, None, why))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, Sequence
 
+from labeler.store.manifest import NOT_LOADED
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -69,7 +71,6 @@ class Generator(Protocol):
         ...
 
 
-NOT_LOADED = "not loaded: the job generates nothing"  # the model_revision of NoGeneration's engine record
 
 
 class NoGeneration:
@@ -96,15 +97,6 @@ class NoGeneration:
 
     def close(self) -> None:
         self.closed = True
-
-
-def generated_nothing(manifest: dict) -> bool | None:
-    """Whether the job of `manifest` loaded no model: True when every engine record it holds is NoGeneration's,
-    False when one loaded a model, None when it holds none (no engine started yet, or a job without engines)."""
-    records = [record for record in (manifest.get("engine_records") or {}).values() if isinstance(record, dict)]
-    if not records:
-        return None
-    return all(record.get("model_revision") == NOT_LOADED for record in records)
 
 
 def needs_generation(strategy: str, rows) -> bool:

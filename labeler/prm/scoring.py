@@ -21,7 +21,7 @@ from labeler.prm.scorers import StepScorer
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.solution_scores import AGGREGATES, COMBINED, ScoredSolution, aggregate, checked_scores, mark_best_of_n
 from labeler.prm.trajectory import CombinedScore
-from labeler.review.joins import solution_fingerprint
+from labeler.ids import solution_fingerprint
 
 
 @torch.no_grad()

@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from labeler.records import is_score
+
 AGGREGATES = ("min", "product", "last", "mean")
 COMBINED = "combined"  # mean step score and trajectory score, weighted (labeler/prm/trajectory.py)
 SELECT_BY = (*AGGREGATES, COMBINED)  # what best-of-N and `labeler select` can rank by
@@ -116,11 +118,6 @@ def mark_best_of_n(scored: Sequence[ScoredSolution], select_by: str) -> None:
             best[solution.problem_id] = solution
     for solution in best.values():
         solution.selected = True
-
-
-def is_score(value) -> bool:
-    """A finite number (not a bool): what a PRM's score can be."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def score_line_problem(record) -> str | None:

@@ -30,9 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labeler.evaluation.metrics import first_predicted_error
-from labeler.prm.solution_scores import is_score
+from labeler.records import is_score
 from labeler.store.corrections import HUMAN, Corrections, applicable, read_corrections, resolve, reviewed_labels
-from labeler.review.joins import same_solution, same_steps
+from labeler.ids import same_solution
+from labeler.review.joins import same_steps
 from labeler.review.queue import is_record_of
 from labeler.review.sources import LabelsOutput, Sources
 from schemas.corrections import CORRECTIONS_DIR

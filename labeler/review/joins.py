@@ -6,27 +6,15 @@ another run's judgment, queue line, labels row or PRM scores under the same id c
 Such a row is another solution's: `labeler select --queue` refuses judgments of other steps, and
 `labeler view` shows them as of a different solution, never as this one's verdict, critiques, rank or
 scores. Rows that hold the steps are compared by them; PRM scores (`labeler score` lines, bon's kept
-scores) carry the scored solution's fingerprint instead, a digest of its problem and steps.
+scores) carry the scored solution's fingerprint instead, a digest of its problem and steps
+(labeler/ids.py solution_fingerprint, same_solution).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labeler.ids import stable_id
-
 
 def same_steps(theirs: Sequence[str] | None, steps: Sequence[str]) -> bool:
     """Whether the steps a joined row holds (`theirs`; None: it holds none) are the solution's `steps`."""
     return theirs is not None and list(theirs) == list(steps)
-
-
-def solution_fingerprint(problem: str, steps: Sequence[str]) -> str:
-    """What a score record names the solution it scored by: a stable digest of its problem and steps."""
-    return stable_id("solution", problem, *steps, length=32)
-
-
-def same_solution(fingerprint: str | None, problem: str, steps: Sequence[str]) -> bool | None:
-    """Whether a joined record carrying `fingerprint` (solution_fingerprint) is of the solution of `problem`
-    and `steps`; None when it carries none (written before records carried it): unchecked."""
-    return None if fingerprint is None else fingerprint == solution_fingerprint(problem, steps)

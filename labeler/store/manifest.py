@@ -367,3 +367,15 @@ def differences(old: dict, new: dict, skip: tuple[str, ...] = ()) -> list[str]:
 
 def _show(value) -> str:
     return value if value == NOT_RECORDED else json.dumps(value)
+
+
+NOT_LOADED = "not loaded: the job generates nothing"  # the model_revision of NoGeneration's engine record
+
+
+def generated_nothing(manifest: dict) -> bool | None:
+    """Whether the job of `manifest` loaded no model: True when every engine record it holds is NoGeneration's,
+    False when one loaded a model, None when it holds none (no engine started yet, or a job without engines)."""
+    records = [record for record in (manifest.get("engine_records") or {}).values() if isinstance(record, dict)]
+    if not records:
+        return None
+    return all(record.get("model_revision") == NOT_LOADED for record in records)

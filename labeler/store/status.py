@@ -12,10 +12,9 @@ import time
 from calendar import timegm
 from typing import Callable
 
-from labeler.labeling.generation import generated_nothing
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import UNDETERMINED_KEY, job_kind, load_manifest
+from labeler.store.manifest import UNDETERMINED_KEY, generated_nothing, job_kind, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
