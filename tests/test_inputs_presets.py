@@ -524,3 +524,16 @@ def test_math_shepherd_tag_messages_number_steps_from_0():
         math_shepherd_tags({"input": text, "label": "Step 1: a +\nStep 2: b ?"}, 2)
     with pytest.raises(RowError, match="differs from 'input' before step tag 1:"):
         math_shepherd_tags({"input": text, "label": "Step 1: a +\nStep 9: b +"}, 2)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tom has 3. Step 1: He buys 5 more, so 3 + 5 = 8 ки.\nStep 2: The answer is: 8 ки",  # a tag before punctuation
+        "Tom has 3. Step 1: He buys 4 more, so 3 + 4 = 7ки\nStep 2: The answer is: 7 ки",  # a tag touching a digit
+    ],
+)
+def test_a_math_shepherd_tag_that_ends_no_step_refuses_the_row_never_two_steps_read_as_one(text):
+    with pytest.raises(RowError, match=r"step 0 holds 'ки' where no step ends") as caught:
+        read("math-shepherd", {"input": text, "label": text.replace("ки", "+")})
+    assert caught.value.field == "steps"

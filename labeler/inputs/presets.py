@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
-from labeler.inputs.splitting import DEFAULT_MAX_STEPS, KI_TAG, KI_TAGS, SPLIT_RULES, split_steps
+from labeler.inputs.splitting import DEFAULT_MAX_STEPS, KI_TAG, KI_TAGS, SPLIT_RULES, STRAY_KI, split_steps
 from labeler.inputs.traces import THINK_CLOSE, has_think_tags, parse_trace
 
 if TYPE_CHECKING:
@@ -318,6 +318,10 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
     if not KI_TAGS.search(text):
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
     steps = _split(text[first_step.start() :], "ki", "steps", options)
+    for index, step in enumerate(steps):
+        if stray := STRAY_KI.search(step):  # a tag that ends no step ("8 ки."): two steps would be read as one
+            excerpt = step[max(stray.start() - 20, 0) : stray.end() + 20]
+            raise RowError("steps", f"step {index} holds '{KI_TAG}' where no step ends (a tag ends its line or stands alone): {excerpt!r}")
     if columns.answer:
         return problem, _required(row, columns.answer, "answer", numbers=True), steps
     answer, why_not = _math_shepherd_answer(row, steps[-1])
