@@ -111,3 +111,19 @@ def test_the_health_probe_asks_the_pool_even_of_a_checker_that_answered_it_befor
         checker._run_symbolic = lambda tasks, **kwargs: [Verdict.TIMEOUT] * len(tasks)  # the pool hangs from now on
         error = unhealthy_error("many timeouts", checker)
     assert isinstance(error, CheckerSickError) and isinstance(error, CheckerUnavailable) and "easy answers" in str(error)
+
+
+def test_an_easy_answer_that_times_out_once_is_asked_again_before_the_checker_is_called_sick():
+    from labeler.checking import Verdict
+    from labeler.labeling.checker_watch import CheckerUnhealthyError, unhealthy_error
+
+    with AnswerChecker(timeout_s=5) as checker:
+        run, slow = checker._run_symbolic, [True]
+
+        def slow_once(tasks, **kwargs):  # the pool is slow once (a busy machine), then answers
+            if slow.pop() if slow else False:
+                return [Verdict.TIMEOUT] * len(tasks)
+            return run(tasks, **kwargs)
+
+        checker._run_symbolic = slow_once
+        assert type(unhealthy_error("many timeouts", checker)) is CheckerUnhealthyError

@@ -52,12 +52,17 @@ class CheckerSickError(CheckerUnavailable):
 
 def unhealthy_error(reason: str, checker) -> CheckerUnhealthyError | CheckerSickError:
     """The error a unit the checker could not check fails with (`reason`: TimeoutWatch.verdict): CheckerSickError
-    when `checker` times out on health_probe's easy answers too, else CheckerUnhealthyError."""
+    when `checker` times out on health_probe's easy answers too, each asked twice (as the unit's were), else
+    CheckerUnhealthyError."""
     probe = health_probe()
-    verdicts = list(checker.check_many(probe))
-    timeouts = sum(result.verdict.value == "timeout" for result in verdicts)
-    if timeouts:
-        return CheckerSickError(f"{reason}; it timed out on {timeouts} of {len(probe)} easy answers checked right after: the checker is sick")
+    timed_out = [pair for pair, result in zip(probe, checker.check_many(probe)) if result.verdict.value == "timeout"]
+    if timed_out:  # a timeout is not cached: asked again, the pool answers anew
+        timed_out = [pair for pair, result in zip(timed_out, checker.check_many(timed_out)) if result.verdict.value == "timeout"]
+    if timed_out:
+        return CheckerSickError(
+            f"{reason}; it timed out on {len(timed_out)} of {len(probe)} easy answers checked right after, twice: the checker "
+            "is sick or the machine overloaded (a larger --checker-timeout, or fewer processes beside the job)"
+        )
     return CheckerUnhealthyError(f"{reason}; it checked {len(probe)} easy answers right after in time: its own answers are what time out")
 
 
