@@ -286,10 +286,14 @@ def test_more_than_the_share_rejected_is_refused(tmp_path, checker):
     assert pq.read_table(tmp_path / "out" / "rejected").num_rows == 6  # the job's own, written over the refused run's
 
 
-def test_a_refused_input_leaves_an_output_that_holds_a_job_as_it_was(tmp_path, checker):
+@pytest.mark.parametrize("manifest_lost", [False, True])  # lost: a job that --rebuild-manifest folds anew from its commits
+def test_a_refused_input_leaves_an_output_that_holds_a_job_as_it_was(tmp_path, checker, manifest_lost):
     out = tmp_path / "out"
     run(config(write_jsonl(tmp_path / "good.jsonl", good_rows()), out), checker)
-    before = {name: (out / name).read_bytes() for name in ("manifest.json", "rejected/input.parquet")}
+    if manifest_lost:
+        (out / "manifest.json").unlink()
+    before = {name: (out / name).read_bytes() for name in ("manifest.json", "rejected/input.parquet") if (out / name).exists()}
+    assert "rejected/input.parquet" in before
     bad = write_jsonl(tmp_path / "bad.jsonl", good_rows()[:4] + [bad_row(k) for k in range(6)])
     with pytest.raises(InputError, match=r"holds a job: its rejected/ is left as it was; rerun with another --output to have them written"):
         run(config(bad, out), checker)

@@ -282,13 +282,13 @@ def run_job(
 def keep_refused_rows(error: TooManyRejectedError, output: str, lock_output: bool = True) -> InputError:
     """The error to raise for an input refused for its rejected rows, once those rows are where the user can read
     every reason: written, as a job writes them, into `output`'s rejected/input.parquet when it holds no job yet
-    (no manifest: no job is started, and the next run writes its own there); an output that holds a job is left as
-    it was (those rows are the job's input's). Taken under the output's lock, as every write."""
+    (no manifest, commit record or shard: ShardStore.holds_a_job; the next run writes its own there); an output
+    that holds a job is left as it was (those rows are the job's input's). Taken under the output's lock."""
     store = ShardStore(output)
     where = store.location.display(f"{REJECTED_DIR}/{INPUT_REJECTED_NAME}")
     try:
         with hold_output(store, enabled=lock_output):
-            if store.exists():
+            if store.holds_a_job():
                 return InputError(f"{error}; {store.location.display()} holds a job: its rejected/ is left as it was; "
                                   "rerun with another --output to have them written")  # fmt: skip
             store.location.make_dirs(REJECTED_DIR)

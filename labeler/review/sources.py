@@ -188,7 +188,7 @@ def _open_shards(given: str, sources: Sources) -> None:
         why = "a folder of shards: corrections are kept in a job's output"
     shards.refresh(force=True)
     if not shards.files:
-        raise SourceError(f"{given}: no manifest.json and no Parquet shards: not something `labeler view` reads")
+        raise SourceError(f"{given}: no manifest.json and no labels or judgments shards: not something `labeler view` reads")
     kinds = {}
     for relative, _ in shards.files:
         names = _schema_names(f"{given}: {relative}", lambda: shards.schema_names(relative))

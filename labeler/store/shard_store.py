@@ -84,6 +84,16 @@ class ShardStore:
     def exists(self) -> bool:
         return self.location.exists(MANIFEST_NAME)
 
+    def holds_a_job(self) -> bool:
+        """Whether a job has written here: its manifest, or, where the manifest is lost (--rebuild-manifest
+        folds one anew), a commit record or a shard; an input's refused rows alone (INPUT_REJECTED_NAME) are none."""
+        if self.exists() or self.location.list_names(COMMITS_DIR):
+            return True
+        return any(
+            name != INPUT_REJECTED_NAME and not name.startswith(".") for directory in (*SHARD_DIRS, JUDGMENTS_DIR)
+            for name in self.location.list_names(directory)
+        )  # fmt: skip
+
     def load(self) -> dict | None:
         self._adopt(load_manifest(self.location))
         return self.manifest
