@@ -28,19 +28,16 @@ PROVENANCE = Provenance(unit_id="u0", model="m", strategy="exhaustive", seed=0, 
 UNLABELLED = StepCounts(measured_by="unlabelled", unlabelled_reason="every rollout cut by its token budget")
 
 
-def spec(hard: list[bool | None]) -> int | None:
-    """The rule, said plainly."""
-    for i, label in enumerate(hard):
-        if label is None:
-            return None
-        if label is False:
-            return i
-    return -1
-
-
 @given(st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=8))
 def test_the_rule(hard):
-    assert first_error(hard) == spec(hard)
+    result = first_error(hard)
+    if result == -1:  # every step labelled right
+        assert all(label is True for label in hard)
+    elif result is None:  # an unlabelled step comes before any labelled wrong one
+        first_not_right = next(i for i, label in enumerate(hard) if label is not True)
+        assert hard[first_not_right] is None
+    else:  # the first step labelled wrong, every step before it labelled right
+        assert hard[result] is False and all(label is True for label in hard[:result])
 
 
 def test_the_rule_on_the_issues_cases():
