@@ -537,3 +537,15 @@ def test_a_math_shepherd_tag_that_ends_no_step_refuses_the_row_never_two_steps_r
     with pytest.raises(RowError, match=r"step 0 holds 'ки' where no step ends") as caught:
         read("math-shepherd", {"input": text, "label": text.replace("ки", "+")})
     assert caught.value.field == "steps"
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("Solve: x ки y? Step 1: x = 2 ки\nStep 2: The answer is: 4 ки", "problem"),  # labels would be read one step off
+        ("Solve: x + y? Step 1: x = 2 ки\nStep 2: The answer is: 4 ки\nDone.", "steps"),  # a step without its tag
+    ],
+)
+def test_a_math_shepherd_row_whose_tags_and_steps_do_not_line_up_is_refused(text, field):
+    row = {"input": text, "label": text.replace("ки", "+"), "answer": "4"}
+    assert rejected_field("math-shepherd", row, answer_column="answer") == field

@@ -108,10 +108,14 @@ def test_the_ki_rule_cuts_at_tags_only_never_inside_a_word():
         ("Ответ 3ки 5", ["Ответ 3ки 5"]),  # a digit before it
         ("Ответ ки5\nдва", ["Ответ ки5", "два"]),  # a digit after it
         ("Шаг 1: $x = 2$ ки\nШаг 2: (x) ки", ["Шаг 1: $x = 2$", "Шаг 2: (x)"]),
-        ("Шаг 1: $x = 2$ки\nШаг 2: x = 2.ки", ["Шаг 1: $x = 2$", "Шаг 2: x = 2."]),  # after punctuation that ends a step
+        ("Шаг 1: $x = 2$ки\nШаг 2: x = 2.ки", ["Шаг 1: $x = 2$ки", "Шаг 2: x = 2.ки"]),  # touching a formula: no tag
+        ("Получаем 3 10-ки\n\nОтвет: 30", ["Получаем 3 10-ки", "Ответ: 30"]),  # after a hyphen
+        ("Возьмём две ру-\nки и сложим.\n\nОтвет: 4", ["Возьмём две ру-\nки и сложим.", "Ответ: 4"]),  # a word wrapped
+        ("Он поднял ру\u00adки\n\nОтвет: 4", ["Он поднял ру\u00adки", "Ответ: 4"]),  # a soft hyphen
+        ("Шаг 1: x ки\r\nШаг 2: y ки\r\n", ["Шаг 1: x", "Шаг 2: y"]),  # Windows line ends
     ],
 )
-def test_ki_touching_a_mark_a_digit_or_a_letter_is_text_and_after_a_step_end_a_tag(text, expected):
+def test_ki_is_a_tag_only_standing_alone_after_a_space(text, expected):
     assert split_steps(text) == expected
 
 

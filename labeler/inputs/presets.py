@@ -317,7 +317,12 @@ def _read_math_shepherd(row: dict, columns: _Columns, options: PresetOptions):
         raise RowError("problem", f"column '{columns.solution}' starts with 'Step 1:', no problem before it")
     if not KI_TAGS.search(text):
         raise RowError("steps", f"no '{KI_TAG}' step tags in column '{columns.solution}'")
-    steps = _split(text[first_step.start() :], "ki", "steps", options)
+    if KI_TAGS.search(problem):  # its labels would be read one step off (the label column tags every 'ки' of the input)
+        raise RowError("problem", f"holds a step tag '{KI_TAG}' before 'Step 1:' in column '{columns.solution}'")
+    solution = text[first_step.start() :]
+    if tail := solution[[*KI_TAGS.finditer(solution)][-1].end() :].strip():
+        raise RowError("steps", f"text after the last step tag '{KI_TAG}' (a step without its tag): {tail[:40]!r}")
+    steps = _split(solution, "ki", "steps", options)
     for index, step in enumerate(steps):
         if stray := STRAY_KI.search(step):  # a tag that ends no step ("8 ки."): two steps would be read as one
             excerpt = step[max(stray.start() - 20, 0) : stray.end() + 20]

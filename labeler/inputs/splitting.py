@@ -14,12 +14,12 @@ the same whatever model labels or scores it, and needs no tokenizer to read an i
 is never cut, so neither is display math; one longer than a chunk's share stays a chunk of its own
 (then there are fewer than K).
 
-Math-Shepherd's `ки` is a step tag only where it ends a step (Math-Shepherd writes " ки" after each
-step): standing alone as a word (whitespace or the text's start before it, whitespace or the text's end
-after it), or right after punctuation ("$x$ки", "2.ки") at a line's end. "ки" is also two letters of
-Russian words ("Ники", "яблоки", "ру́ки" with a stress mark), which are text, never cut, and "3ки" is
-no tag either. STRAY_KI finds an "ки" that touches no letter but is no tag ("8 ки.", "= 7ки"): the
-math-shepherd preset refuses such a row rather than read two steps as one.
+Math-Shepherd's `ки` is a step tag only where it stands alone as Math-Shepherd writes it, " ки" after
+each step: a space or tab (or the text's start) before it, whitespace (or the text's end) after it. "ки"
+is also two letters of Russian words ("Ники", "яблоки", "ру́ки" with a stress mark, "10-ки", a word
+hyphenated across lines), which are text, never cut. STRAY_KI finds what looks like a tag out of place
+(" ки." before punctuation, "= 7ки" or "$x$ки" touching a number or formula): the math-shepherd preset
+refuses such a row rather than read two steps as one.
 
 Every rule is linear in the text (a reward server splits whatever a policy writes): blocks are
 found in one pass, each opener paired with the first closer after it, and an opener with no closer
@@ -37,11 +37,10 @@ SPLIT_RULES = ("auto", "blank-line", "newline", "step-prefix", "ki", "thinking")
 DEFAULT_MAX_STEPS = 64  # the thinking rule's chunks per trace (--max-steps)
 
 KI_TAG = "ки"  # Math-Shepherd's step tag (Cyrillic), placed after every step
-_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"  # combining marks (a stress mark: ру́ки)
-# The tag: a word of its own, or right after punctuation at a line's end (module docstring)
-KI_TAGS = re.compile(rf"(?<!\S)ки(?!\S)|(?<![\w{_MARKS}])ки(?=[ \t]*(?:\n|\Z))")
-# "ки" touching no letter or mark on either side: a tag, or one out of place where KI_TAGS finds none
-STRAY_KI = re.compile(rf"(?<![^\W\d_])(?<![{_MARKS}])ки(?![^\W\d_])(?![{_MARKS}])")
+# The tag: a space, a tab or the text's start before it, whitespace or the text's end after it (module docstring)
+KI_TAGS = re.compile(r"(?<![^ \t])ки(?!\S)")
+# A tag out of place: as a tag before punctuation (" ки."), or after a digit or the end of a formula ("= 7ки", "$x$ки")
+STRAY_KI = re.compile(r"(?<![^ \t])ки(?=[.,;:!?)\]}$])|(?<=[0-9$)\]}])ки(?!\S)")
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 _NEWLINE = re.compile(r"\n")
