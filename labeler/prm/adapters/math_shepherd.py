@@ -7,10 +7,11 @@ solution is shown as it was in training, encoded in one piece (a BOS first when 
 
 and step i's score is P("+") against "-" from the next-token logits at its "ки" tag, with the token
 ids taken as the model card takes them (`card_token_ids`). A step that already opens with "Step N:"
-keeps only our numbering; a "ки" tag standing alone at a step's end in a step's text (a Math-Shepherd-formatted
-input; the splitter's KI_TAGS) is dropped, so the tags are exactly the ones we put. The letters "ки" inside a word
-("У Ники", Russian, or touching a digit or a stress mark) are text, kept as they are: where the tokenizer writes them as the tag's token, the solution cannot be
-shown with one tag per step, and it is unscored with that reason (positions.py), never scored at a word.
+keeps only our numbering; a "ки" tag standing alone in a step's text (a Math-Shepherd-formatted input; the
+splitter's KI_TAGS) is dropped, so the tags are exactly the ones we put. The letters "ки" inside a word ("У Ники",
+Russian, or touching a digit or a stress mark) are text, kept as they are: where the tokenizer writes them as the
+tag's token, the solution cannot be shown with one tag per step, and it is unscored with that reason
+(positions.py), never scored at a word.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.inputs.splitting import KI_TAGS  # the tag where no letter touches it, as the splitter reads it
+from labeler.inputs.splitting import KI_TAGS  # the tag as the splitter reads it
 from labeler.prm.adapters.loading import context_length, load_causal_lm, model_config
 from labeler.prm.adapters.positions import RenderError, TokenPairScorer
 from labeler.prm.devices import Placement
