@@ -106,4 +106,9 @@ MEASURED_BY = ("rollouts", "final_answer", "early_stop")
 
 def is_score(value) -> bool:
     """A finite number (not a bool): what a PRM's score can be."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past a float's range (a JSON number of 400 digits): no score
+        return False

@@ -108,6 +108,8 @@ def predictions_from_scores(path: str, threshold: float = DEFAULT_SCORE_THRESHOL
                 if not line.strip():
                     continue
                 record = json.loads(line)
+                if not isinstance(record["step_scores"], list):
+                    raise TypeError(f"step_scores is {type(record['step_scores']).__name__}, not a list")
                 correct, scores, why = _step_predictions(tuple(record["step_scores"]), threshold, CUT_AT_MAX_LENGTH)
                 problem_id, solution_id = str(record["problem_id"]), str(record["solution_id"])
                 fingerprint = record.get("solution_fingerprint")  # lines written before score lines carried it: unchecked
@@ -156,7 +158,7 @@ def _step_predictions(raw: tuple, threshold: float, missing: str) -> tuple[tuple
     scores = tuple(float(score) if is_score(score) else None for score in raw)
     correct = tuple(None if score is None else score >= threshold for score in scores)
     why = tuple(
-        None if score is not None else (missing if given is None else f"the PRM gave {given}, not a finite score")
+        None if score is not None else (missing if given is None else f"the PRM gave {str(given)[:40]}, not a finite score")
         for given, score in zip(raw, scores)
     )  # fmt: skip
     return correct, scores, why
@@ -192,8 +194,11 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
     matched, counts = [], {"unmatched": 0, "ambiguous": 0, "step_count_mismatch": 0, "other_solution": 0}
     for solution in reference.solutions:
         candidates = by_problem.get(solution.problem_id, [])
-        if len(candidates) > 1:
-            candidates = [c for c in candidates if c.steps == solution.steps]
+        if len(candidates) > 1:  # told apart by their steps, or a score line by the fingerprint of what it scored
+            candidates = [
+                c for c in candidates
+                if c.steps == solution.steps or (c.steps is None and same_solution(c.fingerprint, solution.problem, solution.steps))
+            ]  # fmt: skip
             if len(candidates) != 1:
                 counts["ambiguous"] += 1
                 continue
