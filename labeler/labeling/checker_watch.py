@@ -33,11 +33,11 @@ _PROBES = itertools.count(1)
 
 
 def health_probe() -> list[tuple[str, str]]:
-    """Easy answers that a healthy checker decides at once: two in this process, and one for the symbolic
-    worker pool that it has never seen (x+n against n+x, n new each time), since a checker answers a pair it
-    has decided before from its cache, in no time, however sick its pool is."""
+    """Easy answers that a healthy checker's symbolic worker pool decides at once, never seen before (x+n against
+    n+x, n new each time), since a checker answers a pair it has decided before from its cache, in no time,
+    however sick its pool is (answers it decides in this process would say nothing of the pool either)."""
     n = next(_PROBES)
-    return [("The answer is: 2", "2"), ("The answer is: 3", "2"), (f"The answer is: x+{n}", f"{n}+x")]
+    return [(f"The answer is: x+{n}", f"{n}+x"), (f"The answer is: 2*y+{n}", f"{n}+y+y")]
 
 
 class CheckerUnhealthyError(RuntimeError):
