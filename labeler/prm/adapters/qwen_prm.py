@@ -78,6 +78,7 @@ def render_messages(problem: str, steps) -> list[dict]:
 
 class QwenPRMScorer(PositionScorer):
     markers = (SEPARATOR,)
+
     def __init__(self, network, head: StepClassifierHead | None, *, separator_id: int, **settings):
         super().__init__(**settings)
         self.network = network  # the Qwen2 backbone (with `head`), or the checkpoint's own model (head None)
