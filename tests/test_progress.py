@@ -98,3 +98,39 @@ def test_the_real_engine_reports_each_finished_request_within_one_generate_call(
     assert len([rollouts for rollouts, _ in calls if rollouts]) > 1  # several lines' worth within the one call
     assert sum(tokens for _, tokens in calls) == sum(c.tokens for c in completions)
     assert tiny_engine.on_finished is None
+
+
+class SlowScriptedGenerator(ScriptedGenerator):
+    """Half a second a generate call: a unit on a Ray worker is still generating when the driver asks."""
+
+    def generate(self, requests, sampling):
+        import time
+
+        time.sleep(0.5)
+        return super().generate(requests, sampling)
+
+
+def test_a_job_on_ray_reports_its_workers_generation_before_its_first_unit_commits(tmp_path, monkeypatch, capfd, local_ray):
+    """The workers' units generate away from the driver: it asks them what they generated, as it waits."""
+    from functools import partial
+
+    from workers import ray_executor
+    from workers.ray_executor import ClusterSettings, RayExecutor
+
+    monkeypatch.setattr(progress_module, "BATCH_LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(ray_executor, "BATCH_LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.1)
+    rows = [
+        {"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Take {k}.", "Then more.", "And more.", f"The answer is: {a}"]}
+        for k, (p, a) in enumerate(PROBLEMS.items())
+    ]
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = LabelConfig(
+        input=str(dataset), output=str(tmp_path / "out"), model="scripted", rollouts=4, shard_size=8, seed=5, strategy="first-error"
+    )  # one unit of several generate calls (first-error's rounds)
+    executor = RayExecutor(ClusterSettings(workers=1), partial(SlowScriptedGenerator, PROBLEMS), partial(AnswerChecker, timeout_s=5))
+    run_job(config, executor=executor, model_info={"name": "scripted"}, progress_enabled=True)
+    lines = capfd.readouterr().err.splitlines()
+    first_commit = next(i for i, line in enumerate(lines) if "units 1/1" in line)
+    batches = [line for line in lines[:first_commit] if "rollouts generated" in line]
+    assert batches and all(re.search(r"rollouts generated [1-9][0-9]* \([0-9.]+/s\)", line) for line in batches), lines

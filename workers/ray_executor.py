@@ -49,11 +49,11 @@ from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
-from labeler.store.progress import ProgressReporter
+from labeler.store.progress import BATCH_LINE_EVERY_S, ProgressReporter
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.unit_failures import UnitFailures, stops_the_job
 from workers.checker_share import CheckerShare
-from workers.ray_worker import UNITS_IN_FLIGHT, LabelingWorker
+from workers.ray_worker import CALLS_AT_ONCE, UNITS_IN_FLIGHT, LabelingWorker
 
 WORKER_NAME_PREFIX = "prm-labeler-worker"
 POLL_S = 2.0  # how often the driver looks at the cluster's nodes and at its starting workers while it waits
@@ -112,13 +112,14 @@ class RayExecutor:
         if gpus is None:
             gpus = task.config.tensor_parallel_size if ray.cluster_resources().get("GPU", 0) else 0
         # One CPU each: on a CPU-only machine the engine computes there; on GPUs it feeds them.
-        return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": UNITS_IN_FLIGHT}
+        return {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": CALLS_AT_ONCE}
 
     def _label_all(self, units, pool: WorkerPool, progress: ProgressReporter, commit, check_engine) -> None:
         queue = deque(units)
         failures = UnitFailures(self.max_unit_retries, progress, where="on Ray workers")
         running: dict = {}  # ObjectRef of a label call -> (unit, worker)
         nodes = NodeWatch(progress)
+        generation = GenerationWatch(progress)
         clock_started = False
         while queue or running:
             for worker in pool.free_slots():
@@ -133,6 +134,7 @@ class RayExecutor:
             if not running and not pool.starting:
                 raise NoWorkerError(f"no worker could start; last error: {pool.last_start_error}")
             ready, _ = ray.wait([*pool.starting, *running], num_returns=1, timeout=POLL_S)
+            generation.collect(pool.in_flight)
             for node in nodes.lost():
                 self._node_lost(node, running, queue, failures, pool, commit, progress)
             pool.give_up_late_starts(waiting=not pool.in_flight)
@@ -342,6 +344,37 @@ class WorkerPool:
         self.in_flight.clear()
         self.starting.clear()
         self.start_times.clear()
+
+
+class GenerationWatch:
+    """The workers' generation between commits, for the job's progress: every BATCH_LINE_EVERY_S the driver asks
+    each ready worker what its units generated since it last asked (LabelingWorker.generated_since_asked) and
+    hands the answers, as they come, to ProgressReporter.generated. A worker that dies meanwhile answers nothing:
+    its units are the failure handling's."""
+
+    def __init__(self, progress: ProgressReporter):
+        self.progress = progress
+        self.asked: dict = {}  # ObjectRef of a generated_since_asked call -> its worker
+        self.last_asked = time.monotonic()
+
+    def collect(self, workers) -> None:
+        """Take the answers in, and ask again those ready `workers` not asked yet, when it is time."""
+        if self.asked:
+            answered, _ = ray.wait(list(self.asked), num_returns=len(self.asked), timeout=0)
+            for ref in answered:
+                del self.asked[ref]
+                try:
+                    rollouts, tokens = ray.get(ref)
+                except RayError:
+                    continue
+                if rollouts or tokens:  # nothing generated since: no line
+                    self.progress.generated(rollouts, tokens)
+        if time.monotonic() - self.last_asked >= BATCH_LINE_EVERY_S:
+            self.last_asked = time.monotonic()
+            waiting = set(self.asked.values())
+            for worker in list(workers):
+                if worker not in waiting:
+                    self.asked[worker.generated_since_asked.remote()] = worker
 
 
 class NodeWatch:

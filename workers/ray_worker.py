@@ -21,10 +21,12 @@ from labeler.labeling.generation import Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
 from labeler.labeling.unit import UnitResult
+from labeler.store.progress import CountedGenerator, GenerationTally
 from workers.checker_share import CheckerShare
 from workers.engine_logging import route_vllm_logs
 
 UNITS_IN_FLIGHT = 2  # one generating, one being checked
+CALLS_AT_ONCE = UNITS_IN_FLIGHT + 1  # the actor's threads: its units, and the driver asking what they generated
 
 
 class LabelingWorker:
@@ -51,6 +53,7 @@ class LabelingWorker:
         self.generator = generator_factory()
         self.engine = engine_record(self.generator, self.checker)  # built here: the driver's libraries may differ
         self.engine_lock = threading.Lock()  # one generate call at a time on the engine
+        self.tally = GenerationTally()  # what its units generated, until the driver takes it (generated_since_asked)
 
     def where(self) -> tuple[dict, dict]:
         """Where this worker runs (its Ray node, host, pid, checker pool) and its engine record; the answer
@@ -64,5 +67,10 @@ class LabelingWorker:
     def label(self, unit: WorkUnit) -> UnitResult:
         """Run the job's task on `unit` (the method keeps its name: it labels, or judges, a unit)."""
         with self.engine_lock:
-            generated = self.task.generate(unit, self.generator, self.checker)
+            generated = self.task.generate(unit, CountedGenerator(self.generator, self.tally), self.checker)
         return self.task.finish(generated, self.checker, self.engine)
+
+    def generated_since_asked(self) -> tuple[int, int]:
+        """The rollouts and tokens its units generated since the driver last asked: the job's progress between
+        commits (answered on a thread of its own while its units run)."""
+        return self.tally.take()

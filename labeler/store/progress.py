@@ -113,11 +113,33 @@ class ProgressReporter:
             )
 
 
+class GenerationTally:
+    """What generation batches sampled since it was last taken: where a job's generator runs away from its
+    ProgressReporter (on a Ray worker), it counts there (CountedGenerator takes it as its `progress`), and the
+    driver takes the counts now and then and hands them to its reporter (ProgressReporter.generated)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()  # a worker's units generate on one thread and finish on another
+        self.rollouts = self.tokens = 0
+
+    def generated(self, rollouts: int, tokens: int) -> None:
+        with self.lock:
+            self.rollouts += rollouts
+            self.tokens += tokens
+
+    def take(self) -> tuple[int, int]:
+        """The rollouts and tokens counted since the last take."""
+        with self.lock:
+            counted, (self.rollouts, self.tokens) = (self.rollouts, self.tokens), (0, 0)
+        return counted
+
+
 class CountedGenerator:
-    """A generator whose every generate call reports what it sampled to `progress` (ProgressReporter.generated):
+    """A generator whose every generate call reports what it sampled to `progress` (ProgressReporter.generated, or
+    a GenerationTally):
     as each request finishes, where the generator says so (`on_finished`: the vLLM engine), else when the call ends."""
 
-    def __init__(self, generator, progress: ProgressReporter):
+    def __init__(self, generator, progress: ProgressReporter | GenerationTally):
         self.generator, self.progress = generator, progress
 
     def __getattr__(self, name):
