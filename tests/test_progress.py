@@ -118,7 +118,6 @@ def test_a_job_on_ray_reports_its_workers_generation_before_its_first_unit_commi
     from workers.ray_executor import ClusterSettings, RayExecutor
 
     monkeypatch.setattr(progress_module, "BATCH_LINE_EVERY_S", 0.0)
-    monkeypatch.setattr(ray_executor, "BATCH_LINE_EVERY_S", 0.0)
     monkeypatch.setattr(ray_executor, "POLL_S", 0.1)
     rows = [
         {"id": f"q{k}", "problem": p, "answer": a, "steps": [f"Take {k}.", "Then more.", "And more.", f"The answer is: {a}"]}

@@ -49,7 +49,7 @@ from labeler.labeling.checker_watch import CheckerUnhealthyError
 from labeler.labeling.generation import EngineDiedError, Generator
 from labeler.labeling.job import UnitTask
 from labeler.labeling.planning import WorkUnit
-from labeler.store.progress import BATCH_LINE_EVERY_S, ProgressReporter
+from labeler.store.progress import ProgressReporter
 from labeler.labeling.unit import UnitResult
 from labeler.labeling.unit_failures import UnitFailures, stops_the_job
 from workers.checker_share import CheckerShare
@@ -347,18 +347,18 @@ class WorkerPool:
 
 
 class GenerationWatch:
-    """The workers' generation between commits, for the job's progress: every BATCH_LINE_EVERY_S the driver asks
-    each ready worker what its units generated since it last asked (LabelingWorker.generated_since_asked) and
-    hands the answers, as they come, to ProgressReporter.generated. A worker that dies meanwhile answers nothing:
-    its units are the failure handling's."""
+    """The workers' generation between commits, for the job's progress: each time the driver looks (POLL_S), it
+    asks each ready worker with no question pending what its units generated since it last asked
+    (LabelingWorker.generated_since_asked) and hands the answers, as they come, to ProgressReporter.generated,
+    which prints at most one line every BATCH_LINE_EVERY_S. A worker that dies meanwhile answers nothing: its
+    units are the failure handling's."""
 
     def __init__(self, progress: ProgressReporter):
         self.progress = progress
         self.asked: dict = {}  # ObjectRef of a generated_since_asked call -> its worker
-        self.last_asked = time.monotonic()
 
     def collect(self, workers) -> None:
-        """Take the answers in, and ask again those ready `workers` not asked yet, when it is time."""
+        """Take the answers in, and ask the ready `workers` that have no question pending."""
         if self.asked:
             answered, _ = ray.wait(list(self.asked), num_returns=len(self.asked), timeout=0)
             for ref in answered:
@@ -369,12 +369,10 @@ class GenerationWatch:
                     continue
                 if rollouts or tokens:  # nothing generated since: no line
                     self.progress.generated(rollouts, tokens)
-        if time.monotonic() - self.last_asked >= BATCH_LINE_EVERY_S:
-            self.last_asked = time.monotonic()
-            waiting = set(self.asked.values())
-            for worker in list(workers):
-                if worker not in waiting:
-                    self.asked[worker.generated_since_asked.remote()] = worker
+        waiting = set(self.asked.values())
+        for worker in list(workers):
+            if worker not in waiting:
+                self.asked[worker.generated_since_asked.remote()] = worker
 
 
 class NodeWatch:

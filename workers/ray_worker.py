@@ -5,7 +5,8 @@ It runs the job's task on whole units (labeling: generate, then check, count and
 a judge: critiques, no checker) and returns the UnitResult; only the driver writes output. The driver
 keeps two units in flight per worker and the actor runs them on two threads, so while one unit is
 being finished the next one generates: the engine does not wait on the checker (whose symbolic work
-runs in its own process pool).
+runs in its own process pool). A third thread answers the driver's question of what its units have
+generated so far (the job's progress between commits).
 """
 
 from __future__ import annotations
