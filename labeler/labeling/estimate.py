@@ -16,12 +16,12 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from labeler.inputs.readers import input_fingerprint
-from labeler.labeling.config import LabelConfig
+from labeler.labeling.config import FINAL_ANSWER, LabelConfig
 from labeler.labeling.job import ExhaustivePlan, JobPlan, exhaustive_plan, input_path, one_step_warning
 from labeler.labeling.planning import plan_hash
 from labeler.store.location import OutputLocation
 from labeler.store.manifest import MANIFEST_NAME, check_same_job, check_same_kind, check_same_schema, load_manifest
-from labeler.store.shard_store import FAILURE_KEY, TRANSIENT_KEY
+from labeler.store.shard_store import reopened_by_a_rerun
 from schemas.manifest import UNIT_COMMITTED
 
 HISTOGRAM_TOP = 10  # steps per solution from this many on share one bar
@@ -51,7 +51,7 @@ def estimate(plan: JobPlan, config: LabelConfig, committed: Collection[str] = ()
     pending = [row for unit in plan.units if unit.unit_id not in committed for row in unit.rows]
     given = [row.source for row in rows if not row.needs_solutions]
     to_sample = sum(row.needs_solutions for row in pending) * config.solutions_per_problem
-    exhaustive = ExhaustivePlan(0, 0) if config.strategy == "final-answer" else exhaustive_plan(pending, config)
+    exhaustive = ExhaustivePlan(0, 0) if config.strategy == FINAL_ANSWER else exhaustive_plan(pending, config)
     histogram = Counter(len(source.steps) for source in given)
     warnings = [warning] if (warning := one_step_warning(rows, config)) else []
     return JobEstimate(
@@ -84,12 +84,8 @@ def committed_in_output(plan: JobPlan, config: LabelConfig, retry_rejected: bool
     notices = check_same_schema(manifest, config.output)
     fingerprint = input_fingerprint(input_path(config.input))
     check_same_job(manifest, config.output_settings(), config.config_hash(), plan_hash(plan.units), fingerprint, config.output)
-
-    def redone(unit: dict) -> bool:
-        stats = unit.get("stats", {})
-        return bool(stats.get(TRANSIENT_KEY)) or (retry_rejected and bool(stats.get(FAILURE_KEY)))
-
-    return {unit["unit_id"] for unit in manifest["units"] if unit["state"] == UNIT_COMMITTED and not redone(unit)}, notices
+    committed = [unit for unit in manifest["units"] if unit["state"] == UNIT_COMMITTED]
+    return {unit["unit_id"] for unit in committed if not reopened_by_a_rerun(unit.get("stats", {}), not retry_rejected)}, notices
 
 
 def format_estimate(estimate: JobEstimate) -> str:

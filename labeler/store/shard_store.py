@@ -66,6 +66,13 @@ COMPACTIONS_PER_JOB = 64
 COMPACT_AFTER_SECONDS = 60.0
 
 
+def reopened_by_a_rerun(stats: dict, transient_only: bool) -> bool:
+    """Whether a committed unit with these stats is labelled again by a rerun: one failed by its machine
+    (TRANSIENT_KEY) by every rerun, one failed by its rows (rejected/) only with --retry-rejected
+    (`transient_only` False). ShardStore.reopen_failed_units reopens them; `--dry-run` counts them to run."""
+    return bool(stats.get(FAILURE_KEY)) and (bool(stats.get(TRANSIENT_KEY)) or not transient_only)
+
+
 class ShardStore:
     def __init__(self, output: str | Path, shard_dirs: tuple[str, ...] = SHARD_DIRS):
         """shard_dirs: the folders of shards the job writes (a labeling job's by default)."""
@@ -165,7 +172,7 @@ class ShardStore:
         assert self.manifest is not None
         failed = set()
         for unit in self.committed_units():
-            if (stats := unit.get("stats", {})).get(FAILURE_KEY) and (stats.get(TRANSIENT_KEY) or not transient_only):
+            if reopened_by_a_rerun(stats := unit.get("stats", {}), transient_only):
                 failed.add(unit["unit_id"])
                 if transient_only:  # counted, so that a unit the machine fails on every rerun is told apart (commit_unit)
                     unit[REOPENED_KEY] = stats.get(REOPENED_KEY, 0) + 1
