@@ -216,8 +216,12 @@ def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -
 
 
 def _finished(state: dict, config: TrainConfig) -> bool:
-    """A saved run that has trained its --epochs, or stopped at its --max-steps: a rerun has nothing to do."""
-    return state["epoch"] >= config.epochs or (config.max_steps is not None and state["global_step"] >= config.max_steps)
+    """A saved run that has trained its --epochs, or stopped at its --max-steps: a rerun has nothing to do (Trainer.run)."""
+    return state["epoch"] >= config.epochs or _reached_max_steps(state["global_step"], config)
+
+
+def _reached_max_steps(global_step: int, config: TrainConfig) -> bool:
+    return config.max_steps is not None and global_step >= config.max_steps
 
 
 def _with_values(name: str, saved: dict, config: TrainConfig) -> str:
@@ -365,7 +369,7 @@ class _TrainingLoop:
         return self._result(stopped)
 
     def _at_max_steps(self) -> bool:
-        return self.config.max_steps is not None and self.global_step >= self.config.max_steps
+        return _reached_max_steps(self.global_step, self.config)
 
     def _result(self, stopped: bool) -> TrainResult:
         return TrainResult(
