@@ -10,9 +10,8 @@ from functools import partial
 
 from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
-from labeler.labeling.config import ClusterSettings, LabelConfig
+from labeler.labeling.config import FINAL_ANSWER, ClusterSettings, LabelConfig
 
-FINAL_ANSWER = "final-answer"  # the strategy that samples no rollouts
 
 COMMAND = "label"
 

@@ -49,7 +49,6 @@ from schemas import LABELS_SCHEMA, SCHEMA_VERSION, validate_labels
 from schemas.tables import UNCHECKED, first_error
 
 IMPORT_STRATEGY = "import"  # the labels' `strategy` column
-JOB_KIND = IMPORT_KIND  # the manifest's JOB_KIND_KEY: what `view` and `status` say wrote the output
 
 # Who made each dataset's labels: the labels' label_source, and what their `model` column and the
 # manifest's model name say labelled them (no model did: a dataset's own labels).
@@ -268,7 +267,7 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
                 raise
             corrupt = True
     if existing is not None:
-        check_same_kind(existing, JOB_KIND, config.output)  # before its settings: a label job's are all "changed"
+        check_same_kind(existing, IMPORT_KIND, config.output)  # before its settings: a label job's are all "changed"
         notices = check_same_schema(existing, config.output)
         check_same_job(existing, config.output_settings(), hash_of_config, hash_of_plan, fingerprint, config.output)
         store.start(existing)
@@ -285,10 +284,10 @@ def _open_store(store: ShardStore, config: ImportConfig, plan: ImportPlan, overw
         input_info=input_info,
         units=[{"unit_id": u.unit_id, "index": u.index, "n_rows": len(u.rows), "shard": u.shard_name} for u in plan.units],
     )
-    manifest[JOB_KIND_KEY] = JOB_KIND
+    manifest[JOB_KIND_KEY] = IMPORT_KIND  # what `view` and `status` say wrote the output
     warnings = []
     if rebuild:
-        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, JOB_KIND, store.location)
+        folded = rebuild_manifest(manifest, read_commit_records(store.location), config.output, IMPORT_KIND, store.location)
         if corrupt or folded:
             warnings.append(f"{store.location.display('manifest.json')} rebuilt from the {folded} commit records in commits/; the other units are written again")
     store.start(manifest)

@@ -20,7 +20,8 @@ from labeler.inputs.splitting import DEFAULT_MAX_STEPS, SPLIT_RULES
 from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
-STRATEGIES = ("exhaustive", "first-error", "adaptive", "final-answer")
+FINAL_ANSWER = "final-answer"  # the strategy that samples no rollouts: it checks each solution's stated answer
+STRATEGIES = ("exhaustive", "first-error", "adaptive", FINAL_ANSWER)
 MONTE_CARLO_STRATEGIES = STRATEGIES[:3]  # the ones that sample rollouts from step prefixes
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
 TRUNCATED_POLICIES = ("excluded", "incorrect")

@@ -21,7 +21,9 @@ from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 FINISHED, RUNNING, INTERRUPTED = "finished", "running", "interrupted"  # the job's `state`
 CUT_SHARE_WARNING = 0.2  # a job with more of its rollouts cut by their token budget says so
 UNDETERMINED_SHARE_WARNING = 0.5  # a job with more of its solutions' first errors undetermined says so
-FINAL_ANSWER = "final-answer"  # the strategy that labels only each solution's last step: its first errors are mostly undetermined
+# the strategy that labels only each solution's last step: its first errors are mostly undetermined (the name
+# labeler/labeling/config.py declares, which this layer, below labeling, cannot import)
+FINAL_ANSWER = "final-answer"
 # the jobs that generate (an import or a consensus writes what it reads), where no engine record says otherwise
 GENERATING_KINDS = ("label", "judge")
 
