@@ -2,7 +2,8 @@ import pytest
 
 from labeler.checking.checker import AnswerChecker
 from labeler.labeling.generation import SamplingSettings
-from labeler.labeling.monte_carlo import first_error, hard_label, soft_label
+from labeler.labeling.monte_carlo import hard_label, soft_label
+from schemas.tables import first_error
 from labeler.labeling.rollouts import prefix_seed
 from labeler.labeling.strategies import StrategySettings, label
 from labeler.records import Solution, StepCounts

@@ -8,7 +8,7 @@ import pytest
 
 from labeler.checking.checker import AnswerChecker
 from labeler.labeling.generation import SamplingSettings
-from labeler.labeling.monte_carlo import first_error
+from schemas.tables import first_error
 from labeler.labeling.strategies import StrategySettings, label
 from labeler.labeling.tables import Provenance, labels_table
 from labeler.records import Solution

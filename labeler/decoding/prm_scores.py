@@ -28,10 +28,9 @@ import pyarrow as pa
 
 from labeler.decoding.candidates import Candidate
 from labeler.evaluation.solutions import SolutionToScore
-from labeler.ids import stable_id
+from labeler.ids import solution_fingerprint, stable_id
 from labeler.prm.scorers import CHECKPOINT, StepScorer, backend_of, checkpoint_folder, parse_spec, release
 from labeler.prm.solution_scores import checked_scores, is_score
-from labeler.ids import solution_fingerprint
 from labeler.store.location import OutputLocation
 
 SCORES_DIR = "bon/scores"

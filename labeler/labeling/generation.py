@@ -71,8 +71,6 @@ class Generator(Protocol):
         ...
 
 
-
-
 class NoGeneration:
     """The generator of a job with nothing to generate: the final-answer strategy on rows that all carry
     their solution only checks each one's stated answer. No model loads; asked to generate, it raises.

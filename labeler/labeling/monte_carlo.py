@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from labeler.records import StepCounts
-from schemas.tables import first_error  # noqa: F401 (the labels column's rule, here beside the other label math)
 
 
 def soft_label(counts: StepCounts) -> float | None:

@@ -7,7 +7,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from labeler.labeling.monte_carlo import first_error, hard_label, soft_label
+from labeler.labeling.monte_carlo import hard_label, soft_label
+from schemas.tables import first_error
 from labeler.labeling.rollouts import LabelledSolution, RolloutRecord
 from labeler.labeling.trajectory import trajectory_label
 from labeler.records import RejectedRow
