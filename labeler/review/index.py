@@ -231,7 +231,7 @@ class SolutionIndex:
         # the first PRM's scores
         prm_min = [None] * len(table)
         prm_partial = [False] * len(table)
-        prm_join = [None] * len(table)  # CHECKED, UNCHECKED (the scores name no solution) or OTHER_SOLUTION
+        prm_join = [None] * len(table)  # SCORES_CHECKED, SCORES_UNCHECKED (the scores name no solution) or OTHER_SOLUTION
         n_steps = table.column("n_steps").to_pylist()
         if self.sources.scores:
             source = self.sources.scores[0]
@@ -428,14 +428,14 @@ def _corrected_summary(row: dict, reviews: dict) -> dict:
     }
 
 
-CHECKED, UNCHECKED = "checked", "unchecked"
+SCORES_CHECKED, SCORES_UNCHECKED = "checked", "unchecked"  # prm_join (scores_join); not schemas.tables.UNCHECKED
 
 
 def scores_join(source, solution_id: str, problem: str, steps: list[str]) -> str:
-    """Whether the scores `source` holds under `solution_id` are of this solution (CHECKED), of another one
-    (OTHER_SOLUTION), or name none (UNCHECKED: written before score records carried a fingerprint)."""
+    """Whether the scores `source` holds under `solution_id` are of this solution (SCORES_CHECKED), of another one
+    (OTHER_SOLUTION), or name none (SCORES_UNCHECKED: written before score records carried a fingerprint)."""
     same = same_solution(source.fingerprints.get(solution_id), problem, steps)
-    return UNCHECKED if same is None else CHECKED if same else OTHER_SOLUTION
+    return SCORES_UNCHECKED if same is None else SCORES_CHECKED if same else OTHER_SOLUTION
 
 
 def _judge_status(table: pa.Table, other_solution: np.ndarray) -> pa.Array:

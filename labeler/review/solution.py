@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.corrections import Correction, StepReview, applicable, resolve, steps_hash
 from labeler.review.index import OTHER_SOLUTION, Located, SolutionIndex, scores_join
-from labeler.review.index import UNCHECKED as SCORES_UNCHECKED
+from labeler.review.index import SCORES_UNCHECKED
 from labeler.review.joins import same_steps
 from labeler.review.queue import is_record_of
 from schemas.tables import MONTE_CARLO, UNCHECKED
