@@ -96,6 +96,26 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def write_take_one_rows(path: Path, problems: dict[str, str]) -> Path:
+    """`problems` (text -> answer, "What is k minus 1?") as two-step solutions, one row each, in a JSON Lines file."""
+    rows = [
+        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {answer}"]}
+        for k, (problem, answer) in enumerate(problems.items())
+    ]
+    return write_jsonl(path, rows)
+
+
+def status_of(out, capsys) -> tuple[dict, str]:
+    """`labeler status OUT` as JSON and as text."""
+    from labeler.cli import main
+
+    capsys.readouterr()
+    assert main(["status", str(out), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert main(["status", str(out)]) == 0
+    return status, capsys.readouterr().out
+
+
 def shared_data(relative: str) -> Path:
     """The shared data file or folder `relative`; a failure naming it when it is missing (a skip, with the
     reason, where the run says it goes without the shared data): a figure never goes untested unnoticed."""

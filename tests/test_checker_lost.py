@@ -13,7 +13,7 @@ from labeler.checking import AnswerChecker, CheckerUnavailable
 from labeler.labeling.config import LabelConfig
 from labeler.labeling.job import run_job
 from labeler.store.status import job_status
-from tests.conftest import write_jsonl
+from tests.conftest import write_take_one_rows
 from tests.fakes import ScriptedGenerator
 from workers.local_executor import LocalExecutor
 
@@ -36,11 +36,7 @@ class LostAfterFirstCheck(AnswerChecker):
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    rows = [
-        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {answer}"]}
-        for k, (problem, answer) in enumerate(PROBLEMS.items())
-    ]
-    return write_jsonl(tmp_path / "in.jsonl", rows)
+    return write_take_one_rows(tmp_path / "in.jsonl", PROBLEMS)
 
 
 def config(dataset: Path, out: Path) -> LabelConfig:

@@ -9,7 +9,7 @@ import pytest
 import workers.vllm_generator
 from labeler.cli import main
 from labeler.inputs.readers import InputError, input_fingerprint, read_rows
-from tests.conftest import shared_data, write_jsonl
+from tests.conftest import shared_data, status_of, write_jsonl
 from tests.fakes import CUT_MARKER, ScriptedGenerator
 
 ANSWERS = {f"What is {i} plus {i}?": str(2 * i) for i in range(1, 5)}
@@ -31,14 +31,6 @@ def scripted(monkeypatch):
 
 def label(tmp_path, data, *flags) -> list[str]:
     return ["label", "--input", str(data), "--output", str(tmp_path / "out"), "--model", "scripted", "--rollouts", "2", *flags]
-
-
-def status_of(out, capsys) -> tuple[dict, str]:
-    capsys.readouterr()
-    assert main(["status", str(out), "--json"]) == 0
-    status = json.loads(capsys.readouterr().out)
-    assert main(["status", str(out)]) == 0
-    return status, capsys.readouterr().out
 
 
 def one_error(capsys, args) -> str:

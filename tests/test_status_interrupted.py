@@ -18,7 +18,7 @@ import workers.vllm_generator
 from labeler.cli import main
 from labeler.store.location import OutputLocation
 from labeler.store.lock import LOCK_NAME, OutputLock
-from tests.conftest import write_jsonl
+from tests.conftest import status_of, write_jsonl
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 
 ANSWERS = {f"What is {i}+{i}?": str(2 * i) for i in range(6)}
@@ -35,14 +35,6 @@ def interrupted(tmp_path, monkeypatch):
     with pytest.raises(Crash):
         main(args)
     return out, args
-
-
-def status_of(out, capsys) -> tuple[dict, str]:
-    capsys.readouterr()
-    assert main(["status", str(out), "--json"]) == 0
-    status = json.loads(capsys.readouterr().out)
-    assert main(["status", str(out)]) == 0
-    return status, capsys.readouterr().out
 
 
 def test_an_interrupted_job_has_no_eta_and_says_how_to_resume(interrupted, capsys, monkeypatch):

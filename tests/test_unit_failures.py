@@ -17,7 +17,7 @@ from labeler.labeling.job import run_job
 from labeler.labeling.unit_failures import EngineKeepsDyingError, UnitsKeepFailingError
 from labeler.store.progress import ProgressReporter
 from labeler.store.status import format_status, job_status
-from tests.conftest import write_jsonl
+from tests.conftest import write_jsonl, write_take_one_rows
 from tests.fakes import Crash, CrashingGenerator, ScriptedGenerator
 from workers.engine_watch import EngineWatch
 from workers.local_executor import LocalExecutor
@@ -34,11 +34,7 @@ def checker():
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    rows = [
-        {"id": f"q{k}", "problem": problem, "answer": answer, "steps": [f"Take 1 from {k + 2}.", f"The answer is: {answer}"]}
-        for k, (problem, answer) in enumerate(PROBLEMS.items())
-    ]
-    return write_jsonl(tmp_path / "in.jsonl", rows)
+    return write_take_one_rows(tmp_path / "in.jsonl", PROBLEMS)
 
 
 def label(dataset: Path, out: Path, checker, factory, retries: int = 2, shard_size: int = 2, rollouts: int = 4, **kwargs):
