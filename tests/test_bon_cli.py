@@ -45,7 +45,7 @@ def engine_starts(monkeypatch):
 @pytest.fixture(scope="module")
 def prm(tiny_model_dir, tmp_path_factory):
     path = tmp_path_factory.mktemp("prm") / "checkpoint"
-    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").save(path)
+    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft", rendering="plain").save(path)  # 128 tokens: the long candidate is cut
     return str(path)
 
 

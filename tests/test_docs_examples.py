@@ -274,7 +274,7 @@ class Sandbox:
         if sub == "label":
             out += ["--max-new-tokens", "16", "--rollouts", "2"] if "--max-new-tokens" not in out else []
         if sub == "train":
-            out += ["--epochs", "1", "--device", "cpu", "--batch-size", "4"]
+            out += ["--epochs", "1", "--min-steps", "0", "--device", "cpu", "--batch-size", "4"]
             if "--model" not in out:
                 out += ["--model", str(self.tiny_model)]
         if sub in SERVERS:

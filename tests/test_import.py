@@ -192,7 +192,7 @@ def test_imported_processbench_labels_train_eval_export_and_report(tiny_model_di
     # train: human steps train on their hard labels (soft is null), unlabelled ones are masked
     run = tmp_path / "run"
     code = main(["train", "--labels", str(output), "--output", str(run), "--model", str(tiny_model_dir), "--epochs", "1",
-                 "--batch-size", "4", "--max-length", "1024", "--device", "cpu", "--validation-fraction", "0.25", "--json", "--quiet"])  # fmt: skip
+                 "--batch-size", "4", "--max-length", "1024", "--min-steps", "0", "--device", "cpu", "--validation-fraction", "0.25", "--json", "--quiet"])  # fmt: skip
     assert code == 0 and json.loads(capsys.readouterr().out)["epochs_done"] == 1
     assert json.loads((run / "metrics.jsonl").read_text().splitlines()[0])["val_steps"] > 0
 

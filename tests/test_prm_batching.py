@@ -93,7 +93,7 @@ def test_packed_processbench_math_batches_hold_at_most_1_1_tokens_per_real_token
 @torch.no_grad()
 def test_packed_solutions_get_the_logits_they_get_alone(backbone, tiny_model_dir, windowed_model_dir, tmp_path):
     folder = tiny_model_dir if backbone == "tiny_llama" else windowed_model_dir
-    prm = ProcessRewardModel.from_backbone(str(folder), max_length=128, target="soft").eval()
+    prm = ProcessRewardModel.from_backbone(str(folder), max_length=384, target="soft").eval()
     torch.nn.init.normal_(prm.head.weight, std=1.0)  # a head that shows differences in the hidden states
     rows = read_labelled_rows(write_labels(tmp_path, arithmetic_rows(problems=6, solutions_per_problem=2, seed=3)))
     examples, _ = build_examples(rows, prm.tokenizer, "soft", 128)
@@ -113,7 +113,7 @@ def test_packed_solutions_get_the_logits_they_get_alone(backbone, tiny_model_dir
 
 
 def test_the_packing_check_catches_a_backbone_that_lets_solutions_attend_to_each_other(tiny_model_dir, tmp_path):
-    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft")
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft")
     rows = read_labelled_rows(write_labels(tmp_path, arithmetic_rows(problems=2, solutions_per_problem=1, seed=3)))
     data = ExampleTensors(build_examples(rows, prm.tokenizer, "soft", 128)[0])
     backbone_forward = prm.backbone.forward
@@ -129,7 +129,7 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
     labels = small_labels(tmp_path, problems=12)
     weighted = write_labels(tmp_path / "weighted", arithmetic_rows(problems=4, solutions_per_problem=2, seed=8, prefix="w"))
     sources = (str(labels), f"{weighted}:3")  # a second label source whose steps weigh 3 in the loss
-    common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25}
+    common = {"epochs": 2, "batch_size": 6, "gradient_accumulation_steps": 2, "validation_fraction": 0.25, "rendering": "plain"}  # plain: lengths vary, packing gains
     config = lambda out, **more: replace(small_config(labels, out, tiny_model_dir, **common, **more), labels=sources)  # noqa: E731
     padded = train(config(tmp_path / "padded", batching="padded"))
     caplog.clear()
@@ -147,7 +147,7 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
         assert new["val_trajectory_loss"] == pytest.approx(old["val_trajectory_loss"], rel=1e-4)
     old_weights, new_weights = model_state(tmp_path / "padded" / "last"), model_state(tmp_path / "packed" / "last")
     assert "trajectory_head.weight" in old_weights  # the trajectory head trains in both layouts (the labels carry trajectory labels)
-    initial = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").state_dict()
+    initial = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").state_dict()
     moved = max((old_weights[name] - initial[name]).abs().max().item() for name in initial if name.startswith("backbone."))
     assert moved > 1e-3  # training changed the weights by far more than the tolerance below
     for name in old_weights:

@@ -249,5 +249,5 @@ def test_a_trl_export_trains_back_in_labeler_train(job, tmp_path, tiny_model_dir
         (row["prompt"], tuple(row["completions"]), tuple(row["labels"])) for row in read_lines(out)
     ]
     assert main(["train", "--labels", str(out), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "1",
-                 "--max-length", "128", "--device", "cpu", "--validation-fraction", "0", "--quiet"]) == 0  # fmt: skip
+                 "--max-length", "384", "--min-steps", "0", "--device", "cpu", "--validation-fraction", "0", "--quiet"]) == 0  # fmt: skip
     assert (tmp_path / "run" / "best" / "prm.json").is_file()

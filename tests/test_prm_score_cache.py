@@ -40,7 +40,7 @@ def scored(tmp_path):
 
 def save_checkpoint(tiny_model_dir, path: Path, seed: int) -> None:
     torch.manual_seed(seed)
-    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").save(path)
+    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").save(path)
 
 
 def keep_times(path: Path):

@@ -51,7 +51,7 @@ def sources(tmp_path):
 
 def config(labels, output, model, **overrides) -> TrainConfig:
     settings = {"labels": labels, "output": str(output), "model": str(model), "epochs": 1, "batch_size": 16, "learning_rate": 1e-3}
-    return TrainConfig(**(settings | {"max_length": 128, "device": "cpu", "validation_fraction": 0.0} | overrides))
+    return TrainConfig(**(settings | {"max_length": 384, "device": "cpu", "validation_fraction": 0.0, "min_steps": 0} | overrides))
 
 
 def test_weighted_loss_is_the_mean_of_weight_times_cross_entropy():
@@ -65,15 +65,19 @@ def test_weighted_loss_is_the_mean_of_weight_times_cross_entropy():
 
 def test_the_weight_scales_the_loss_the_trainer_reports(tiny_model_dir, tmp_path, sources):
     mc, human = sources
-    train(config((str(mc), f"{human}:3"), tmp_path / "run", tiny_model_dir, trajectory_loss_weight=0))  # the step loss alone
+    plain = {"step_surprise": False, "rendering": "plain"}  # the head alone, on the plain rendering, as rebuilt below
+    train(config((str(mc), f"{human}:3"), tmp_path / "run", tiny_model_dir, trajectory_loss_weight=0, **plain))  # the step loss alone
     reported = json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["train_loss"]
 
-    # By hand: the untrained PRM (same seed, same head) on the one batch of the epoch.
+    # By hand: the untrained PRM (same seed, same head, its bias at the targets' weighted mean) on the one batch of the epoch.
+    from labeler.prm.trainer import _priors
+
     torch.manual_seed(0)
-    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft")
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft", **plain)
     examples = []
     for index, (path, weight) in enumerate([(mc, 1.0), (human, 3.0)]):
-        examples += build_examples(read_labelled_rows(path), prm.tokenizer, "soft", 128, weight, index)[0]
+        examples += build_examples(read_labelled_rows(path), prm.tokenizer, "soft", 384, weight, index)[0]
+    prm.start_at_prior(*_priors(examples))
     batch = collate([examples[i] for i in epoch_order(len(examples), 0, 0)], prm.pad_token_id)
     with torch.no_grad():
         logits = prm(batch.input_ids, batch.attention_mask)[batch.step_mask]
@@ -88,7 +92,7 @@ def test_the_weight_scales_the_loss_the_trainer_reports(tiny_model_dir, tmp_path
 
 def test_the_split_is_by_problem_across_sources(tiny_model_dir, tmp_path, sources):
     mc, human = sources
-    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft")
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft")
     examples = [e for i, path in enumerate((mc, human)) for e in build_examples(read_labelled_rows(path), prm.tokenizer, "soft", 128, 1.0, i)[0]]
     train_set, validation = split_by_problem(examples, 0.25, seed=0)
     held_out = {e.problem_id for e in validation}

@@ -52,6 +52,7 @@ def test_trainer_learns_step_correctness_on_held_out_problems(windowed_model_dir
         learning_rate=1e-3,
         max_length=256,
         validation_fraction=0.2,
+        select_best="val_loss",  # the loss holds the trajectory head's too: its best is both heads' best
         device="cpu",
     )
     started = time.monotonic()
@@ -81,7 +82,7 @@ def small_labels(tmp_path, problems=12):
 
 def small_config(labels, output, model, **overrides) -> TrainConfig:
     settings = {"labels": str(labels), "output": str(output), "model": str(model), "epochs": 2, "batch_size": 4}
-    return TrainConfig(**(settings | {"learning_rate": 1e-3, "max_length": 128, "device": "cpu"} | overrides))
+    return TrainConfig(**(settings | {"learning_rate": 1e-3, "max_length": 384, "device": "cpu", "min_steps": 0} | overrides))
 
 
 def model_state(checkpoint) -> dict[str, torch.Tensor]:
@@ -93,7 +94,7 @@ def test_best_and_last_checkpoints_load_and_score(tiny_model_dir, tmp_path):
     train(small_config(labels, tmp_path / "run", tiny_model_dir))
     for name in ("best", "last"):
         prm = ProcessRewardModel.load(tmp_path / "run" / name)
-        assert prm.settings.base_model == str(tiny_model_dir) and prm.settings.max_length == 128
+        assert prm.settings.base_model == str(tiny_model_dir) and prm.settings.max_length == 384
         scored = score_solutions(CheckpointScorer(prm, place("cpu", "fp32")), [SolutionToScore("p", "s", "Add the numbers.", ("1 + 1 = 2.", "2 + 2 = 5."))])
         assert len(scored[0].step_scores) == 2 and all(0 < score < 1 for score in scored[0].step_scores)
     assert (tmp_path / "run" / "last" / "training_state.pt").is_file()
@@ -226,7 +227,9 @@ def test_train_command_writes_metrics_and_prints_a_summary(tiny_model_dir, tmp_p
             "--batch-size",
             "4",
             "--max-length",
-            "128",
+            "384",
+            "--min-steps",
+            "0",
             "--device",
             "cpu",
             "--json",
@@ -241,7 +244,7 @@ def test_train_command_writes_metrics_and_prints_a_summary(tiny_model_dir, tmp_p
 def test_a_rerun_with_the_same_max_steps_trains_nothing_and_the_summary_names_what_exists(tiny_model_dir, tmp_path, capsys):
     labels, run = small_labels(tmp_path), tmp_path / "run"
     argv = ["train", "--labels", str(labels), "--output", str(run), "--model", str(tiny_model_dir), "--epochs", "2", "--batch-size", "4",
-            "--max-length", "128", "--device", "cpu", "--quiet"]  # fmt: skip
+            "--max-length", "384", "--min-steps", "0", "--device", "cpu", "--quiet"]  # fmt: skip
     # 5 steps an epoch: --max-steps 4 stops inside epoch 1, before any best/
     assert main([*argv, "--max-steps", "4"]) == 0
     first = capsys.readouterr().out

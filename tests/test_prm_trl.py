@@ -32,12 +32,12 @@ def trl_rows(problems: int = 8, seed: int = 5) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    return ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft").tokenizer
+    return ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").tokenizer
 
 
 def config(labels, output, model, **overrides) -> TrainConfig:
     settings = {"labels": labels, "output": str(output), "model": str(model), "epochs": 1, "batch_size": 4, "learning_rate": 1e-3}
-    return TrainConfig(**(settings | {"max_length": 128, "device": "cpu"} | overrides))
+    return TrainConfig(**(settings | {"max_length": 384, "device": "cpu", "min_steps": 0} | overrides))
 
 
 def test_a_trl_file_trains_to_a_checkpoint_with_its_labels_as_targets(tiny_model_dir, tmp_path, tokenizer, capsys):
@@ -45,7 +45,7 @@ def test_a_trl_file_trains_to_a_checkpoint_with_its_labels_as_targets(tiny_model
     data = write_jsonl(tmp_path / "math_shepherd.jsonl", rows)
     run = tmp_path / "run"
     argv = ["train", "--labels", str(data), "--output", str(run), "--model", str(tiny_model_dir), "--epochs", "1",
-            "--batch-size", "4", "--max-length", "128", "--device", "cpu", "--json"]  # fmt: skip
+            "--batch-size", "4", "--max-length", "384", "--min-steps", "0", "--device", "cpu", "--json"]  # fmt: skip
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["epochs_done"] == 1 and result["checkpoints"] == [str(run / "best"), str(run / "last")]
@@ -158,7 +158,7 @@ def test_train_on_last_step_only_puts_a_target_on_last_steps_alone(tiny_model_di
     rows = trl_rows(problems=10)
     data = write_jsonl(tmp_path / "trl.jsonl", rows)
     settings = config(str(data), tmp_path / "run", tiny_model_dir, validation_fraction=0.2, train_on_last_step_only=True)
-    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=128, target="soft")
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft")
     train_set, validation_set = _examples(settings, prm, [read_training_rows(str(data))])
     by_id = {e.solution_id: e for e in train_set + validation_set}
     labels = {r.solution_id: r.hard_labels for r in read_training_rows(str(data))}
@@ -244,12 +244,15 @@ def test_the_schedule_chosen_is_the_one_the_run_follows(tiny_model_dir, tmp_path
 
 
 def test_a_run_saved_before_the_new_settings_resumes_as_it_trained():
-    config_now = TrainConfig(labels="x", output="run", model="m")
+    as_trained = {"lr_scheduler": "linear", "min_steps": 0, "step_surprise": False, "rendering": "plain"}
+    config_now = TrainConfig(labels="x", output="run", model="m", **as_trained)
     saved = json.loads(json.dumps(config_now.to_dict()))
-    for name in ("lr_scheduler", "train_on_last_step_only"):
+    for name in ("lr_scheduler", "train_on_last_step_only", "min_steps", "step_surprise", "rendering"):
         del saved[name]
     assert config_now.changed_settings(saved) == []
-    assert TrainConfig(labels="x", output="run", model="m", lr_scheduler="cosine").changed_settings(saved) == ["lr_scheduler"]
+    assert TrainConfig(labels="x", output="run", model="m", **(as_trained | {"lr_scheduler": "cosine"})).changed_settings(saved) == ["lr_scheduler"]
+    # today's defaults differ from what such a run trained with: named, so a resume is refused rather than mixed
+    assert TrainConfig(labels="x", output="run", model="m").changed_settings(saved) == ["lr_scheduler", "min_steps", "rendering", "step_surprise"]
 
 
 def test_text_that_is_not_unicode_is_a_bad_row_named_before_a_model_loads(tmp_path):

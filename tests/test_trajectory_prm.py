@@ -44,7 +44,7 @@ def trajectory_prm(tiny_model_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("trajectory-prm")
     labels = write_labels(root / "labels", trace_rows(16))
     config = TrainConfig(labels=str(labels), output=str(root / "run"), model=str(tiny_model_dir), epochs=1, batch_size=4,
-                         learning_rate=1e-3, max_length=128, device="cpu", validation_fraction=0.25)  # fmt: skip
+                         learning_rate=1e-3, max_length=384, min_steps=0, device="cpu", validation_fraction=0.25, step_surprise=False)  # fmt: skip
     result = train(config)
     return root / "run", result
 
@@ -65,7 +65,7 @@ def test_labels_without_trajectory_labels_train_no_trajectory_head(tiny_model_di
         row |= {"thinking_steps": 0, "trajectory_verdict": "timeout", "trajectory_label": None}
     labels = write_labels(tmp_path / "labels", rows)
     config = TrainConfig(labels=str(labels), output=str(tmp_path / "run"), model=str(tiny_model_dir), epochs=1, batch_size=4,
-                         max_length=128, device="cpu", validation_fraction=0)  # fmt: skip
+                         max_length=384, min_steps=0, device="cpu", validation_fraction=0, step_surprise=False)  # fmt: skip
     train(config)
     assert ProcessRewardModel.load(tmp_path / "run" / "best").trajectory_head is None
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["id2label"] == {"0": "step"}
@@ -135,7 +135,7 @@ def test_select_refuses_what_it_cannot_rank(tiny_model_dir, trajectory_prm, tmp_
         row |= {"trajectory_verdict": "timeout", "trajectory_label": None}
     labels = write_labels(tmp_path / "labels", rows)
     config = TrainConfig(labels=str(labels), output=str(tmp_path / "steps-only"), model=str(tiny_model_dir), epochs=1, batch_size=4,
-                         max_length=128, device="cpu", validation_fraction=0)  # fmt: skip
+                         max_length=384, min_steps=0, device="cpu", validation_fraction=0)  # fmt: skip
     train(config)
     args = ["select", "--prm", str(tmp_path / "steps-only"), "--input", str(data), "--top", "1", "--output", str(tmp_path / "o.jsonl"), "--prm-backend", "torch"]
     assert main(args) == 2 and "no solution has a combined score" in capsys.readouterr().err

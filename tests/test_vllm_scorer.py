@@ -58,7 +58,7 @@ def specs(tiny_model_dir, tmp_path_factory):
     llama.save(root / "ours-llama")
     mistral = build_windowed_mistral(root / "mistral-backbone", tiny_model_dir)
     torch.manual_seed(1)
-    ProcessRewardModel.from_backbone(str(mistral), max_length=200, target="soft").save(root / "ours-mistral")
+    ProcessRewardModel.from_backbone(str(mistral), max_length=200, target="soft", rendering="plain").save(root / "ours-mistral")  # plain: both renderings served
     save_format_1(llama, root / "ours-format-1")
     qwen, _, _ = build_qwen_prm(root / "qwen-prm")
     qwen_linear, _, _ = build_qwen_prm(root / "qwen-prm-linear", head="linear", seed=3)

@@ -186,6 +186,8 @@ def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_leng
 
     if kind == CHECKPOINT:
         return (*_checkpoint(model, trust_remote_code), None)
+    if kind == "logprob":
+        raise VLLMCannotServe("the logprob baseline reads token log-probabilities, which vLLM's pooling runner does not give; --prm-backend torch says so quietly")
     renderer = load_public_scorer(
         kind, model, placement=place("cpu", "fp32"), batch_size=1, trust_remote_code=trust_remote_code, max_length=max_length, name=spec,
         weights=False,
@@ -207,13 +209,18 @@ def _checkpoint(model: str, trust_remote_code: bool):
 
     folder = checkpoint_folder(model)
     settings = read_settings(folder)
+    if settings.step_surprise:
+        raise VLLMCannotServe(
+            f"{folder} has a step-surprise term (it reads its language model's token log-probabilities, which vLLM's "
+            "pooling runner does not give); train with --no-step-surprise for a PRM vLLM serves"
+        )
     if settings.format_version < 2:
         raise VLLMCannotServe(
             f"{folder} was saved in format {settings.format_version}, not as a token classifier (saved before 2026-12-04, "
             "or its backbone has no token classifier with a `score` head in transformers)"
         )
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions)
+    sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions, settings.rendering)
     trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
     return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), settings.max_length
 

@@ -16,7 +16,8 @@ first-error metrics plus step accuracy, error precision/recall/F1 and AUC.
 or KIND:MODEL for a public PRM, as `labeler score` takes it (remote code only with
 --trust-remote-code). A step is predicted wrong when its hard label is False (--labels), when its
 soft label is below --threshold (--labels with --threshold), or when its score is below
---threshold (--scores, --prm; default 0.5). The predicted first error is the first step
+--threshold (--scores, --prm; default 0.5, and for a PRM of `labeler train` the threshold it chose on
+its validation split, which the report names). The predicted first error is the first step
 predicted wrong, -1 if none. With --judgments (the output of `labeler judge`) it is the judge's
 verdict, the majority of its votes: how good a critic the judge is, before a large run trusts it.
 
@@ -43,6 +44,7 @@ from pathlib import Path
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, log_to_stderr, quiet_transformers, usage_error
 from labeler.cli.flags import add_flags, flag_values
 from labeler.prm.backends import BackendConfig
+from labeler.prm.scorers import stored_threshold
 from labeler.prm.config import TrainConfig
 
 COMMAND = "eval"
@@ -97,7 +99,8 @@ def register(subparsers) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; not with --judgments)",
+        help="a step is wrong below this soft label or score (default: hard labels; 0.5 for scores; for a PRM of `labeler train`, "
+        "the threshold it chose on its validation split, else 0.5; not with --judgments)",
     )
     add_flags(parser, EvalSettings, into=parser)
     parser.add_argument("--neutral", choices=NEUTRAL_MODES, default="exclude", help="PRM800K: what a 0 rating counts as (default: exclude)")
@@ -156,8 +159,10 @@ def run_eval(args: argparse.Namespace) -> int:
             elif kind == "scores":
                 sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
             elif kind == "prm":
-                predictions = _prm_predictions(args, path, references, score_threshold)
-                sources.append(PredictionSource(name, kind, path, score_threshold, predictions))
+                stored = stored_threshold(path)  # a checkpoint's own, chosen on its validation split
+                threshold = score_threshold if args.threshold is not None or stored is None else stored
+                predictions = _prm_predictions(args, path, references, threshold)
+                sources.append(PredictionSource(name, kind, path, threshold, predictions))
             else:
                 sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
     except (ValueError, InputError) as error:

@@ -23,6 +23,7 @@ DEVICES = ("auto", "cpu", "cuda")
 BATCHING = ("packed", "padded")
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
 LR_SCHEDULERS = ("linear", "cosine", "constant")
+RENDERING_CHOICES = ("auto", "chat", "plain")
 
 DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
 DEVICE_HELP = "where the model runs: auto is cuda when available, else cpu"
@@ -80,16 +81,33 @@ class TrainConfig:
     )
     model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
     target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
-    epochs: int = setting(3, at_least=1, help="passes over the training set", group=OPTIMISATION, may_change_on_resume=True)
+    epochs: int = setting(
+        3, at_least=1, help="passes over the training set (more when --min-steps asks for them)", group=OPTIMISATION, may_change_on_resume=True
+    )
+    min_steps: int = setting(
+        300,
+        at_least=0,
+        metavar="N",
+        help="train at least N optimizer steps whatever the data size: a small label set gets as many epochs as that takes "
+        "(a head and a backbone learn nothing in two dozen steps); 0: --epochs alone",
+        group=OPTIMISATION,
+    )
     batch_size: int = setting(8, at_least=1, help="solutions per micro-batch (per process under torchrun)", group=OPTIMISATION)
     gradient_accumulation_steps: int = setting(1, at_least=1, help="micro-batches per optimizer step", group=OPTIMISATION)
-    learning_rate: float = setting(1e-5, above=0, help="peak learning rate of AdamW", group=OPTIMISATION)
+    learning_rate: float = setting(1e-5, above=0, help="peak learning rate of AdamW for the backbone", group=OPTIMISATION)
+    head_learning_rate: float = setting(
+        1e-3,
+        above=0,
+        help="peak learning rate of the heads (and the step-surprise weight), which start from nothing: they learn at "
+        "their own rate while the backbone moves little; each head's bias starts at the log-odds of its targets' mean",
+        group=OPTIMISATION,
+    )
     weight_decay: float = setting(0.0, at_least=0, help="AdamW weight decay", group=OPTIMISATION)
     warmup_ratio: float = setting(
         0.05, at_least=0, below=1, help="share of steps with linear warm-up to --learning-rate, then --lr-scheduler", group=OPTIMISATION
     )
     lr_scheduler: str = setting(
-        "linear",
+        "cosine",
         choices=LR_SCHEDULERS,
         help="the learning rate after the warm-up: linear decay from --learning-rate towards 0 (which it would reach "
         "one step past the last), cosine (half a cosine wave, towards 0 likewise), or constant (--learning-rate throughout)",
@@ -112,7 +130,13 @@ class TrainConfig:
         group=OPTIMISATION,
     )
     validation_fraction: float = setting(0.1, at_least=0, below=1, help="share of problems held out for validation", group=DATA)
-    select_best: str = setting("val_loss", choices=SELECT_BEST, help="metric that picks the best checkpoint", group=OPTIMISATION)
+    select_best: str = setting(
+        "val_auc",
+        choices=SELECT_BEST,
+        help="metric that picks the best checkpoint: the validation step AUC (how well the scores rank right steps above "
+        "wrong ones, against hard labels) or the validation loss",
+        group=OPTIMISATION,
+    )
     seed: int = setting(0, **SEED_RANGE, help="split, shuffling and head initialisation", group=OPTIMISATION)
     device: str = setting("auto", choices=DEVICES, help=DEVICE_HELP, group=RUN, may_change_on_resume=True)
     precision: str = setting("auto", choices=PRECISIONS, help=PRECISION_HELP, group=RUN)
@@ -140,6 +164,20 @@ class TrainConfig:
         may_change_on_resume=True,
     )
     gradient_checkpointing: bool = setting(False, help="trade compute for memory on large backbones", group=MODEL)
+    step_surprise: bool = setting(
+        True,
+        help="add to each step's logit a learnt weight (starting at 1) x the lowest log-probability the backbone's own "
+        "language model gives a token of the step: the head starts from what the model already finds unlikely; "
+        "vLLM cannot serve such a PRM (`labeler score` uses torch); --no-step-surprise for a plain token-classifier head",
+        group=MODEL,
+    )
+    rendering: str = setting(
+        "auto",
+        choices=RENDERING_CHOICES,
+        help="how the PRM reads a solution: chat (the backbone's chat template around the labeler's prompt, as the "
+        "completer saw it), plain (problem and steps separated by blank lines), or auto (chat where the tokenizer has a template)",
+        group=MODEL,
+    )
     trust_remote_code: bool = setting(False, help="let the model repository run its own code", group=MODEL)
     save_steps: int | None = setting(
         None,
@@ -185,8 +223,7 @@ class TrainConfig:
         (for --labels: the number of sources and their weights; the data itself is checked apart)."""
         names = [f.name for f in fields(self) if f.name not in self.RESUMABLE]
         mine = json.loads(json.dumps(self.to_dict()))  # as the saved config holds them (tuples as lists)
-        defaults = {f.name: f.default for f in fields(self) if f.name in ADDED_LATER}
-        changed = [name for name in names if saved.get(name, defaults.get(name)) != mine[name]]
+        changed = [name for name in names if saved.get(name, ADDED_LATER.get(name)) != mine[name]]
         saved_labels = saved.get("labels", ())
         saved_weights = [LabelSource.parse(spec).weight for spec in ([saved_labels] if isinstance(saved_labels, str) else saved_labels)]
         weights = [source.weight for source in self.sources]
@@ -199,9 +236,11 @@ def _weights(weights: list[float]) -> str:
     return ", ".join(f"{weight:g}" for weight in weights) or "none"
 
 
-# Settings added after runs were saved without them: such a run trained as their default does (linear
-# decay, a target on every step), so a saved config that lacks one reads as holding the default.
-ADDED_LATER = frozenset({"lr_scheduler", "train_on_last_step_only"})
+# Settings added after runs were saved without them, and the value such a run trained with (linear decay, a
+# target on every step, no minimum of steps, no step-surprise term, the plain rendering): a saved config that
+# lacks one reads as holding it. (A run saved before --head-learning-rate trained its heads at the backbone's
+# rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.)
+ADDED_LATER = {"lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain"}
 
 # Settings a resumed run may change: they do not alter what the finished model is.
 TrainConfig.RESUMABLE = frozenset(names_with(TrainConfig, "may_change_on_resume"))

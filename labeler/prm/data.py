@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from labeler.store.reader import LabelledRow
+from labeler.prm.model import StepSpans
 from labeler.prm.rendering import render_solution
 from labeler.prm.config import TARGETS
 
@@ -49,6 +50,7 @@ class PRMExample:
     trajectory_position: int | None = None  # the last step's score position, when the whole solution fits
     trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
     ends_at_last_step: bool = False  # its last target is the solution's last step (labelled, within --max-length)
+    step_spans: list[tuple[int, int]] | None = None  # [start, end) of each target step's own tokens (a step-surprise PRM reads them)
 
 
 @dataclass(frozen=True)
@@ -61,16 +63,16 @@ class ExampleStats:
 
 
 def build_examples(
-    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0
+    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0, rendering: str = "plain"
 ) -> tuple[list[PRMExample], ExampleStats]:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     for row in rows:
-        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps)
+        rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps, rendering)
         truncated += len(row.steps) - rendered.steps_kept
-        positions, targets, hard, last = [], [], [], -1
+        positions, targets, hard, spans, last = [], [], [], [], -1
         for i, position in enumerate(rendered.score_positions):
             value = row.soft_or_hard(i) if target == "soft" else _as_float(row.hard_labels[i])
             if value is None:
@@ -79,6 +81,7 @@ def build_examples(
             positions.append(position)
             targets.append(value)
             hard.append(row.hard_labels[i])
+            spans.append(rendered.step_spans[i])
             last = i
         if not positions:
             dropped += 1
@@ -91,6 +94,7 @@ def build_examples(
                 trajectory_position=rendered.score_positions[-1] if trajectory is not None else None,
                 trajectory_target=trajectory,
                 ends_at_last_step=last == len(row.steps) - 1,
+                step_spans=spans,
             )
         )  # fmt: skip
     stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
@@ -102,7 +106,8 @@ def last_step_only(examples: Sequence[PRMExample]) -> list[PRMExample]:
     solution's last step has no target (unlabelled, or cut by the length limit) is left out. The
     trajectory target stays (it is read at the same position)."""
     return [
-        replace(e, score_positions=e.score_positions[-1:], targets=e.targets[-1:], hard_labels=e.hard_labels[-1:])
+        replace(e, score_positions=e.score_positions[-1:], targets=e.targets[-1:], hard_labels=e.hard_labels[-1:],
+                step_spans=None if e.step_spans is None else e.step_spans[-1:])  # fmt: skip
         for e in examples
         if e.ends_at_last_step
     ]
@@ -139,10 +144,13 @@ class Batch:
     # [batch]: where each solution's trajectory score is read (-1: no trajectory target), and its target
     trajectory_positions: torch.Tensor | None = None
     trajectory_targets: torch.Tensor | None = None
+    spans: StepSpans | None = None  # the target steps' spans, their owners in step_mask's row-major order
 
     def to(self, device: torch.device) -> Batch:
         tensors = (self.input_ids, self.attention_mask, self.step_mask, self.targets, self.weights, self.trajectory_positions, self.trajectory_targets)
-        return Batch(*(None if tensor is None else tensor.to(device) for tensor in tensors))
+        moved = Batch(*(None if tensor is None else tensor.to(device) for tensor in tensors))
+        moved.spans = None if self.spans is None else self.spans.to(device)
+        return moved
 
 
 def pad(sequences: Sequence[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -167,7 +175,18 @@ def collate(examples: Sequence[PRMExample], pad_token_id: int) -> Batch:
         weights[row, example.score_positions] = example.weight
     trajectory_positions = torch.tensor([-1 if e.trajectory_position is None else e.trajectory_position for e in examples])
     trajectory_targets = torch.tensor([0.0 if e.trajectory_target is None else e.trajectory_target for e in examples])
-    return Batch(input_ids, attention_mask, step_mask, targets, weights, trajectory_positions, trajectory_targets)
+    width = input_ids.shape[1]
+    spans = flat_spans([(e.step_spans, row * width) for row, e in enumerate(examples)])
+    return Batch(input_ids, attention_mask, step_mask, targets, weights, trajectory_positions, trajectory_targets, spans)
+
+
+def flat_spans(pieces: Sequence[tuple[list[tuple[int, int]] | None, int]]) -> StepSpans | None:
+    """The spans of several solutions' scored steps, each solution's `(spans, offset)` with the flat index
+    where it starts, its steps numbered after the previous solutions'; None when a solution has none
+    recorded (examples built before spans were)."""
+    if any(spans is None for spans, _ in pieces):
+        return None
+    return StepSpans.from_lists([span for spans, _ in pieces for span in spans], [offset for spans, offset in pieces for _ in spans])
 
 
 def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -202,6 +221,7 @@ class ExampleTensors:
         self.lengths = [len(e.input_ids) for e in examples]
         self.trajectory_positions = [e.trajectory_position for e in examples]
         self.trajectory_targets = [e.trajectory_target for e in examples]
+        self.step_spans = [e.step_spans for e in examples]
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -222,6 +242,7 @@ class PackedBatch:
     # the solutions with a trajectory target: where their trajectory logit is read (flat, as score_index), and the target
     trajectory_index: torch.Tensor | None = None
     trajectory_targets: torch.Tensor | None = None
+    spans: StepSpans | None = None  # the steps' spans, flat as score_index, their owners in score_index's order
 
     @property
     def padded_tokens(self) -> int:
@@ -236,7 +257,8 @@ class PackedBatch:
     def _map(self, change) -> PackedBatch:
         tensors = (self.input_ids, self.position_ids, self.score_index, self.targets, self.weights)
         trajectory = (self.trajectory_index, self.trajectory_targets)
-        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens, *(change(t) for t in trajectory))
+        spans = None if self.spans is None else StepSpans(change(self.spans.tokens), change(self.spans.owners))
+        return PackedBatch(*(change(t) for t in tensors), self.solutions, self.real_tokens, *(change(t) for t in trajectory), spans)
 
 
 def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -298,7 +320,7 @@ def collate_packed(
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), width), dtype=torch.long)
     score_index, targets, weights = [], [], []
-    trajectory_index, trajectory_targets = [], []
+    trajectory_index, trajectory_targets, span_pieces = [], [], []
     for r, row in enumerate(rows):
         offset = 0
         for i in row:
@@ -306,6 +328,7 @@ def collate_packed(
             input_ids[r, offset : offset + length] = data.input_ids[i]
             position_ids[r, offset : offset + length] = torch.arange(length)
             score_index.append(data.positions[i] + (r * width + offset))
+            span_pieces.append((data.step_spans[i], r * width + offset))
             targets.append(data.targets[i])
             weights.append(data.weights[i])
             if data.trajectory_positions[i] is not None:
@@ -317,7 +340,7 @@ def collate_packed(
     real = sum(data.lengths[i] for i in indices)
     return PackedBatch(
         input_ids, position_ids, torch.cat(score_index), torch.cat(targets), torch.cat(weights), len(indices), real,
-        torch.tensor(trajectory_index, dtype=torch.long), torch.tensor(trajectory_targets, dtype=torch.float32),
+        torch.tensor(trajectory_index, dtype=torch.long), torch.tensor(trajectory_targets, dtype=torch.float32), flat_spans(span_pieces),
     )  # fmt: skip
 
 

@@ -23,6 +23,15 @@ vLLM's pooling runner serves the folder as it is (`labeler score --prm-backend v
 before 2026-12-04, and backbones with no such token classifier, e.g. OLMo 2, GPT-2 or remote code)
 loads here too; vLLM cannot serve it (a format-1 PRM loaded and saved again is written in format 2
 where its backbone allows).
+
+A PRM with a step-surprise term (`labeler train`'s default, --step-surprise) adds to each step's logit
+a learnt weight times the step's surprise: the lowest log-probability the backbone's own language
+model gives a token of the step (labeler.prm.rendering's step span), given everything before it. A
+model that learnt to write solutions already finds a wrong step's tokens unlikely; the head starts
+from that knowledge (weight 1) rather than from nothing. Such a PRM is saved in format 3: the whole
+causal LM as transformers saves it (its output layer included) and the heads in head.safetensors
+(`weight`, `bias`, `surprise_weight`) and trajectory_head.safetensors. vLLM's pooling runner gives no
+token log-probabilities, so it cannot serve format 3 (`labeler score` says so and scores with torch).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -42,7 +52,8 @@ PRM_CONFIG_NAME = "prm.json"
 HEAD_NAME = "head.safetensors"
 TRAJECTORY_HEAD_NAME = "trajectory_head.safetensors"
 FORMAT = "prm-labeler/step-score-head"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2  # a token classifier
+SURPRISE_FORMAT_VERSION = 3  # a causal LM and head files: PRMs with a step-surprise term
 SCORE_PREFIX = "score."  # the token classifier's head in model.safetensors (format 2)
 LABELS = ("step", "trajectory")  # its rows: the step head, then the trajectory head when there is one
 
@@ -58,6 +69,11 @@ class PRMSettings:
     target: str = "soft"
     step_separator: str = STEP_SEPARATOR
     trajectory_head: bool = False  # a second head scores the whole trajectory (absent in PRMs saved before it)
+    rendering: str = "plain"  # labeler.prm.rendering; PRMs saved before it read plain
+    step_surprise: bool = False  # a learnt weight x the step's lowest token log-probability joins its logit (format 3)
+    # The step probability below which a step is called wrong (its first such step the first error), chosen on
+    # the validation split by `labeler train`; None: 0.5 (no validation, or a PRM saved before it)
+    threshold: float | None = None
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -66,13 +82,20 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class ProcessRewardModel(nn.Module):
-    def __init__(self, backbone: nn.Module, tokenizer, settings: PRMSettings):
+    def __init__(self, backbone: nn.Module, tokenizer, settings: PRMSettings, causal_lm: nn.Module | None = None):
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.settings = settings
         self.head = nn.Linear(_hidden_size(backbone.config), 1, dtype=torch.float32)
         self.trajectory_head = nn.Linear(_hidden_size(backbone.config), 1, dtype=torch.float32) if settings.trajectory_head else None
+        # With a step-surprise term: the causal LM the backbone belongs to (kept out of the module tree, whose
+        # backbone it shares; saved whole) and its output layer, which reads the step tokens' log-probabilities.
+        self._causal_lm = [causal_lm]
+        self.output_layer = causal_lm.get_output_embeddings() if settings.step_surprise else None
+        self.surprise_weight = nn.Parameter(torch.ones(1)) if settings.step_surprise else None
+        if settings.step_surprise and self.output_layer is None:
+            raise PRMLoadError(f"{settings.base_model}: a step-surprise PRM needs a causal LM with an output layer")
 
     @classmethod
     def from_backbone(
@@ -86,18 +109,49 @@ class ProcessRewardModel(nn.Module):
         name: str | None = None,
         attention: str | None = None,
         trajectory_head: bool = False,
+        rendering: str = "auto",
+        step_surprise: bool = False,
     ) -> ProcessRewardModel:
         """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head (and
-        trajectory head). `attention`: the attention kernels transformers runs (sdpa,
-        flash_attention_2, eager; None: its default)."""
-        backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
-        settings = PRMSettings(base_model=name or model, max_length=max_length, target=target, trajectory_head=trajectory_head)
-        prm = cls(backbone, tokenizer, settings)
+        trajectory head): weights near 0, bias 0 (`start_at_prior` sets it), the surprise weight 1.
+        `attention`: the attention kernels transformers runs (sdpa, flash_attention_2, eager; None: its
+        default). `rendering`: labeler.prm.rendering's, or auto (chat where the tokenizer has a template)."""
+        from labeler.prm.rendering import rendering_for
+
+        causal = None
+        if step_surprise:
+            causal, tokenizer = _load_causal_lm(model, dtype, trust_remote_code, attention)
+            backbone = causal.base_model
+        else:
+            backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
+        settings = PRMSettings(
+            base_model=name or model, max_length=max_length, target=target, trajectory_head=trajectory_head,
+            rendering=rendering_for(tokenizer, rendering), step_surprise=step_surprise,
+        )  # fmt: skip
+        prm = cls(backbone, tokenizer, settings, causal)
         for head in (prm.head, prm.trajectory_head):
             if head is not None:
                 nn.init.normal_(head.weight, std=0.02)
                 nn.init.zeros_(head.bias)
         return prm
+
+    def start_at_prior(self, step_prior: float | None, trajectory_prior: float | None = None) -> None:
+        """Set each head's bias to the log-odds of its training targets' mean, so the first steps of
+        training do not spend themselves (and the backbone) on learning the class balance."""
+        for head, prior in ((self.head, step_prior), (self.trajectory_head, trajectory_prior)):
+            if head is not None and prior is not None:
+                prior = min(max(prior, 1e-4), 1 - 1e-4)
+                with torch.no_grad():
+                    head.bias.fill_(math.log(prior / (1 - prior)))
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The parameters trained at the head's learning rate: the heads and the surprise weight."""
+        heads = [self.head, self.trajectory_head]
+        return [p for head in heads if head is not None for p in head.parameters()] + ([self.surprise_weight] if self.step_surprise else [])
+
+    @property
+    def step_surprise(self) -> bool:
+        return self.settings.step_surprise
 
     @classmethod
     def load(
@@ -107,15 +161,24 @@ class ProcessRewardModel(nn.Module):
 
         directory = Path(directory)
         settings = read_settings(directory)
-        classifier = settings.format_version >= 2
-        backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
-        prm = cls(backbone, tokenizer, settings)
-        if classifier:
+        causal = None
+        if settings.step_surprise:
+            causal, tokenizer = _load_causal_lm(str(directory), dtype, trust_remote_code, attention)
+            backbone = causal.base_model
+        else:
+            classifier = settings.format_version == FORMAT_VERSION
+            backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
+        prm = cls(backbone, tokenizer, settings, causal)
+        if settings.format_version == FORMAT_VERSION:
             prm._load_score_rows(directory)
             return prm
         try:
-            prm.head.load_state_dict(load_file(str(directory / HEAD_NAME)))
-        except (OSError, RuntimeError) as error:  # missing file, or a head of another size
+            head = load_file(str(directory / HEAD_NAME))
+            if prm.surprise_weight is not None:
+                with torch.no_grad():
+                    prm.surprise_weight.copy_(head.pop("surprise_weight"))
+            prm.head.load_state_dict(head)
+        except (OSError, RuntimeError, KeyError) as error:  # missing file or tensor, or a head of another size
             raise PRMLoadError(f"{directory}: cannot load the step-score head: {str(error).splitlines()[0]}") from error
         if prm.trajectory_head is not None:
             try:
@@ -143,9 +206,9 @@ class ProcessRewardModel(nn.Module):
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        layout = token_classifier_layout(self.backbone.config)
+        layout = None if self.step_surprise else token_classifier_layout(self.backbone.config)
         if layout is None:
-            self._save_format_1(directory)
+            self._save_with_head_files(directory)
             return
         architecture, prefix = layout
         heads = [self.head] + ([self.trajectory_head] if self.trajectory_head is not None else [])
@@ -163,17 +226,22 @@ class ProcessRewardModel(nn.Module):
         settings = replace(self.settings, format_version=FORMAT_VERSION)  # a PRM read from format 1 is written in 2
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
-    def _save_format_1(self, directory: Path) -> None:
-        """The bare backbone as transformers saves it, the heads in files of their own."""
+    def _save_with_head_files(self, directory: Path) -> None:
+        """The heads in files of their own beside the model as transformers saves it: the whole causal LM
+        (format 3, a step-surprise PRM) or the bare backbone (format 1)."""
         from safetensors.torch import save_file
 
-        self.backbone.save_pretrained(directory)
+        with _no_progress_bars():
+            (self._causal_lm[0] if self.step_surprise else self.backbone).save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        save_file({name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}, str(directory / HEAD_NAME))
+        head = {name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}
+        if self.step_surprise:
+            head["surprise_weight"] = self.surprise_weight.detach().float().cpu().contiguous()
+        save_file(head, str(directory / HEAD_NAME))
         if self.trajectory_head is not None:
             state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.trajectory_head.state_dict().items()}
             save_file(state, str(directory / TRAJECTORY_HEAD_NAME))
-        settings = replace(self.settings, format_version=1)
+        settings = replace(self.settings, format_version=SURPRISE_FORMAT_VERSION if self.step_surprise else 1)
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
     @property
@@ -189,9 +257,10 @@ class ProcessRewardModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         score_index: torch.Tensor | None = None,
+        spans: StepSpans | None = None,
     ) -> torch.Tensor:
         """The step head's logits (see step_and_trajectory_logits)."""
-        return self.step_and_trajectory_logits(input_ids, attention_mask, position_ids, score_index)[0]
+        return self.step_and_trajectory_logits(input_ids, attention_mask, position_ids, score_index, spans=spans)[0]
 
     def step_and_trajectory_logits(
         self,
@@ -200,23 +269,100 @@ class ProcessRewardModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         score_index: torch.Tensor | None = None,
         trajectory_index: torch.Tensor | None = None,
+        spans: StepSpans | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The step head's and the trajectory head's logits, in float32, from one pass of the backbone;
         the second is None without a trajectory head. By default one logit per token, [batch, length]
         each; with `score_index` (flat indices into [batch, length]) only the step logits there,
         [steps], and with `trajectory_index` only the trajectory logits there, each head running at
-        those tokens alone. Packed rows (several solutions end to end) pass no attention mask and
-        position ids that restart at 0 in each solution: transformers then keeps attention within
-        each solution."""
+        those tokens alone. A step-surprise PRM needs `score_index` and the `spans` of those steps.
+        Packed rows (several solutions end to end) pass no attention mask and position ids that
+        restart at 0 in each solution: transformers then keeps attention within each solution."""
         output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
         hidden = output.last_hidden_state
         flat = hidden.reshape(-1, hidden.shape[-1])
         at_steps = hidden if score_index is None else flat.index_select(0, score_index)
         step = self.head(at_steps.float()).squeeze(-1)
+        if self.step_surprise:
+            if score_index is None or spans is None:
+                raise ValueError("a step-surprise PRM scores steps at score_index, with their spans")
+            step = step + self.surprise_weight * self.step_surprises(flat, input_ids.reshape(-1), spans, len(score_index))
         if self.trajectory_head is None:
             return step, None
         at_ends = hidden if trajectory_index is None else flat.index_select(0, trajectory_index)
         return step, self.trajectory_head(at_ends.float()).squeeze(-1)
+
+    def step_surprises(self, flat_hidden: torch.Tensor, flat_ids: torch.Tensor, spans: StepSpans, steps: int) -> torch.Tensor:
+        """Per scored step, the lowest log-probability the output layer gives a token of its span (the token
+        read from the hidden state before it); 0 for a step with no tokens. [steps], float32."""
+        log_probs = token_log_probs(self.output_layer, flat_hidden.index_select(0, spans.tokens - 1), flat_ids.index_select(0, spans.tokens))
+        lowest = torch.zeros(steps, dtype=torch.float32, device=flat_hidden.device)
+        return lowest.scatter_reduce(0, spans.owners, log_probs, reduce="amin", include_self=True)
+
+
+@dataclass
+class StepSpans:
+    """The tokens of the scored steps' spans, as flat indices into [batch, length] (`tokens`), and for each
+    which scored step it belongs to (`owners`, an index into score_index). A span never starts a row
+    (the problem comes first), so the token before each is in its row."""
+
+    tokens: torch.Tensor
+    owners: torch.Tensor
+
+    @classmethod
+    def from_lists(cls, spans: list[tuple[int, int]], offsets: list[int] | None = None) -> StepSpans:
+        """From each scored step's [start, end) in flat indices (plus its `offsets`, when given)."""
+        tokens, owners = [], []
+        for k, (start, end) in enumerate(spans):
+            shift = offsets[k] if offsets is not None else 0
+            tokens.extend(range(start + shift, end + shift))
+            owners.extend([k] * (end - start))
+        return cls(torch.tensor(tokens, dtype=torch.long), torch.tensor(owners, dtype=torch.long))
+
+    def to(self, device) -> StepSpans:
+        return StepSpans(self.tokens.to(device, non_blocking=True), self.owners.to(device, non_blocking=True))
+
+    def pin_memory(self) -> StepSpans:
+        return StepSpans(self.tokens.pin_memory(), self.owners.pin_memory())
+
+
+LOG_PROB_CHUNK = 1024  # tokens whose vocabulary-wide logits are held at once
+
+
+def token_log_probs(output_layer: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(targets[i] | hidden[i]) under the output layer, in float32, a chunk of tokens at a time (with
+    gradients, each chunk's logits are recomputed in the backward pass rather than kept: a vocabulary of
+    150,000 would otherwise hold 0.6 MB per token)."""
+
+    def chunk_log_probs(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        logits = output_layer(h).float()
+        return logits.gather(1, t[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+
+    pieces = []
+    for start in range(0, len(targets), LOG_PROB_CHUNK):
+        h, t = hidden[start : start + LOG_PROB_CHUNK], targets[start : start + LOG_PROB_CHUNK]
+        if torch.is_grad_enabled() and h.requires_grad:
+            from torch.utils.checkpoint import checkpoint
+
+            pieces.append(checkpoint(chunk_log_probs, h, t, use_reentrant=False))
+        else:
+            pieces.append(chunk_log_probs(h, t))
+    return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+
+
+def _load_causal_lm(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None):
+    """The causal LM (its transformer and output layer) and the tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kernels = {"attn_implementation": attention} if attention else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+        causal = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+    except (OSError, ValueError, KeyError, ImportError) as error:
+        raise PRMLoadError(f"cannot load model {model} as a causal LM (a step-surprise PRM reads its output layer): {str(error).splitlines()[0]}") from error
+    if causal.get_output_embeddings() is None:
+        raise PRMLoadError(f"{model}: has no output layer to read token log-probabilities from; train with --no-step-surprise")
+    return causal, tokenizer
 
 
 def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None, token_classifier: bool = False):
@@ -254,7 +400,7 @@ def read_settings(directory: Path) -> PRMSettings:
         settings = PRMSettings(**json.loads(settings_path.read_text()))
     except (ValueError, TypeError) as error:
         raise PRMLoadError(f"{settings_path}: unreadable PRM settings: {error}") from error
-    if settings.format != FORMAT or settings.format_version > FORMAT_VERSION:
+    if settings.format != FORMAT or settings.format_version > SURPRISE_FORMAT_VERSION or settings.step_surprise != (settings.format_version == SURPRISE_FORMAT_VERSION):
         raise PRMLoadError(f"{directory}: PRM format {settings.format} v{settings.format_version} is not one this version reads")
     return settings
 
@@ -301,13 +447,17 @@ def read_tensors(directory: Path, prefix: str) -> dict[str, torch.Tensor]:
 
 @contextlib.contextmanager
 def _no_progress_bars():
-    """huggingface_hub draws a bar per save on stderr; a training run saves often."""
+    """huggingface_hub and transformers draw a bar per save on stderr; a training run saves often."""
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as transformers_logging
 
-    was_disabled = are_progress_bars_disabled()
+    was_disabled, transformers_was = are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()
     disable_progress_bars()
+    transformers_logging.disable_progress_bar()
     try:
         yield
     finally:
         if not was_disabled:
             enable_progress_bars()
+        if transformers_was:
+            transformers_logging.enable_progress_bar()

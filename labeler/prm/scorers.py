@@ -17,6 +17,9 @@ A spec is `[KIND:]MODEL`; MODEL is a local folder or, for the public formats, a 
                            turn, the assistant answering "+" or "-"; score = P("+") against "-"
     qwen-prm:MODEL         Qwen2.5-Math-PRM's (Qwen/Qwen2.5-Math-PRM-7B): steps joined by "<extra_0>",
                            a two-class head at each separator; score = softmax class 1
+    logprob:MODEL          no PRM, no training: a causal LM (e.g. the completer) reads the solution as a
+                           step-surprise PRM does (labeler.prm.model); score = sigmoid of the lowest
+                           log-probability it gives a token of the step: the baseline labels must beat
 
 A spec of the wrong kind (a causal LM given as qwen-prm, a Qwen PRM or our checkpoint given as
 math-shepherd, a tokenizer without the format's tokens) is refused with a message that names the
@@ -46,10 +49,14 @@ SCORER_KINDS = {
     "math-shepherd": "Math-Shepherd's format: 'ки' step tags, P('+') against '-' (e.g. peiyi9979/math-shepherd-mistral-7b-prm)",
     "rlhflow": "RLHFlow's format: a chat of user steps answered '+' or '-' (e.g. RLHFlow/Llama3.1-8B-PRM-Deepseek-Data)",
     "qwen-prm": "Qwen2.5-Math-PRM's format: '<extra_0>' separators, a two-class head (e.g. Qwen/Qwen2.5-Math-PRM-7B)",
+    "logprob": "no PRM: a causal LM's own lowest token log-probability in each step, the baseline a trained PRM must beat",
 }
+LOGPROB = "logprob"
+LOGPROB_MAX_LENGTH = 4096  # tokens a logprob baseline reads per solution unless --max-length says otherwise
 PRM_SPEC_HELP = (
     "a folder saved by `labeler train` (RUN/best, or RUN for its best/), or KIND:MODEL for a public PRM: "
-    "KIND math-shepherd, rlhflow or qwen-prm, MODEL a hub id or folder"
+    "KIND math-shepherd, rlhflow or qwen-prm, MODEL a hub id or folder; or logprob:MODEL, a causal LM's own lowest "
+    "token log-probability per step (no PRM: the baseline a trained one must beat)"
 )
 
 
@@ -110,6 +117,40 @@ def checkpoint_folder(path: str) -> str:
     return best if not os.path.isfile(os.path.join(path, PRM_CONFIG_NAME)) and os.path.isdir(best) else path
 
 
+def logprob_baseline(model: str, placement: Placement, trust_remote_code: bool = False, max_length: int | None = None) -> ProcessRewardModel:
+    """A step-surprise PRM whose head says nothing (weights and bias 0, surprise weight 1): its step logit is
+    the model's lowest token log-probability in the step, read in the chat rendering where it has a template."""
+    import torch
+
+    from labeler.prm.model import ProcessRewardModel
+
+    prm = ProcessRewardModel.from_backbone(
+        model, max_length=max_length or LOGPROB_MAX_LENGTH, target="soft", dtype=placement.weight_dtype, trust_remote_code=trust_remote_code,
+        step_surprise=True,
+    )  # fmt: skip
+    with torch.no_grad():
+        prm.head.weight.zero_()
+        prm.head.bias.zero_()
+    return prm.eval()
+
+
+def stored_threshold(spec: str) -> float | None:
+    """The first-error threshold a checkpoint of ours chose on its validation split (its prm.json's
+    `threshold`); None for a public PRM, a checkpoint without one, or a spec that names no checkpoint."""
+    import json
+
+    kind, model = parse_spec(spec)
+    if kind != CHECKPOINT:
+        return None
+    path = os.path.join(checkpoint_folder(model), PRM_CONFIG_NAME)
+    try:
+        with open(path) as handle:
+            value = json.load(handle).get("threshold")
+    except (OSError, ValueError, AttributeError):
+        return None  # loading the scorer says what is wrong with the folder
+    return value if isinstance(value, (int, float)) and 0 <= value <= 1 else None
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
     """(kind, model) of a spec; PRMLoadError for an unknown kind or an empty model."""
     from labeler.prm.model import PRMLoadError
@@ -148,6 +189,8 @@ def load_scorer(
             )
         prm = ProcessRewardModel.load(folder, dtype=placement.weight_dtype, trust_remote_code=trust_remote_code)
         return CheckpointScorer(prm, placement, batch_size, name=spec)
+    if kind == LOGPROB:
+        return CheckpointScorer(logprob_baseline(model, placement, trust_remote_code, max_length), placement, batch_size, name=spec)
     from labeler.prm.adapters import load_public_scorer
 
     return load_public_scorer(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from labeler.prm.devices import Placement
-from labeler.prm.data import pad
+from labeler.prm.data import flat_spans, pad
 from labeler.prm.rendering import render_solution
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scorers import StepScorer
@@ -35,10 +35,12 @@ def step_logits(
 
 @torch.no_grad()
 def step_and_trajectory_logits(
-    prm: ProcessRewardModel, sequences: Sequence[tuple[list[int], list[int], int | None]], batch_size: int, placement: Placement
+    prm: ProcessRewardModel, sequences: Sequence[tuple], batch_size: int, placement: Placement
 ) -> tuple[list[list[float]], list[float | None]]:
     """step_logits, and the trajectory head's logit at each sequence's trajectory position (None where
-    it has none, or the PRM has no trajectory head), from the same forward passes."""
+    it has none, or the PRM has no trajectory head), from the same forward passes. A sequence is
+    (input_ids, score_positions, trajectory_position), and for a step-surprise PRM also the steps'
+    spans: (..., step_spans)."""
     was_training = prm.training
     prm.eval()
     results: list[list[float]] = [[] for _ in sequences]
@@ -48,12 +50,23 @@ def step_and_trajectory_logits(
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         input_ids, attention_mask = pad([sequences[i][0] for i in chunk], prm.pad_token_id)
+        width = input_ids.shape[1]
+        score_index = torch.tensor([row * width + p for row, i in enumerate(chunk) for p in sequences[i][1]], dtype=torch.long)
+        ends = [(row, sequences[i][2]) for row, i in enumerate(chunk) if sequences[i][2] is not None]
+        trajectory_index = torch.tensor([row * width + p for row, p in ends], dtype=torch.long)
+        spans = flat_spans([(sequences[i][3] if len(sequences[i]) > 3 else None, row * width) for row, i in enumerate(chunk)])
+        device = placement.device
         with placement.autocast():
-            logits, trajectory_logits = prm.step_and_trajectory_logits(input_ids.to(placement.device), attention_mask.to(placement.device))
+            logits, trajectory_logits = prm.step_and_trajectory_logits(
+                input_ids.to(device), attention_mask.to(device), score_index=score_index.to(device), trajectory_index=trajectory_index.to(device),
+                spans=None if spans is None else spans.to(device),
+            )  # fmt: skip
+        flat = logits.float().cpu().tolist()
         for row, index in enumerate(chunk):
-            results[index] = logits[row, sequences[index][1]].float().cpu().tolist()
-            if trajectory_logits is not None and sequences[index][2] is not None:
-                trajectories[index] = trajectory_logits[row, sequences[index][2]].float().item()
+            results[index], flat = flat[: len(sequences[index][1])], flat[len(sequences[index][1]) :]
+        if trajectory_logits is not None:
+            for (row, _), value in zip(ends, trajectory_logits.float().cpu().tolist()):
+                trajectories[chunk[row]] = value
     prm.train(was_training)
     return results, trajectories
 
@@ -71,17 +84,21 @@ def checkpoint_scores(
     """Per solution, its step probabilities and its trajectory probability: the trajectory head's
     sigmoid at the last step's position (None without a trajectory head, or when the whole solution
     does not fit the PRM's max length)."""
-    sequences = checkpoint_sequences(prm.tokenizer, prm.settings.max_length, solutions)
+    sequences = checkpoint_sequences(prm.tokenizer, prm.settings.max_length, solutions, prm.settings.rendering, spans=prm.step_surprise)
     logits, trajectories = step_and_trajectory_logits(prm, sequences, batch_size, placement)
     return [([sigmoid(x) for x in step], None if t is None else sigmoid(t)) for step, t in zip(logits, trajectories)]
 
 
-def checkpoint_sequences(tokenizer, max_length: int, solutions: Sequence[SolutionToScore]) -> list[tuple[list[int], list[int], int | None]]:
+def checkpoint_sequences(
+    tokenizer, max_length: int, solutions: Sequence[SolutionToScore], rendering: str = "plain", spans: bool = False
+) -> list[tuple]:
     """Per solution, as one of our checkpoints reads it: its token ids, the score positions of the steps
-    that fit, and the trajectory position (the last step's, when every step fits; else None)."""
-    rendered = [render_solution(tokenizer, s.problem, s.steps, max_length, s.thinking_steps) for s in solutions]
+    that fit, and the trajectory position (the last step's, when every step fits; else None); with
+    `spans`, also the steps' spans (what a step-surprise PRM reads)."""
+    rendered = [render_solution(tokenizer, s.problem, s.steps, max_length, s.thinking_steps, rendering) for s in solutions]
     return [
         (r.input_ids, r.score_positions, r.score_positions[-1] if r.steps_kept == len(s.steps) and r.score_positions else None)
+        + ((r.step_spans,) if spans else ())
         for r, s in zip(rendered, solutions)
     ]
 

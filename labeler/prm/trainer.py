@@ -65,7 +65,7 @@ from labeler.prm.data import (
 from labeler.prm.distributed import Processes
 from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
-from labeler.prm.scoring import step_and_trajectory_logits
+from labeler.prm.scoring import sigmoid, step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
 from labeler.prm.config import TrainConfig
 
@@ -133,9 +133,13 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
             name=config.model_name,
             attention=config.attention,
             trajectory_head=_wants_trajectory_head(config, rows),
+            rendering=config.rendering,
+            step_surprise=config.step_surprise,
         )
 
     train_set, validation_set = _examples(config, prm, rows)
+    if state is None:
+        prm.start_at_prior(*_priors(train_set))
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
@@ -148,7 +152,12 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     prm.to(placement.device)
     if config.gradient_checkpointing:
         prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    optimizer = torch.optim.AdamW(prm.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    heads = {id(p) for p in prm.head_parameters()}
+    groups = [
+        {"params": [p for p in prm.parameters() if id(p) not in heads], "lr": config.learning_rate, "peak_lr": config.learning_rate},
+        {"params": prm.head_parameters(), "lr": config.head_learning_rate, "peak_lr": config.head_learning_rate, "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
@@ -236,7 +245,7 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     """The examples of every source, in --labels order, split by problem across all of them."""
     examples: list[PRMExample] = []
     for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
-        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index)
+        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index, prm.settings.rendering)
         log.info(
             "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
             source.describe(),
@@ -281,6 +290,14 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     return train_set, validation_set
 
 
+def _priors(examples: list[PRMExample]) -> tuple[float | None, float | None]:
+    """The weighted mean of the training steps' targets, and of the trajectory targets (None: none)."""
+    steps = sum(e.weight * len(e.targets) for e in examples)
+    step_prior = sum(e.weight * t for e in examples for t in e.targets) / steps if steps else None
+    trajectories = [e.trajectory_target for e in examples if e.trajectory_target is not None]
+    return step_prior, (sum(trajectories) / len(trajectories) if trajectories else None)
+
+
 class _BothHeads(torch.nn.Module):
     """The PRM's step and trajectory logits as a module's forward, what DistributedDataParallel wraps."""
 
@@ -317,7 +334,8 @@ class _TrainingLoop:
         self.group = config.gradient_accumulation_steps * processes.world_size
         batches_per_epoch = math.ceil(len(self.train_set) / config.batch_size)
         self.steps_per_epoch = math.ceil(batches_per_epoch / self.group)
-        self.total_steps = self.steps_per_epoch * config.epochs
+        self.epochs = epochs_to_train(config, self.steps_per_epoch)
+        self.total_steps = self.steps_per_epoch * self.epochs
         self.warmup_steps = math.ceil(config.warmup_ratio * self.total_steps)
         state = state or {}
         self.resumed = bool(state)
@@ -336,7 +354,7 @@ class _TrainingLoop:
 
     def run(self) -> TrainResult:
         config = self.config
-        if self.epoch >= config.epochs:
+        if self.epoch >= self.epochs:
             log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
         if self._at_max_steps():  # a rerun of a run that --max-steps stopped: not one step more
@@ -351,20 +369,21 @@ class _TrainingLoop:
         layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
         log.info(
-            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g (%s), %s, %s attention",
+            "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, heads' lr %g (%s), %s, %s attention",
             self.placement.describe(),
-            config.epochs,
+            self.epochs,
             self.steps_per_epoch,
             config.batch_size,
             config.gradient_accumulation_steps,
             processes,
             config.learning_rate,
+            config.head_learning_rate,
             config.lr_scheduler,
             layout,
             config.attention,
         )
         stopped = False
-        while self.epoch < config.epochs and not stopped:
+        while self.epoch < self.epochs and not stopped:
             stopped = self._run_epoch()
         return self._result(stopped)
 
@@ -406,7 +425,7 @@ class _TrainingLoop:
                 log.info(
                     "epoch %d/%d step %d/%d: loss %.4f, lr %.3g, %.2f tokens per real token",
                     self.epoch + 1,
-                    config.epochs,
+                    self.epochs,
                     step_in_epoch,
                     self.steps_per_epoch,
                     loss_sum / max(1, loss_count),
@@ -423,7 +442,7 @@ class _TrainingLoop:
                 self._save_last()
         totals = self.processes.sum([self.loss_sum.item(), self.loss_count, self.real_tokens, self.padded_tokens, self.solutions])
         self._finish_epoch(time.monotonic() - started, *totals)
-        return self._at_max_steps() and self.epoch < config.epochs
+        return self._at_max_steps() and self.epoch < self.epochs
 
     def _accumulate(self, mine: list[list[int]], in_step: int) -> None:
         """Forward and backward this process's micro-batches of one optimizer step (`in_step` in all,
@@ -461,16 +480,21 @@ class _TrainingLoop:
         batch's solutions with a trajectory target (labeler/prm/trajectory.py)."""
         if isinstance(batch, PackedBatch):
             steps, trajectories = self.model(
-                batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index, trajectory_index=batch.trajectory_index
-            )
+                batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index, trajectory_index=batch.trajectory_index,
+                spans=batch.spans,
+            )  # fmt: skip
             loss = weighted_loss(steps, batch.targets, batch.weights)
             trajectory_targets = batch.trajectory_targets
         else:
-            full_steps, full_trajectories = self.model(batch.input_ids, batch.attention_mask)
-            mask = batch.step_mask
-            loss = weighted_loss(full_steps[mask], batch.targets[mask], batch.weights[mask])
+            width = batch.input_ids.shape[1]
+            score_index = batch.step_mask.reshape(-1).nonzero(as_tuple=True)[0]
             rows = (batch.trajectory_positions >= 0).nonzero(as_tuple=True)[0]
-            trajectories = None if full_trajectories is None else full_trajectories[rows, batch.trajectory_positions[rows]]
+            trajectory_index = rows * width + batch.trajectory_positions[rows]
+            steps, trajectories = self.model(
+                batch.input_ids, batch.attention_mask, score_index=score_index, trajectory_index=trajectory_index, spans=batch.spans
+            )
+            mask = batch.step_mask
+            loss = weighted_loss(steps, batch.targets[mask], batch.weights[mask])
             trajectory_targets = batch.trajectory_targets[rows]
         if trajectories is None:
             return loss
@@ -480,10 +504,13 @@ class _TrainingLoop:
         return loss + self.config.trajectory_loss_weight * extra
 
     def _dummy_logits(self) -> torch.Tensor:
-        ids = self.data.input_ids[0][None].to(self.placement.device)
+        batch = collate_packed(self.data, [0], self.prm.pad_token_id).to(self.placement.device)
         with self.placement.autocast():
-            steps, trajectories = self.model(ids, position_ids=torch.arange(ids.shape[1], device=ids.device)[None])
-        return steps if trajectories is None else steps + trajectories.sum()
+            steps, trajectories = self.model(
+                batch.input_ids, position_ids=batch.position_ids, score_index=batch.score_index, trajectory_index=batch.trajectory_index,
+                spans=batch.spans,
+            )  # fmt: skip
+        return steps if trajectories is None else steps.sum() + trajectories.sum()
 
     def _reset_throughput(self) -> None:
         """Tokens and solutions trained in this call, for padded-per-real-token and speed."""
@@ -491,14 +518,16 @@ class _TrainingLoop:
 
     def _optimizer_step(self) -> None:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self._learning_rate(self.global_step)
+        for group in self.optimizer.param_groups:  # the backbone's and the heads' peaks, on one schedule
+            group["lr"] = self._learning_rate(self.global_step, group["peak_lr"])
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
 
-    def _learning_rate(self, step: int) -> float:
-        return learning_rate_at(step, self.config.learning_rate, self.warmup_steps, self.total_steps, self.config.lr_scheduler)
+    def _learning_rate(self, step: int, peak: float | None = None) -> float:
+        """The rate of optimizer step `step` at `peak` (default: the backbone's --learning-rate)."""
+        peak = self.config.learning_rate if peak is None else peak
+        return learning_rate_at(step, peak, self.warmup_steps, self.total_steps, self.config.lr_scheduler)
 
     def _finish_epoch(self, seconds: float, loss_sum: float, loss_count: float, real: float, padded: float, solutions: float) -> None:
         train_loss = loss_sum / max(1, loss_count)
@@ -531,15 +560,17 @@ class _TrainingLoop:
             append_metrics(self.run_dir, record)
         self.history.append(record)
         log.info(
-            "epoch %d/%d done in %.1fs: train loss %.4f, val loss %s, val step accuracy %s, val AUC %s%s; "
-            "%.2f tokens per real token, %.1f solutions/s",
+            "epoch %d/%d done in %.1fs: train loss %.4f, val loss %s, val step accuracy %s, val AUC %s, "
+            "val first-error F1 %s at threshold %s%s; %.2f tokens per real token, %.1f solutions/s",
             record["epoch"],
-            self.config.epochs,
+            self.epochs,
             seconds,
             train_loss,
             _fmt(record.get("val_loss")),
             _fmt(record.get("val_step_accuracy")),
             _fmt(record.get("val_auc")),
+            _fmt(record.get("val_first_error_f1")),
+            _fmt(record.get("val_threshold")),
             " (best so far)" if improved else "",
             record["padded_per_real_token"] or 0,
             record["solutions_per_second"] or 0,
@@ -548,9 +579,13 @@ class _TrainingLoop:
     def _validate(self) -> dict:
         if not self.validation_set:
             return {}
-        sequences = [(e.input_ids, e.score_positions, e.trajectory_position) for e in self.validation_set]
+        sequences = [(e.input_ids, e.score_positions, e.trajectory_position, e.step_spans) for e in self.validation_set]
         logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
         record = _validation_metrics(logits, self.validation_set)
+        threshold = choose_threshold([[sigmoid(x) for x in row] for row in logits], self.validation_set)
+        record |= {"val_threshold": threshold.threshold, "val_first_error_f1": threshold.f1}
+        # best/ and last/ carry the threshold of their own validation (PRMSettings.threshold; None: 0.5)
+        self.prm.settings = replace(self.prm.settings, threshold=threshold.threshold)
         record |= trajectory_metrics(trajectory_logits, [e.trajectory_target for e in self.validation_set])
         if len(self.config.sources) > 1:  # how the PRM fits each source's labels, unweighted
             by_source = {}
@@ -584,6 +619,11 @@ class _TrainingLoop:
         save_checkpoint(self.run_dir, LAST, self.prm, state)
 
 
+def epochs_to_train(config: TrainConfig, steps_per_epoch: int) -> int:
+    """--epochs, or more when that many epochs take fewer than --min-steps optimizer steps."""
+    return max(config.epochs, math.ceil(config.min_steps / max(1, steps_per_epoch)))
+
+
 def learning_rate_at(step: int, peak: float, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
     """The learning rate of optimizer step `step` (0-based) of `total_steps`: a linear warm-up over the
     first `warmup_steps` (step s at peak x (s + 1) / warmup_steps), then, over the steps left, `linear`
@@ -600,6 +640,44 @@ def learning_rate_at(step: int, peak: float, warmup_steps: int, total_steps: int
     if schedule == "cosine":
         return peak * 0.5 * (1 + math.cos(math.pi * progress))
     raise ValueError(f"unknown learning-rate schedule {schedule!r}")
+
+
+@dataclass(frozen=True)
+class ChosenThreshold:
+    threshold: float | None  # None: no validation solution of each kind, nothing to choose on
+    f1: float | None  # the validation first-error F1 at it
+    erroneous: int
+    correct: int
+
+
+def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample]) -> ChosenThreshold:
+    """The step probability below which a step is called wrong, chosen as ProcessBench practice does: the one
+    that maximises the first-error F1 on the validation solutions (the first step below it against the first
+    step whose hard label is wrong; a solution whose steps are all right, up to its last, is correct). Only the
+    steps with a target count; a solution with neither a wrong step nor its last step labelled is left out.
+    Of equal F1s, the one nearest 0.5."""
+    from labeler.evaluation.metrics import first_error_metrics
+
+    solutions = []
+    for row, e in zip(probabilities, examples):
+        wrong = next((k for k, hard in enumerate(e.hard_labels) if hard is False), None)
+        if wrong is not None and all(hard is True for hard in e.hard_labels[:wrong]):
+            solutions.append((wrong, row))
+        elif wrong is None and e.ends_at_last_step and all(hard is True for hard in e.hard_labels):
+            solutions.append((-1, row))
+    erroneous, correct = sum(label >= 0 for label, _ in solutions), sum(label < 0 for label, _ in solutions)
+    if not erroneous or not correct:
+        return ChosenThreshold(None, None, erroneous, correct)
+    values = sorted({p for _, row in solutions for p in row})
+    candidates = {0.5} | {(a + b) / 2 for a, b in zip(values, values[1:])} | {values[0] / 2, (values[-1] + 1) / 2}
+    best = None
+    for threshold in candidates:
+        pairs = [(label, next((k for k, p in enumerate(row) if p < threshold), -1)) for label, row in solutions]
+        f1 = first_error_metrics(pairs).f1
+        key = (f1, -abs(threshold - 0.5))
+        if best is None or key > best[0]:
+            best = (key, threshold, f1)
+    return ChosenThreshold(best[1], best[2], erroneous, correct)
 
 
 def _fmt(value: float | None) -> str:

@@ -1,0 +1,164 @@
+"""What makes `labeler train`'s defaults learn (issue 42): the step-surprise term, the chat rendering,
+the heads' own learning rate and prior bias, --min-steps, and the first-error threshold chosen on
+validation and used by `labeler eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labeler.prm.config import TrainConfig
+from labeler.prm.data import PRMExample
+from labeler.prm.model import ProcessRewardModel, read_settings
+from labeler.prm.rendering import render_solution
+from labeler.prm.trainer import choose_threshold, epochs_to_train, train
+from tests.synthetic_labels import arithmetic_rows, write_labels
+
+PROBLEM, STEPS = "Tom has 3 apples and buys 4 more. How many now?", ["He buys 4 more: 3 + 4 = 7.", "The answer is: 7"]
+
+
+def test_the_chat_rendering_shows_the_solution_as_the_completer_saw_it_and_spans_hold_each_step(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from labeler.labeling.prompts import user_message
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rendered = render_solution(tokenizer, PROBLEM, STEPS, 512, rendering="chat")
+    head = tokenizer.apply_chat_template([{"role": "user", "content": user_message(PROBLEM)}], add_generation_prompt=True, tokenize=False)
+    assert tokenizer.decode(rendered.input_ids).startswith(head)
+    assert [tokenizer.decode(rendered.input_ids[a:b]) for a, b in rendered.step_spans] == STEPS
+    assert all(b <= p for (a, b), p in zip(rendered.step_spans, rendered.score_positions))  # the separator follows the span
+    plain = render_solution(tokenizer, PROBLEM, STEPS, 512)
+    assert [tokenizer.decode(plain.input_ids[a:b]) for a, b in plain.step_spans] == STEPS
+
+
+def test_a_step_surprise_logit_is_the_lowest_log_probability_of_the_steps_tokens(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from labeler.prm.devices import place
+    from labeler.prm.scoring import checkpoint_sequences, step_and_trajectory_logits
+
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=512, target="soft", step_surprise=True)
+    with torch.no_grad():
+        prm.head.weight.zero_()
+        prm.head.bias.fill_(0.25)
+    prm.save(tmp_path / "prm")
+    loaded = ProcessRewardModel.load(tmp_path / "prm")
+    assert read_settings(tmp_path / "prm").format_version == 3 and loaded.settings.rendering == "chat"
+    assert loaded.surprise_weight.item() == 1.0  # the head starts from the model's own surprise
+
+    from labeler.evaluation.solutions import SolutionToScore
+
+    solution = SolutionToScore("p", "s", PROBLEM, STEPS)
+    sequences = checkpoint_sequences(loaded.tokenizer, 512, [solution], "chat", spans=True)
+    logits, _ = step_and_trajectory_logits(loaded, sequences, 4, place("cpu", "fp32"))
+    ids, _, _, spans = sequences[0]
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    with torch.no_grad():
+        log_probs = torch.log_softmax(lm(torch.tensor([ids])).logits[0].float(), -1)
+    by_hand = [0.25 + min(log_probs[t - 1, ids[t]].item() for t in range(a, b)) for a, b in spans]
+    assert logits[0] == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_vllm_refuses_a_step_surprise_prm_in_one_line_the_user_can_act_on(tiny_model_dir, tmp_path):
+    from workers.vllm_scorer import VLLMCannotServe, _checkpoint
+
+    ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft", step_surprise=True).save(tmp_path / "prm")
+    with pytest.raises(VLLMCannotServe, match="--no-step-surprise"):
+        _checkpoint(str(tmp_path / "prm"), False)
+
+
+def test_min_steps_raises_the_epochs_of_a_small_label_set():
+    config = TrainConfig(labels="l", output="o", model="m", epochs=3, min_steps=300)
+    assert epochs_to_train(config, steps_per_epoch=8) == 38  # 38 x 8 = 304 >= 300
+    assert epochs_to_train(config, steps_per_epoch=200) == 3
+    assert epochs_to_train(TrainConfig(labels="l", output="o", model="m", epochs=3, min_steps=0), 8) == 3
+
+
+def test_the_heads_start_at_the_prior_log_odds(tiny_model_dir):
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft")
+    prm.start_at_prior(0.9, None)
+    assert prm.head.bias.item() == pytest.approx(math.log(9), rel=1e-5)
+
+
+def example(hard: list[bool], last: bool = True) -> PRMExample:
+    n = len(hard)
+    return PRMExample("p", "s", list(range(n)), list(range(n)), [float(h) for h in hard], list(hard), ends_at_last_step=last)
+
+
+def test_the_threshold_is_the_one_that_maximises_first_error_f1_on_validation():
+    # right steps score 0.3-0.4 (a PRM that is shy), the wrong ones 0.1: 0.5 would call every solution wrong
+    examples = [example([True, True, False]), example([True, True, True]), example([True, False]), example([True, True])]
+    scores = [[0.35, 0.3, 0.1], [0.4, 0.3, 0.35], [0.3, 0.1], [0.35, 0.4]]
+    chosen = choose_threshold(scores, examples)
+    assert 0.1 < chosen.threshold <= 0.3 and chosen.f1 == 1.0 and (chosen.erroneous, chosen.correct) == (2, 2)
+    # nothing to choose on without both kinds of solution
+    assert choose_threshold(scores[:1], examples[:1]).threshold is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.booleans(), min_size=1, max_size=5), st.lists(st.floats(0, 1), min_size=5, max_size=5)), min_size=1, max_size=8))
+def test_no_threshold_does_better_than_the_chosen_one(rows):
+    from labeler.evaluation.metrics import first_error_metrics
+
+    examples = [example(hard) for hard, _ in rows]
+    scores = [probabilities[: len(hard)] for hard, probabilities in rows]
+    chosen = choose_threshold(scores, examples)
+    if chosen.threshold is None:
+        return
+    for t in [i / 20 for i in range(21)]:
+        pairs = []
+        for e, row in zip(examples, scores):
+            wrong = next((k for k, h in enumerate(e.hard_labels) if not h), -1)
+            pairs.append((wrong, next((k for k, p in enumerate(row) if p < t), -1)))
+        assert first_error_metrics(pairs).f1 <= chosen.f1 + 1e-12
+
+
+def test_a_trained_prm_stores_its_threshold_and_eval_uses_it(tiny_model_dir, tmp_path, capsys):
+    from labeler.cli import main
+
+    labels = write_labels(tmp_path / "labels", arithmetic_rows(problems=20, solutions_per_problem=3, seed=3))
+    result = train(TrainConfig(labels=str(labels), output=str(tmp_path / "run"), model=str(tiny_model_dir), epochs=1, min_steps=4,
+                               batch_size=8, validation_fraction=0.3, device="cpu"))  # fmt: skip
+    assert result.global_step >= 4  # --min-steps: more epochs than --epochs
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    best = next(m for m in reversed(metrics) if m["best"])
+    stored = read_settings(tmp_path / "run" / "best").threshold
+    assert stored == best["val_threshold"] and stored is not None and 0 <= stored <= 1
+    reference = tmp_path / "reference.jsonl"
+    reference.write_text(json.dumps({"id": "r0", "problem": PROBLEM, "steps": STEPS, "label": -1}) + "\n")
+    assert main(["eval", "--prm", str(tmp_path / "run"), "--reference", str(reference), "--device", "cpu", "--prm-backend", "torch", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["threshold"] == stored
+    assert main(["eval", "--prm", str(tmp_path / "run"), "--reference", str(reference), "--device", "cpu", "--prm-backend", "torch",
+                 "--threshold", "0.5", "--json", "--quiet"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["threshold"] == 0.5
+
+
+def test_the_logprob_baseline_scores_each_step_by_the_models_lowest_token_log_probability(tiny_model_dir, tmp_path, capsys):
+    from labeler.cli import main
+    from labeler.evaluation.solutions import SolutionToScore
+    from labeler.prm.devices import place
+    from labeler.prm.scorers import load_scorer
+
+    scorer = load_scorer(f"logprob:{tiny_model_dir}", placement=place("cpu", "fp32"))
+    (scores,) = scorer.step_scores([SolutionToScore("p", "s", PROBLEM, STEPS)])
+    prm = scorer.prm
+    sequences = __import__("labeler.prm.scoring", fromlist=["x"]).checkpoint_sequences(prm.tokenizer, 4096, [SolutionToScore("p", "s", PROBLEM, STEPS)], "chat", spans=True)
+    ids, _, _, spans = sequences[0]
+    from transformers import AutoModelForCausalLM
+
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    with torch.no_grad():
+        log_probs = torch.log_softmax(lm(torch.tensor([ids])).logits[0].float(), -1)
+    lowest = [min(log_probs[t - 1, ids[t]].item() for t in range(a, b)) for a, b in spans]
+    assert scores == pytest.approx([1 / (1 + math.exp(-x)) for x in lowest], abs=1e-5)
+    # on the default (vLLM) backend: one line says why it is scored with torch, and it is
+    reference = tmp_path / "reference.jsonl"
+    reference.write_text(json.dumps({"id": "r0", "problem": PROBLEM, "steps": STEPS, "label": -1}) + "\n")
+    assert main(["eval", "--prm", f"logprob:{tiny_model_dir}", "--reference", str(reference), "--device", "cpu", "--json"]) == 0
+    assert "token log-probabilities" in capsys.readouterr().err
