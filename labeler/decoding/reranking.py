@@ -101,6 +101,8 @@ def results_document(
         "tokens_per_candidate": candidates.sampled_tokens_per_candidate,
         "estimator": {"subsets": subsets, "seed": seed, "how": ESTIMATOR_NOTE},
         "baselines": {name: accuracy[name] for name in (PASS, MAJORITY, RANDOM)},
+        # per method and N, [low, high]: a 95% bootstrap interval over problems (labeler/evaluation/best_of_n.py)
+        "baselines_ci95": {name: curves.ci95.get(name, []) for name in (PASS, MAJORITY, RANDOM)},
         "counted_wrong_unchecked": {name: unknown[name] for name in (PASS, MAJORITY, RANDOM)},
         "counted_wrong_unchecked_bound": UNCHECKED_BOUND,
         "prms": [
@@ -109,6 +111,8 @@ def results_document(
                 "name": name,
                 "selection": {how: accuracy[f"{SELECT}:{score}"] for how, score in score_names(index).items()},
                 "weighted_vote": {how: accuracy[f"{VOTE}:{score}"] for how, score in score_names(index).items()},
+                "selection_ci95": {how: curves.ci95.get(f"{SELECT}:{score}", []) for how, score in score_names(index).items()},
+                "weighted_vote_ci95": {how: curves.ci95.get(f"{VOTE}:{score}", []) for how, score in score_names(index).items()},
                 "candidates_unscored": unscored[index],
                 "candidates_unscored_by_reason": (unscored_by_reason or [{}] * len(prms))[index],
                 "no_scored_candidate": curves.unscored[score_names(index)["min"]],  # the same for every aggregate

@@ -90,6 +90,22 @@ class Curves:
     accuracy: dict[str, list[float]]  # method name -> accuracy per N
     unknown: dict[str, list[float]] = field(default_factory=dict)  # method -> per N, share counted wrong for an unchecked answer
     unscored: dict[str, list[float]] = field(default_factory=dict)  # score -> per N, share of problems with no scored candidate
+    # method -> per N, [low, high]: the 2.5th and 97.5th percentiles of the mean over problems resampled with replacement
+    ci95: dict[str, list[list[float]]] = field(default_factory=dict)
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_ci95(per_problem: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[float]:
+    """[low, high] of a 95% percentile bootstrap interval of the mean of `per_problem` (problems drawn with
+    replacement, seeded); [nan, nan] for no problems."""
+    if not len(per_problem):
+        return [math.nan, math.nan]
+    values = np.asarray(per_problem, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
+    means = values[draws].mean(axis=1)
+    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
 
 
 def n_ladder(largest_pool: int) -> list[int]:
@@ -113,6 +129,7 @@ def estimate(pools: Sequence[Pool], ns: Sequence[int], *, subsets: int = 1000, s
         raise ValueError(f"problem {missing[0]}: scores {sorted(pools[0].scores)} expected for every pool")
     names = method_names(score_names)
     totals = {name: [0.0] * len(ns) for name in names}
+    per_problem = {name: [[] for _ in ns] for name in names}
     unknown = {name: [0.0] * len(ns) for name in names}
     unscored = {name: [0.0] * len(ns) for name in score_names}
     capped = [0] * len(ns)
@@ -122,6 +139,7 @@ def estimate(pools: Sequence[Pool], ns: Sequence[int], *, subsets: int = 1000, s
             capped[j] += k < n
             for name, value in pool_accuracy(pool, k, subsets=subsets, seed=seed).items():
                 totals[name][j] += value
+                per_problem[name][j].append(value)
             for name, value in pool_unknown(pool, k).items():
                 unknown[name][j] += value
             for name, scores in pool.scores.items():
@@ -131,7 +149,8 @@ def estimate(pools: Sequence[Pool], ns: Sequence[int], *, subsets: int = 1000, s
     def means(sums: dict[str, list[float]]) -> dict[str, list[float]]:
         return {name: [total / count if count else math.nan for total in values] for name, values in sums.items()}
 
-    return Curves(list(ns), count, capped, means(totals), means(unknown), means(unscored))
+    intervals = {name: [bootstrap_ci95(values, seed=seed) for values in by_n] for name, by_n in per_problem.items()}
+    return Curves(list(ns), count, capped, means(totals), means(unknown), means(unscored), intervals)
 
 
 def pool_accuracy(pool: Pool, k: int, *, subsets: int = 1000, seed: int = 0) -> dict[str, float]:
