@@ -13,17 +13,25 @@ Each command runs in its own process (its imports and engine start in its wall t
    output against the known first errors (ProcessBench accuracy on erroneous and on correct
    solutions, F1), beside the tokens each spent. The completer's accuracy from right and from wrong
    prefixes is read off exhaustive's largest N (its rollout counts), from the problem off best-of-N.
-2. `labeler import` writes the true labels; `labeler train` trains a PRM (the world model as its
-   backbone) on the Monte-Carlo labels and one on the true labels; `labeler eval --prm` scores both on
-   the held-out test split.
-3. `labeler bon` samples --candidates solutions of each held-out problem with the world model and
-   ranks them with both PRMs (selection and weighted vote beside majority vote, pass@N, random);
+2. The PRMs, with `labeler train`'s defaults (no training flag but the model, device and seed): the
+   world model samples --solutions-per-problem solutions of --policy-problems label-split problems
+   (`labeler label`, first-error at N=8: the policy's own samples and their Monte-Carlo labels); the
+   world computes each sample's exact first error (labeler/world/truth.py). One PRM trains on the
+   Monte-Carlo labels, one on the exact labels, and an ORM (the same base, each solution one step
+   labelled by its final answer alone), and, as an ablation, the Monte-Carlo PRM without its step-surprise
+   term (--no-step-surprise). `labeler eval --prm` scores the PRMs, and the base model's own
+   lowest token log-probability per step (`logprob:MODEL`, no training), on held-out samples of the
+   test split with their exact first errors, and on the injected-error test solutions.
+3. `labeler bon` samples --candidates solutions of each of --bon-problems held-out problems with the
+   world model and ranks them with the PRMs, the ORM and the baseline (selection and weighted vote
+   beside majority vote, pass@N, random, each with a 95% bootstrap interval over problems);
    `labeler search` runs beam search with the Monte-Carlo PRM at its own tokens, beside best-of-N
    at equal tokens.
 
     flock /tmp/prm-engine.lock .venv/bin/python bench/world.py [--work DIR] [--model DIR]
 
-Prints every command with its wall time, then the tables; writes them to WORK/world.json.
+Prints every command with its wall time, then the tables; writes them to WORK/world.json, whose
+"summary" object holds the headline figures under fixed keys (SUMMARY_KEYS) for scripts.
 """
 
 from __future__ import annotations
@@ -41,11 +49,18 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from labeler.checking.extraction import extract_answer  # noqa: E402
 from labeler.decoding.comparison import format_summary  # noqa: E402
 from labeler.decoding.reranking import format_table  # noqa: E402
 from labeler.store.reader import read_labels_table  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
+from labeler.world.truth import exact_first_error  # noqa: E402
+
+SUMMARY_KEYS = ("bon_problems", "n", "pass_at_n", "majority", "random", "orm_select", "prm_select", "prm_weighted_vote",
+                "prm_weighted_vote_ci95", "prm_mc", "prm_true", "labels")  # fmt: skip
+SELECTION_AGGREGATES = ("min", "product", "last")  # prm_select is the best of these at the largest N
+VOTE_AGGREGATE = "min"  # the weighted vote the summary reports: by the product's default aggregate
 
 
 def subprocess_runner(args: list[str]) -> str:
@@ -86,16 +101,15 @@ def checked(args: argparse.Namespace) -> list[int]:
         raise SystemExit(f"--rollouts {args.rollouts!r}: give N as positive integers separated by commas, e.g. 2,4,8,16") from None
     if min(rollouts) < 1 or len(set(rollouts)) < len(rollouts):
         raise SystemExit(f"--rollouts {args.rollouts!r}: every N must be at least 1, and none twice")
-    for flag in ("label_problems", "test_problems", "bon_problems", "candidates", "epochs", "beams", "proposals"):
+    for flag in ("label_problems", "test_problems", "bon_problems", "candidates", "beams", "proposals", "policy_problems", "solutions_per_problem",
+                 "policy_test_problems"):  # fmt: skip
         if getattr(args, flag) < 1:
             raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
-    for split, flag in (("label", "label_problems"), ("test", "test_problems"), ("bon", "bon_problems")):
+    for split, flag in (("label", "label_problems"), ("test", "test_problems"), ("bon", "bon_problems"), ("label", "policy_problems"),
+                        ("test", "policy_test_problems")):  # fmt: skip
         if getattr(args, flag) > HELD_OUT_SPLITS[split]:
             raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the world model was kept from only the first "
                              f"{HELD_OUT_SPLITS[split]} problems of the {split} split")  # fmt: skip
-    names = [name for name, _ in strategies(rollouts)]
-    if args.prm_labels is not None and args.prm_labels not in names:
-        raise SystemExit(f"--prm-labels {args.prm_labels!r}: one of the bench's labelling runs, {', '.join(names)}")
     return rollouts
 
 
@@ -131,11 +145,14 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", default=None, help="folder for the outputs (default: a new temp folder)")
     parser.add_argument("--label-problems", type=int, default=120, help="solutions labelled (half with an error), the PRMs' training set")
     parser.add_argument("--test-problems", type=int, default=120, help="held-out solutions the PRMs are scored on")
-    parser.add_argument("--bon-problems", type=int, default=60, help="held-out problems for best-of-N and search")
+    parser.add_argument("--bon-problems", type=int, default=300, help="held-out problems for best-of-N and search")
+    parser.add_argument("--policy-problems", type=int, default=500, help="label-split problems whose sampled solutions train the PRMs")
+    parser.add_argument("--solutions-per-problem", type=int, default=4, help="solutions the world model samples per problem for the PRMs")
+    parser.add_argument("--policy-test-problems", type=int, default=200, help="test-split problems whose sampled solutions score the PRMs")
+    parser.add_argument("--min-steps", type=int, default=None,
+                        help="for quick runs of the path (tests) only: `labeler train --min-steps` (default: not passed, the product's default)")
     parser.add_argument("--rollouts", default="2,4,8,16", help="exhaustive's N; first-error and adaptive run at the largest")
-    parser.add_argument("--prm-labels", default=None, help="the labelling run the Monte-Carlo PRM trains on (default: exhaustive at the largest N)")
     parser.add_argument("--candidates", type=int, default=16)
-    parser.add_argument("--epochs", type=int, default=3, help="PRM training epochs")
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--proposals", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)
@@ -161,7 +178,8 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     label_rows = list(processbench_rows(make_problems(args.label_problems, "label", args.seed), 0.5, args.seed))
     test_rows = list(processbench_rows(make_problems(args.test_problems, "test", args.seed), 0.5, args.seed + 1))
     bon_rows = [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in make_problems(args.bon_problems, "bon", args.seed)]
-    label_file, test_file = write_jsonl(work / "label.jsonl", label_rows), write_jsonl(work / "test.jsonl", test_rows)
+    label_file = write_jsonl(work / "label.jsonl", label_rows)
+    write_jsonl(work / "test.jsonl", test_rows)  # the injected-error test solutions (policy_prms evaluates on them)
     bon_file = write_jsonl(work / "bon.jsonl", bon_rows)
     truth = {row["id"]: row["label"] for row in label_rows}
     print(f"world model {args.model}; outputs in {work}", file=sys.stderr, flush=True)
@@ -180,18 +198,13 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     agreement = {name: first_error_agreement(work / name, work / exhaustive) for name, _ in runs if name != exhaustive}
     found = {name: errors_found(work / name, label_rows) for name, _ in runs}
 
-    commands("import true labels", ["import", "--input", str(label_file), "--preset", "processbench", "--output", str(work / "true"), "--quiet"])
-    prm_labels = args.prm_labels or exhaustive
-    train = ["--model", args.model, "--epochs", str(args.epochs), "--batch-size", "16", "--learning-rate", "1e-3",
-             "--validation-fraction", "0", "--device", "cpu", "--seed", str(args.seed), "--quiet"]  # fmt: skip
-    commands("train PRM on MC labels", ["train", "--labels", str(work / prm_labels), "--output", str(work / "prm-mc"), *train])
-    commands("train PRM on true labels", ["train", "--labels", str(work / "true"), "--output", str(work / "prm-true"), *train])
-    prm_quality = json.loads(commands("eval PRMs", ["eval", "--prm", f"mc={work / 'prm-mc'}", "--prm", f"true={work / 'prm-true'}",
-                                                    "--reference", str(test_file), "--device", "cpu", "--json"]))  # fmt: skip
+    policy = policy_prms(args, work, commands, common)
+    prm_quality = policy["injected"]
 
     sampling = ["--candidates", str(args.candidates), *common, "--device", "cpu", "--json"]
-    bon = json.loads(commands("bon", ["bon", "--input", str(bon_file), "--output", str(work / "bon"), "--prm", str(work / "prm-mc"),
-                                      "--prm", str(work / "prm-true"), *sampling]))  # fmt: skip
+    prms = [str(work / "prm-mc"), str(work / "prm-true"), str(work / "orm"), f"logprob:{args.model}"]
+    bon = json.loads(commands("bon", ["bon", "--input", str(bon_file), "--output", str(work / "bon"), *(f for p in prms for f in ("--prm", p)),
+                                      *sampling]))  # fmt: skip
     search = json.loads(commands("search", ["search", "--input", str(bon_file), "--output", str(work / "bon"), "--prm", str(work / "prm-mc"),
                                             "--beams", str(args.beams), "--proposals", str(args.proposals), "--max-steps", "12",
                                             "--step-max-new-tokens", "48", *sampling]))  # fmt: skip
@@ -200,9 +213,103 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     built = json.loads(marker.read_text()) if marker.exists() else None
     results = {"model": args.model, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
-               "prm_labels": prm_labels, "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION, "prm_quality": prm_quality, "bon": bon, "search": search}  # fmt: skip
+               "prm_labels": "first-error-8 on the policy's samples", "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION,
+               "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search}  # fmt: skip
+    results["summary"] = summary_of(results)
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
+
+
+def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common: list[str]) -> dict:
+    """The policy's own samples, their Monte-Carlo and exact labels, the PRMs and the ORM trained on them with
+    `labeler train`'s defaults, and `labeler eval --prm` of the PRMs and the logprob baseline on held-out samples
+    with exact first errors and on the injected-error test solutions."""
+    problems = make_problems(args.policy_problems, "label", args.seed)
+    test_problems = make_problems(args.policy_test_problems, "test", args.seed)
+    problem_rows = lambda chosen: [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in chosen]  # noqa: E731
+    sample = ["--preset", "math", "--solutions-per-problem", str(args.solutions_per_problem), *common, "--json"]
+    commands("label the policy's samples", ["label", "--input", str(write_jsonl(work / "policy.jsonl", problem_rows(problems))),
+                                            "--output", str(work / "policy-mc"), "--strategy", "first-error", "--rollouts", "8", *sample])  # fmt: skip
+    commands("sample held-out solutions", ["label", "--input", str(write_jsonl(work / "policy-test-problems.jsonl", problem_rows(test_problems))),
+                                           "--output", str(work / "policy-test"), "--strategy", "final-answer", *sample])  # fmt: skip
+    samples, truth = exact_samples(work / "policy-mc", problems)
+    test_samples, test_truth = exact_samples(work / "policy-test", test_problems)
+    exact_file = write_jsonl(work / "policy-exact.jsonl", [stepwise_row(s, truth[s["key"]]) for s in samples])
+    outcome_file = write_jsonl(work / "policy-outcome.jsonl", [outcome_row(s, truth[s["key"]]) for s in samples])
+    reference = write_jsonl(work / "policy-test.jsonl", [{"id": s["key"], "problem": s["problem"], "steps": s["steps"], "label": test_truth[s["key"]]}
+                                                         for s in test_samples])  # fmt: skip
+    train = ["--model", args.model, "--device", "cpu", "--seed", str(args.seed), "--quiet"]  # the product's defaults otherwise
+    if args.min_steps is not None:
+        train += ["--min-steps", str(args.min_steps)]
+    commands("train PRM on MC labels", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc"), *train])
+    commands("train PRM on exact labels", ["train", "--labels", str(exact_file), "--output", str(work / "prm-true"), *train])
+    commands("train ORM", ["train", "--labels", str(outcome_file), "--output", str(work / "orm"), *train])
+    # the ablation: the same PRM without the step-surprise term (a head on the hidden state alone, as before 2026-12-06)
+    commands("train PRM on MC labels, no surprise", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc-no-surprise"),
+                                                     *train, "--no-step-surprise"])  # fmt: skip
+    scored = ["--prm", f"mc={work / 'prm-mc'}", "--prm", f"true={work / 'prm-true'}", "--prm", f"mc-no-surprise={work / 'prm-mc-no-surprise'}",
+              "--prm", f"base-logprob=logprob:{args.model}"]  # fmt: skip
+    on_samples = json.loads(commands("eval PRMs on the policy's samples", ["eval", *scored, "--reference", str(reference), "--device", "cpu", "--json"]))
+    injected = json.loads(commands("eval PRMs on injected errors", ["eval", *scored, "--reference", str(work / "test.jsonl"), "--device", "cpu", "--json"]))
+    errors = lambda t: sum(v >= 0 for v in t.values())  # noqa: E731
+    return {"samples": len(samples), "samples_with_error": errors(truth), "test_samples": len(test_samples), "test_samples_with_error": errors(test_truth),
+            "on_samples": on_samples, "injected": injected}  # fmt: skip
+
+
+def exact_samples(labels_dir: Path, problems) -> tuple[list[dict], dict[str, int]]:
+    """The sampled solutions of a labels output (key, problem, steps, whether its final answer is right) and each one's
+    exact first error, by key; a problem is found by its text."""
+    by_text = {p.text: p for p in problems}
+    table = read_labels_table(labels_dir, ["problem_id", "solution_id", "problem", "steps"])
+    samples, truth = [], {}
+    for row in table.to_pylist():
+        key = f"{row['problem_id']}/{row['solution_id']}"
+        problem = by_text[row["problem"].strip()]
+        stated = extract_answer("\n\n".join(row["steps"]), last_number=False)  # as the world model's accuracy reads it
+        samples.append({"key": key, "problem": row["problem"], "steps": list(row["steps"]), "answer_right": stated == str(problem.answer)})
+        truth[key] = exact_first_error(problem, row["steps"])
+    return samples, truth
+
+
+def stepwise_row(sample: dict, first_error: int) -> dict:
+    """TRL's stepwise supervision of a sample's exact labels: its steps up to the first error, that one False
+    (the steps after it are unknown, as in ProcessBench)."""
+    steps = sample["steps"] if first_error < 0 else sample["steps"][: first_error + 1]
+    return {"prompt": sample["problem"], "completions": steps, "labels": [k != first_error for k in range(len(steps))]}
+
+
+def outcome_row(sample: dict, first_error: int) -> dict:
+    """An ORM's example: the whole solution as one step, labelled by its final answer alone."""
+    return {"prompt": sample["problem"], "completions": ["\n\n".join(sample["steps"])], "labels": [bool(sample["answer_right"])]}
+
+
+def summary_of(results: dict) -> dict:
+    """The headline figures under SUMMARY_KEYS, at the largest N; a figure the run could not give is null."""
+    bon, n = results["bon"], results["bon"]["n"]
+    last = len(n) - 1
+    by_spec = {Path(prm["spec"]).name if not prm["spec"].startswith("logprob:") else "logprob": prm for prm in bon["prms"]}
+    mc, orm = by_spec.get("prm-mc"), by_spec.get("orm")
+    select = max((mc["selection"][how][last] for how in SELECTION_AGGREGATES), default=None) if mc else None
+    quality = {source["name"]: source for source in results["policy"]["on_samples"]["sources"]}
+
+    def f1_auc(name: str) -> dict:
+        source = quality.get(name, {})
+        subsets = source.get("subsets") or [{}]
+        return {"f1": subsets[0].get("f1"), "auc": subsets[0].get("step_auc")}
+
+    labels = {"exhaustive-8": {"f1": None, "tokens": None}}  # always a key: null when --rollouts left 8 out
+    by_name = {source["name"]: source for source in results["label_quality"]["sources"]}
+    for name in results["runs"]:
+        subsets = by_name.get(name, {}).get("subsets") or [{}]
+        labels[name] = {"f1": subsets[0].get("f1"), "tokens": results["tokens"].get(name)}
+    out = {
+        "bon_problems": bon["problems"], "n": n[last], "pass_at_n": bon["baselines"]["pass"][last], "majority": bon["baselines"]["majority"][last],
+        "random": bon["baselines"]["random"][last], "orm_select": orm["selection"]["last"][last] if orm else None, "prm_select": select,
+        "prm_weighted_vote": mc["weighted_vote"][VOTE_AGGREGATE][last] if mc else None,
+        "prm_weighted_vote_ci95": mc["weighted_vote_ci95"][VOTE_AGGREGATE][last] if mc else None,
+        "prm_mc": f1_auc("mc"), "prm_true": f1_auc("true"), "labels": labels,
+    }  # fmt: skip
+    return {key: out[key] for key in SUMMARY_KEYS}
 
 
 def errors_found(labels_dir: Path, rows: list[dict]) -> dict:
@@ -285,16 +392,53 @@ def report(results: dict) -> str:
         undetermined = f", {agree['undetermined']} undetermined" if agree and agree["undetermined"] else ""
         lines.append(f"  {name:<16} {spent:>10,} tokens  {spent / base if base else float('nan'):5.2f}x {exhaustive}{share}{undetermined}")
     lines.append("")
-    lines.append(f"PRMs on the held-out test split (trained on {results['prm_labels']}'s labels, and on the true labels):")
+    policy = results["policy"]
+    lines.append(f"PRMs trained with `labeler train`'s defaults on {policy['samples']} of the world model's own samples ({policy['samples_with_error']} "
+                 "with an error), on their Monte-Carlo labels (first-error, N=8) and on their exact labels; base-logprob is the world model's "
+                 "own lowest token log-probability per step, untrained.")  # fmt: skip
+    lines.append(f"On {policy['test_samples']} held-out samples ({policy['test_samples_with_error']} with an error), against their exact first errors:")
+    lines.append(format_comparison(policy["on_samples"]))
+    lines.append("On the injected-error test solutions:")
     lines.append(format_comparison(results["prm_quality"]))
     lines.append("")
     lines.append(format_table(bon))
+    lines.append("")
+    lines.append("Summary (WORK/world.json \"summary\"; at the largest N, 95% bootstrap interval over problems):")
+    lines.extend(_summary_lines(results["summary"], bon))
     lines.append("")
     lines.append(format_summary(results["search"]))
     lines.append("")
     lines.append("Commands and wall times:")
     lines.extend(f"  {t['seconds']:>7.1f} s  {t['command']}" for t in results["timings"])
     return "\n".join(lines)
+
+
+def _summary_lines(summary: dict, bon: dict) -> list[str]:
+    last = len(bon["n"]) - 1
+    by_name = {Path(p["spec"]).name if not p["spec"].startswith("logprob:") else "logprob": p for p in bon["prms"]}
+
+    def interval(values: list) -> str:
+        return f" [{values[last][0]:.3f}, {values[last][1]:.3f}]" if values and len(values) > last else ""
+
+    rows = [("pass@N", summary["pass_at_n"], interval(bon["baselines_ci95"]["pass"])),
+            ("majority", summary["majority"], interval(bon["baselines_ci95"]["majority"])),
+            ("random", summary["random"], interval(bon["baselines_ci95"]["random"]))]  # fmt: skip
+    if "orm" in by_name:
+        rows.append(("ORM select (last)", summary["orm_select"], interval(by_name["orm"]["selection_ci95"]["last"])))
+    if "logprob" in by_name:
+        rows.append(("base logprob, select by min", by_name["logprob"]["selection"]["min"][last], interval(by_name["logprob"]["selection_ci95"]["min"])))
+    rows.append(("PRM (MC) select, best aggregate", summary["prm_select"], ""))
+    rows.append((f"PRM (MC) weighted vote by {VOTE_AGGREGATE}", summary["prm_weighted_vote"], interval([summary["prm_weighted_vote_ci95"]] * (last + 1))
+                 if summary["prm_weighted_vote_ci95"] else ""))  # fmt: skip
+    lines = [f"  best-of-{summary['n']} on {summary['bon_problems']} problems"]
+    lines += [f"  {name:<36} {_figure(value)}{ci}" for name, value, ci in rows]
+    for name in ("prm_mc", "prm_true"):
+        lines.append(f"  {name:<36} F1 {_figure(summary[name]['f1'])}, step AUC {_figure(summary[name]['auc'])} (held-out samples, exact truth)")
+    return lines
+
+
+def _figure(value) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and value != value) else f"{value:.3f}"
 
 
 def _errors_found_line(name: str, found: dict) -> str:

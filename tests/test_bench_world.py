@@ -54,16 +54,27 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
         return out.getvalue()
 
     args = parser().parse_args(["--model", str(world_model), "--work", str(tmp_path / "work"), "--label-problems", "4", "--test-problems", "4",
-                                "--bon-problems", "2", "--rollouts", "2", "--candidates", "2", "--epochs", "1", "--beams", "1",
-                                "--proposals", "2"])  # fmt: skip
+                                "--bon-problems", "2", "--rollouts", "2", "--candidates", "2", "--beams", "1",
+                                "--proposals", "2", "--policy-problems", "3", "--solutions-per-problem", "2", "--policy-test-problems", "2",
+                                "--min-steps", "2"])  # fmt: skip
     try:
         results = run_world(args, Commands(in_process))
     finally:
         engine.close()
     assert [t["step"] for t in results["timings"]] == [
-        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "import true labels",
-        "train PRM on MC labels", "train PRM on true labels", "eval PRMs", "bon", "search",
+        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "label the policy's samples", "sample held-out solutions",
+        "train PRM on MC labels", "train PRM on exact labels", "train ORM", "train PRM on MC labels, no surprise", "eval PRMs on the policy's samples", "eval PRMs on injected errors",
+        "bon", "search",
     ]  # fmt: skip
+    train_commands = [t["command"] for t in results["timings"] if t["step"].startswith("train")]
+    for flag in ("--learning-rate", "--epochs", "--validation-fraction", "--batch-size"):  # the product's defaults, as a user gets them
+        assert not any(flag in command for command in train_commands), flag
+    assert sum("--no-step-surprise" in command for command in train_commands) == 1  # the ablation alone
+    summary = json.loads((tmp_path / "work" / "world.json").read_text())["summary"]
+    from bench.world import SUMMARY_KEYS
+
+    assert tuple(summary) == SUMMARY_KEYS and "exhaustive-2" in summary["labels"]
+    assert summary["bon_problems"] == 2 and summary["n"] == 2 and set(summary["prm_mc"]) == {"f1", "auc"}
     assert all(t["command"].startswith("labeler ") for t in results["timings"])
     assert results["tokens"]["exhaustive-2"] > 0
     assert set(results["first_error_agreement"]) == {"first-error-2", "adaptive-2"}
@@ -72,6 +83,6 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
         assert 0 <= counts["correct"] <= counts["counted"]
     assert results["bon"]["candidates"] == 4
     text = report(results)
-    for heading in ("Completer", "Monte-Carlo labels against the known first errors", "PRMs on the held-out", "best-of-N", "beam search"):
+    for heading in ("Completer", "Monte-Carlo labels against the known first errors", "PRMs trained with", "best-of-N", "beam search", "Summary"):
         assert heading in text
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]

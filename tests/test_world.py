@@ -216,7 +216,9 @@ def test_the_bench_refuses_a_folder_that_holds_a_run_and_bad_flags_before_any_mo
         (["--test-problems", "0"], "--test-problems"),
         (["--label-problems", "2001"], "kept from only the first 2000"),
         (["--work", str(tmp_path / "used" / "label.jsonl")], "not a folder"),
-        (["--prm-labels", "exhaustive-3"], "--prm-labels"),
+        (["--policy-problems", "0"], "--policy-problems"),
+        (["--solutions-per-problem", "0"], "--solutions-per-problem"),
+        (["--policy-test-problems", "2001"], "kept from only the first 2000"),
     ]:
         args = bench_args(tmp_path, *flags)
         args.model = None
@@ -229,3 +231,33 @@ def test_the_report_compares_with_the_largest_exhaustive_run_whatever_the_order(
 
     runs = strategies([16, 8])
     assert [name for name, _ in runs] == ["exhaustive-8", "exhaustive-16", "first-error-16", "adaptive-16"]
+
+
+def test_the_exact_first_error_of_a_solution_is_the_injected_one_and_a_right_solution_has_none():
+    import random
+
+    from labeler.world.truth import exact_first_error
+
+    rng = random.Random(0)
+    for problem in make_problems(300, "truth-test"):
+        assert exact_first_error(problem, solution_steps(problem)) == -1
+        position = rng.randrange(len(problem.events))
+        try:
+            steps = inject_error(problem, position, rng)
+        except ValueError:
+            continue
+        assert exact_first_error(problem, steps) == position
+
+
+def test_a_sample_off_the_worlds_path_is_wrong_where_it_leaves_it():
+    from labeler.world.truth import exact_first_error
+
+    problem = make_problems(1, "truth-test-2")[0]
+    steps = solution_steps(problem)
+    n = len(steps)
+    assert exact_first_error(problem, steps[:-1]) == n - 2  # stops early, no answer: wrong at the last step it wrote
+    assert exact_first_error(problem, [*steps[:-1], steps[-1].split("\n")[0]]) == n - 1  # no answer line
+    assert exact_first_error(problem, [*steps, "One more step: 1 + 1 = 2."]) == n  # a step past the last event
+    assert exact_first_error(problem, ["I think so.", *steps[1:]]) == 0  # no equation
+    wrong_answer = steps[-1].rsplit(" ", 1)[0] + f" {problem.answer + 1}"
+    assert exact_first_error(problem, [*steps[:-1], wrong_answer]) == n - 1  # the answer line differs from the value
