@@ -243,7 +243,7 @@ def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common
         train += ["--min-steps", str(args.min_steps)]
     commands("train PRM on MC labels", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc"), *train])
     commands("train PRM on exact labels", ["train", "--labels", str(exact_file), "--output", str(work / "prm-true"), *train])
-    commands("train ORM", ["train", "--labels", str(outcome_file), "--output", str(work / "orm"), *train])
+    commands("train ORM", ["train", "--labels", str(outcome_file), "--output", str(work / "orm"), *train, "--train-on-last-step-only"])
     # the ablation: the same PRM without the step-surprise term (a head on the hidden state alone, as before 2026-12-06)
     commands("train PRM on MC labels, no surprise", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc-no-surprise"),
                                                      *train, "--no-step-surprise"])  # fmt: skip
@@ -265,6 +265,8 @@ def exact_samples(labels_dir: Path, problems) -> tuple[list[dict], dict[str, int
     for row in table.to_pylist():
         key = f"{row['problem_id']}/{row['solution_id']}"
         problem = by_text[row["problem"].strip()]
+        if not row["steps"]:
+            raise SystemExit(f"{labels_dir}: solution {key} has no steps: it has no first error to score a PRM against")
         stated = extract_answer("\n\n".join(row["steps"]), last_number=False)  # as the world model's accuracy reads it
         samples.append({"key": key, "problem": row["problem"], "steps": list(row["steps"]), "answer_right": stated == str(problem.answer)})
         truth[key] = exact_first_error(problem, row["steps"])
@@ -279,8 +281,10 @@ def stepwise_row(sample: dict, first_error: int) -> dict:
 
 
 def outcome_row(sample: dict, first_error: int) -> dict:
-    """An ORM's example: the whole solution as one step, labelled by its final answer alone."""
-    return {"prompt": sample["problem"], "completions": ["\n\n".join(sample["steps"])], "labels": [bool(sample["answer_right"])]}
+    """An ORM's example: every step labelled with the final answer's correctness; trained with
+    --train-on-last-step-only, the ORM learns the outcome at the last step alone, where best-of-N reads it
+    (the `last` aggregate), and its validation AUC measures how well each step predicts the outcome."""
+    return {"prompt": sample["problem"], "completions": sample["steps"], "labels": [bool(sample["answer_right"])] * len(sample["steps"])}
 
 
 def summary_of(results: dict) -> dict:

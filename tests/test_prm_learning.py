@@ -156,9 +156,78 @@ def test_the_logprob_baseline_scores_each_step_by_the_models_lowest_token_log_pr
     with torch.no_grad():
         log_probs = torch.log_softmax(lm(torch.tensor([ids])).logits[0].float(), -1)
     lowest = [min(log_probs[t - 1, ids[t]].item() for t in range(a, b)) for a, b in spans]
-    assert scores == pytest.approx([1 / (1 + math.exp(-x)) for x in lowest], abs=1e-5)
+    assert scores == pytest.approx([math.exp(x) for x in lowest], abs=1e-5)  # the probability of the least likely token
     # on the default (vLLM) backend: one line says why it is scored with torch, and it is
     reference = tmp_path / "reference.jsonl"
     reference.write_text(json.dumps({"id": "r0", "problem": PROBLEM, "steps": STEPS, "label": -1}) + "\n")
     assert main(["eval", "--prm", f"logprob:{tiny_model_dir}", "--reference", str(reference), "--device", "cpu", "--json"]) == 0
     assert "token log-probabilities" in capsys.readouterr().err
+
+
+# From the outside read of the change (each failed before its fix).
+
+
+def test_best_follows_the_validation_loss_when_the_validation_has_no_wrong_step(tiny_model_dir, tmp_path, caplog):
+    from tests.synthetic_labels import labels_row
+
+    rows = [labels_row(f"p{i}", f"s{i}", f"What is {i} + 1?", [f"{i} + 1 = {i + 1}.", f"The answer is: {i + 1}"], [1.0, 1.0], [True, True])
+            for i in range(12)]  # fmt: skip
+    labels = write_labels(tmp_path / "labels", rows)
+    result = train(TrainConfig(labels=str(labels), output=str(tmp_path / "run"), model=str(tiny_model_dir), epochs=3, min_steps=0,
+                               batch_size=4, validation_fraction=0.25, device="cpu"))  # fmt: skip
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["val_auc"] is None for m in metrics)
+    losses = [m["val_loss"] for m in metrics]
+    assert result.best_epoch == 1 + losses.index(min(losses))  # not stuck at epoch 1 with best_epoch None
+    assert "best/ follows the validation loss" in caplog.text
+
+
+def test_the_starting_bias_offsets_the_surprise_so_the_prm_starts_at_the_prior(tiny_model_dir):
+    from labeler.prm.data import build_examples
+    from labeler.prm.devices import place
+    from labeler.prm.scoring import step_and_trajectory_logits
+    from labeler.prm.trainer import _priors, mean_surprise
+    from labeler.store.reader import read_labelled_rows
+    from tests.synthetic_labels import arithmetic_rows
+
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=512, target="soft", step_surprise=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        rows = read_labelled_rows(write_labels(__import__("pathlib").Path(folder) / "l", arithmetic_rows(problems=10, solutions_per_problem=2, seed=5)))
+    examples, _ = build_examples(rows, prm.tokenizer, "soft", 512, rendering=prm.settings.rendering)
+    prior, _ = _priors(examples)
+    placement = place("cpu", "fp32")
+    prm.start_at_prior(prior, None, step_offset=mean_surprise(prm, examples, 8, placement))
+    logits, _ = step_and_trajectory_logits(prm, [(e.input_ids, e.score_positions, None, e.step_spans) for e in examples], 8, placement)
+    flat = [x for row in logits for x in row]
+    assert sum(flat) / len(flat) == pytest.approx(math.log(prior / (1 - prior)), abs=0.3)  # the head's own start (std 0.02) aside
+
+
+def test_a_step_surprise_prm_refuses_a_backbone_whose_output_layer_is_not_in_the_checkpoint(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from labeler.prm.model import PRMLoadError
+    from tests.tiny_model import build_tiny_llama
+
+    base = build_tiny_llama(tmp_path / "tied")
+    untied = tmp_path / "untied"
+    model = LlamaForCausalLM(LlamaConfig.from_pretrained(base, tie_word_embeddings=False))
+    model.save_pretrained(untied)
+    __import__("shutil").copytree(base, untied, dirs_exist_ok=True, ignore=lambda d, names: [n for n in names if not n.startswith("tok") and n != "special_tokens_map.json"])
+    ProcessRewardModel.from_backbone(str(untied), max_length=64, target="soft").save(tmp_path / "classifier")  # format 2: no lm_head
+    with pytest.raises(PRMLoadError, match="output layer is not in the checkpoint"):
+        ProcessRewardModel.from_backbone(str(tmp_path / "classifier"), max_length=64, target="soft", step_surprise=True)
+
+
+def test_eval_reports_a_step_auc_on_processbench_references(tiny_model_dir, tmp_path, capsys):
+    from labeler.cli import main
+
+    reference = tmp_path / "reference.jsonl"
+    rows = [{"id": "r0", "problem": PROBLEM, "steps": STEPS, "label": -1},
+            {"id": "r1", "problem": PROBLEM, "steps": ["He buys 4 more: 3 + 4 = 9.", "The answer is: 9"], "label": 0}]  # fmt: skip
+    reference.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["eval", "--prm", f"logprob:{tiny_model_dir}", "--reference", str(reference), "--device", "cpu", "--prm-backend", "torch",
+                 "--json", "--quiet"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert report["subsets"][0]["step_auc"] is not None  # 2 right steps and 1 wrong one scored (the step after it is unknown)

@@ -261,3 +261,17 @@ def test_a_sample_off_the_worlds_path_is_wrong_where_it_leaves_it():
     assert exact_first_error(problem, ["I think so.", *steps[1:]]) == 0  # no equation
     wrong_answer = steps[-1].rsplit(" ", 1)[0] + f" {problem.answer + 1}"
     assert exact_first_error(problem, [*steps[:-1], wrong_answer]) == n - 1  # the answer line differs from the value
+
+
+def test_an_answer_stated_early_on_the_steps_line_is_wrong_and_no_steps_is_refused():
+    from labeler.world.truth import exact_first_error
+
+    problem = next(p for p in make_problems(50, "truth-test-3") if len(p.events) >= 3)
+    steps = solution_steps(problem)
+    early = steps[0].rstrip(".") + f". The answer is: {problem.answer + 7}"
+    assert exact_first_error(problem, [early, *steps[1:]]) == 0
+    assert exact_first_error(problem, [steps[0] + f"\nThe answer is: {problem.answer}", *steps[1:]]) == 0
+    twice = steps[-1] + f" The answer is: {problem.answer + 1}"
+    assert exact_first_error(problem, [*steps[:-1], twice]) == len(steps) - 1
+    with pytest.raises(ValueError):
+        exact_first_error(problem, [])

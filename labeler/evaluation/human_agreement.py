@@ -30,6 +30,7 @@ from statistics import mean
 
 from labeler.evaluation.metrics import (
     MISSING_MODES,
+    roc_auc,
     first_error_metrics,
     first_predicted_error,
     rating_is_positive,
@@ -231,8 +232,24 @@ def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict
     result["no_prediction_rows"] = unpredicted  # each: the reference row, and its first step without a prediction (0-based)
     if reference.format == "processbench":
         pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct, missing)) for m in scored]
-        return result | first_error_metrics(pairs).to_dict()
+        return result | first_error_metrics(pairs).to_dict() | {"step_auc": processbench_step_auc(matched)}
     return result | _prm800k_result(matched, scored, neutral, missing)
+
+
+def processbench_step_auc(matched: list[Matched]) -> float | None:
+    """Step AUC on ProcessBench references: the steps before a solution's first error are right, the first
+    error is wrong, the steps after it unknown (left out), every step of a correct solution right; a step
+    without a score is left out. None without scores of both kinds (a labels source: no scores)."""
+    scores, right = [], []
+    for m in matched:
+        label = m.reference.first_error
+        for i, score in enumerate(m.prediction.scores):
+            if label >= 0 and i > label:
+                break
+            if score is not None:
+                scores.append(score)
+                right.append(label < 0 or i < label)
+    return roc_auc(scores, right)
 
 
 def _prm800k_result(matched: list[Matched], scored: list[Matched], neutral: str, missing: str) -> dict:

@@ -135,14 +135,15 @@ class ProcessRewardModel(nn.Module):
                 nn.init.zeros_(head.bias)
         return prm
 
-    def start_at_prior(self, step_prior: float | None, trajectory_prior: float | None = None) -> None:
+    def start_at_prior(self, step_prior: float | None, trajectory_prior: float | None = None, step_offset: float = 0.0) -> None:
         """Set each head's bias to the log-odds of its training targets' mean, so the first steps of
-        training do not spend themselves (and the backbone) on learning the class balance."""
-        for head, prior in ((self.head, step_prior), (self.trajectory_head, trajectory_prior)):
+        training do not spend themselves (and the backbone) on learning the class balance; the step
+        head's less `step_offset`, the mean of the step-surprise term it is added to."""
+        for head, prior, offset in ((self.head, step_prior, step_offset), (self.trajectory_head, trajectory_prior, 0.0)):
             if head is not None and prior is not None:
                 prior = min(max(prior, 1e-4), 1 - 1e-4)
                 with torch.no_grad():
-                    head.bias.fill_(math.log(prior / (1 - prior)))
+                    head.bias.fill_(math.log(prior / (1 - prior)) - offset)
 
     def head_parameters(self) -> list[nn.Parameter]:
         """The parameters trained at the head's learning rate: the heads and the surprise weight."""
@@ -357,11 +358,20 @@ def _load_causal_lm(model: str, dtype: torch.dtype, trust_remote_code: bool, att
     kernels = {"attn_implementation": attention} if attention else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
-        causal = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code, **kernels)
+        causal, loading = AutoModelForCausalLM.from_pretrained(
+            model, dtype=dtype, trust_remote_code=trust_remote_code, output_loading_info=True, **kernels
+        )
     except (OSError, ValueError, KeyError, ImportError) as error:
         raise PRMLoadError(f"cannot load model {model} as a causal LM (a step-surprise PRM reads its output layer): {str(error).splitlines()[0]}") from error
-    if causal.get_output_embeddings() is None:
+    output = causal.get_output_embeddings()
+    if output is None:
         raise PRMLoadError(f"{model}: has no output layer to read token log-probabilities from; train with --no-step-surprise")
+    names = {name for name, parameter in causal.named_parameters() if parameter is output.weight}
+    if names & set(loading.get("missing_keys", ())):  # initialised at random: its log-probabilities would mean nothing
+        raise PRMLoadError(
+            f"{model}: its output layer is not in the checkpoint (a PRM saved as a token classifier?); give the base causal LM, "
+            "or train with --no-step-surprise"
+        )
     return causal, tokenizer
 
 

@@ -18,8 +18,8 @@ A spec is `[KIND:]MODEL`; MODEL is a local folder or, for the public formats, a 
     qwen-prm:MODEL         Qwen2.5-Math-PRM's (Qwen/Qwen2.5-Math-PRM-7B): steps joined by "<extra_0>",
                            a two-class head at each separator; score = softmax class 1
     logprob:MODEL          no PRM, no training: a causal LM (e.g. the completer) reads the solution as a
-                           step-surprise PRM does (labeler.prm.model); score = sigmoid of the lowest
-                           log-probability it gives a token of the step: the baseline labels must beat
+                           step-surprise PRM does (labeler.prm.model); score = the probability it gave
+                           the least likely token of the step: the baseline labels must beat
 
 A spec of the wrong kind (a causal LM given as qwen-prm, a Qwen PRM or our checkpoint given as
 math-shepherd, a tokenizer without the format's tokens) is refused with a message that names the
@@ -119,19 +119,48 @@ def checkpoint_folder(path: str) -> str:
 
 def logprob_baseline(model: str, placement: Placement, trust_remote_code: bool = False, max_length: int | None = None) -> ProcessRewardModel:
     """A step-surprise PRM whose head says nothing (weights and bias 0, surprise weight 1): its step logit is
-    the model's lowest token log-probability in the step, read in the chat rendering where it has a template."""
+    the model's lowest token log-probability in the step, read in the chat rendering where it has a template,
+    at most `max_length` tokens (default: the model's context, at most LOGPROB_MAX_LENGTH)."""
     import torch
 
     from labeler.prm.model import ProcessRewardModel
 
+    if max_length is None:
+        from transformers import AutoConfig
+
+        try:
+            context = getattr(AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code).get_text_config(), "max_position_embeddings", None)
+        except (OSError, ValueError) as error:
+            from labeler.prm.model import PRMLoadError
+
+            raise PRMLoadError(f"cannot load model {model}: {str(error).splitlines()[0]}") from error
+        max_length = min(context or LOGPROB_MAX_LENGTH, LOGPROB_MAX_LENGTH)
     prm = ProcessRewardModel.from_backbone(
-        model, max_length=max_length or LOGPROB_MAX_LENGTH, target="soft", dtype=placement.weight_dtype, trust_remote_code=trust_remote_code,
-        step_surprise=True,
+        model, max_length=max_length, target="soft", dtype=placement.weight_dtype, trust_remote_code=trust_remote_code, step_surprise=True,
     )  # fmt: skip
     with torch.no_grad():
         prm.head.weight.zero_()
         prm.head.bias.zero_()
     return prm.eval()
+
+
+class LogprobScorer(CheckpointScorer):
+    """`logprob:MODEL`: each step's score is the probability the model gave the least likely token of the step,
+    exp(lowest log-probability), so a step is called wrong (at eval's 0.5) when it holds a token the model
+    thought less likely than not. No trajectory score."""
+
+    def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
+        return [steps for steps, _ in self.step_and_trajectory_scores(solutions)]
+
+    def step_and_trajectory_scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
+        import math
+
+        from labeler.prm.scoring import checkpoint_sequences, step_and_trajectory_logits
+
+        settings = self.prm.settings
+        sequences = checkpoint_sequences(self.prm.tokenizer, settings.max_length, solutions, settings.rendering, spans=True)
+        logits, _ = step_and_trajectory_logits(self.prm, sequences, self.batch_size, self.placement)
+        return [([math.exp(min(0.0, x)) for x in row], None) for row in logits]
 
 
 def stored_threshold(spec: str) -> float | None:
@@ -190,7 +219,7 @@ def load_scorer(
         prm = ProcessRewardModel.load(folder, dtype=placement.weight_dtype, trust_remote_code=trust_remote_code)
         return CheckpointScorer(prm, placement, batch_size, name=spec)
     if kind == LOGPROB:
-        return CheckpointScorer(logprob_baseline(model, placement, trust_remote_code, max_length), placement, batch_size, name=spec)
+        return LogprobScorer(logprob_baseline(model, placement, trust_remote_code, max_length), placement, batch_size, name=spec)
     from labeler.prm.adapters import load_public_scorer
 
     return load_public_scorer(

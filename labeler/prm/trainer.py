@@ -25,6 +25,7 @@ model or the data is refused.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import logging
@@ -139,7 +140,9 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
 
     train_set, validation_set = _examples(config, prm, rows)
     if state is None:
-        prm.start_at_prior(*_priors(train_set))
+        step_prior, trajectory_prior = _priors(train_set)
+        offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
+        prm.start_at_prior(step_prior, trajectory_prior, step_offset=offset)
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
@@ -225,8 +228,10 @@ def _resumable_state(run_dir: Path, config: TrainConfig, processes: Processes) -
 
 
 def _finished(state: dict, config: TrainConfig) -> bool:
-    """A saved run that has trained its --epochs, or stopped at its --max-steps: a rerun has nothing to do (Trainer.run)."""
-    return state["epoch"] >= config.epochs or _reached_max_steps(state["global_step"], config)
+    """A saved run that has trained its epochs (--epochs, or more for --min-steps: the global step tells), or stopped
+    at its --max-steps: a rerun has nothing to do (Trainer.run)."""
+    trained_min_steps = state["global_step"] >= config.min_steps
+    return (state["epoch"] >= config.epochs and trained_min_steps) or _reached_max_steps(state["global_step"], config)
 
 
 def _reached_max_steps(global_step: int, config: TrainConfig) -> bool:
@@ -290,6 +295,28 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     return train_set, validation_set
 
 
+SURPRISE_SAMPLE = 256  # training solutions whose steps' mean surprise sets the starting bias
+
+
+def mean_surprise(prm: ProcessRewardModel, examples: list[PRMExample], batch_size: int, placement: Placement) -> float:
+    """The mean step-surprise term (weight x surprise) over the target steps of the first SURPRISE_SAMPLE training
+    solutions, with the head's own part at 0: what the bias must offset for the PRM to start at the prior."""
+    sample = [e for e in examples[:SURPRISE_SAMPLE] if e.step_spans is not None]
+    if not sample:
+        return 0.0
+    weight, bias = prm.head.weight.detach().clone(), prm.head.bias.detach().clone()
+    with torch.no_grad():
+        prm.head.weight.zero_()
+        prm.head.bias.zero_()
+        prm.to(placement.device)
+        sequences = [(e.input_ids, e.score_positions, None, e.step_spans) for e in sample]
+        logits, _ = step_and_trajectory_logits(prm, sequences, batch_size, placement)
+        prm.head.weight.copy_(weight)
+        prm.head.bias.copy_(bias)
+    values = [x for row in logits for x in row]
+    return sum(values) / len(values) if values else 0.0
+
+
 def _priors(examples: list[PRMExample]) -> tuple[float | None, float | None]:
     """The weighted mean of the training steps' targets, and of the trajectory targets (None: none)."""
     steps = sum(e.weight * len(e.targets) for e in examples)
@@ -351,11 +378,12 @@ class _TrainingLoop:
         self.loss_count = state.get("loss_count", 0) if main else 0
         self._reset_throughput()
         self.history: list[dict] = []
+        self._warned_no_auc = False
 
     def run(self) -> TrainResult:
         config = self.config
         if self.epoch >= self.epochs:
-            log.info("%s already holds %d trained epochs: nothing to do (raise --epochs to train on)", self.run_dir, self.epoch)
+            log.info("%s already holds %d trained epochs: nothing to do (raise --epochs or --min-steps to train on)", self.run_dir, self.epoch)
             return self._result(stopped=False)
         if self._at_max_steps():  # a rerun of a run that --max-steps stopped: not one step more
             log.info(
@@ -541,6 +569,12 @@ class _TrainingLoop:
             "tokens_per_second": round(real / seconds, 1) if seconds else None,
         }
         metric_name = self.config.select_best if self.validation_set else "train_loss"
+        if metric_name == "val_auc" and record.get("val_auc") is None:
+            # the validation's hard labels are all of one kind (they are the same every epoch): no AUC, ever
+            if not self._warned_no_auc:
+                log.warning("the validation split has no wrong step or no right one: no step AUC; best/ follows the validation loss")
+                self._warned_no_auc = True
+            metric_name = "val_loss"
         metric = record.get(metric_name)
         lower_is_better = metric_name.endswith("loss")
         improved = metric is not None and (
@@ -656,7 +690,7 @@ def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample
     step whose hard label is wrong; a solution whose steps are all right, up to its last, is correct). Only the
     steps with a target count; a solution with neither a wrong step nor its last step labelled is left out.
     Of equal F1s, the one nearest 0.5."""
-    from labeler.evaluation.metrics import first_error_metrics
+    from labeler.evaluation.metrics import harmonic_mean
 
     solutions = []
     for row, e in zip(probabilities, examples):
@@ -668,12 +702,25 @@ def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample
     erroneous, correct = sum(label >= 0 for label, _ in solutions), sum(label < 0 for label, _ in solutions)
     if not erroneous or not correct:
         return ChosenThreshold(None, None, erroneous, correct)
+    # Each solution is predicted right for the thresholds in an interval: an erroneous one with first error L for
+    # (p_L, lowest before L], a correct one for (0, its lowest]; so each threshold's counts are two bisections.
+    opens, closes, lowest_of_correct = [], [], []
+    for label, row in solutions:
+        if label < 0:
+            lowest_of_correct.append(min(row, default=1.0))
+            continue
+        before = min(row[:label], default=math.inf)
+        if row[label] < before:
+            opens.append(row[label])
+            closes.append(before)
+    opens.sort(), closes.sort(), lowest_of_correct.sort()
     values = sorted({p for _, row in solutions for p in row})
     candidates = {0.5} | {(a + b) / 2 for a, b in zip(values, values[1:])} | {values[0] / 2, (values[-1] + 1) / 2}
     best = None
     for threshold in candidates:
-        pairs = [(label, next((k for k, p in enumerate(row) if p < threshold), -1)) for label, row in solutions]
-        f1 = first_error_metrics(pairs).f1
+        found = bisect.bisect_left(opens, threshold) - bisect.bisect_left(closes, threshold)  # p_L < t <= lowest before
+        kept = correct - bisect.bisect_left(lowest_of_correct, threshold)  # t <= lowest
+        f1 = harmonic_mean(found / erroneous, kept / correct)
         key = (f1, -abs(threshold - 0.5))
         if best is None or key > best[0]:
             best = (key, threshold, f1)

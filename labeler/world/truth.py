@@ -24,11 +24,14 @@ __all__ = ["exact_first_error"]
 
 # "<left> <op> <operand> = <result>", the last such equation in the step (the step restates the event first)
 _EQUATION = re.compile(r"(-?\d+)\s*([+\-*/])\s*(-?\d+)\s*=\s*(-?\d+)")
-_ANSWER = re.compile(r"The answer is:\s*(-?\d+)\s*\.?\s*$")
+_ANSWER_ANYWHERE = re.compile(r"The answer is:\s*(-?\d+)")
 
 
 def exact_first_error(problem: Problem, steps: Sequence[str]) -> int:
-    """The index of the first wrong step of `steps` as a solution of `problem`, or -1 when all are right."""
+    """The index of the first wrong step of `steps` as a solution of `problem`, or -1 when all are right;
+    ValueError for no steps (no step to be wrong)."""
+    if not steps:
+        raise ValueError("a solution with no steps has no first error")
     before = problem.start
     for k, step in enumerate(steps):
         if k >= len(problem.events):
@@ -42,13 +45,12 @@ def exact_first_error(problem: Problem, steps: Sequence[str]) -> int:
         after = event.apply(before)
         if (int(left), op, int(operand), int(result)) != (before, _SYMBOL[event.kind], event.number, after):
             return k
-        last = k == len(problem.events) - 1
-        if last:
-            stated = _ANSWER.search(answer_line.strip()) if answer_line else _ANSWER.search(body)
-            if stated is None or int(stated.group(1)) != after:
+        stated = list(_ANSWER_ANYWHERE.finditer(step))
+        if k == len(problem.events) - 1:
+            if not stated or int(stated[-1].group(1)) != after or len(stated) > 1:
                 return k
-        elif answer_line.strip():
-            return k  # an answer before the last event
+        elif stated or answer_line.strip():
+            return k  # an answer (or a line after the step's own) before the last event
         before = after
     if len(steps) == len(problem.events):
         return -1
