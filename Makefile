@@ -58,6 +58,6 @@ bench: setup
 world: setup
 	$(PY) -m labeler.world
 
-# Label quality where the truth is known (bench/world.py, about 20 minutes after `make world`).
+# Label quality and PRMs where the truth is known (bench/world.py after `make world`; alone, under the engine lock).
 world-bench: world
-	$(PY) bench/world.py
+	flock /tmp/prm-engine.lock $(PY) bench/world.py

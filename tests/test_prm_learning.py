@@ -231,3 +231,12 @@ def test_eval_reports_a_step_auc_on_processbench_references(tiny_model_dir, tmp_
                  "--json", "--quiet"]) == 0  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     assert report["subsets"][0]["step_auc"] is not None  # 2 right steps and 1 wrong one scored (the step after it is unknown)
+
+
+def test_a_chat_template_that_opens_the_thinking_gets_no_second_think_tag(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}\nAssistant: <think>\n{% endif %}"
+    text = tokenizer.decode(render_solution(tokenizer, PROBLEM, ["Think a.", "Answer: 7."], 512, thinking_steps=1, rendering="chat").input_ids)
+    assert text.count("<think>") == 1 and text.count("</think>") == 1

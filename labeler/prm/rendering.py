@@ -64,14 +64,16 @@ def render_solution(
         # The template writes any BOS it wants, as the generator's prompt does.
         head = tokenizer.apply_chat_template([{"role": "user", "content": user_message(problem)}], add_generation_prompt=True, tokenize=False)
         ids = _encode(tokenizer, head)
+        opened = head.rstrip().endswith(THINK_OPEN)  # the template opened the thinking already (DeepSeek-R1's does), as the generator sees it
     elif rendering == PLAIN:
         ids = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
         ids += _encode(tokenizer, problem.strip()) + separator
+        opened = False
     else:
         raise ValueError(f"unknown rendering {rendering!r}: one of {', '.join(RENDERINGS)}")
     positions, spans = [], []
     for i, step in enumerate(steps):
-        if thinking_steps and i in (0, thinking_steps):  # the trace's tags, outside every step
+        if thinking_steps and i in (0, thinking_steps) and not (i == 0 and opened):  # the trace's tags, outside every step
             ids += _encode(tokenizer, THINK_OPEN if i == 0 else THINK_CLOSE) + separator
         start = len(ids)
         ids += _encode(tokenizer, step.strip())
