@@ -74,7 +74,7 @@ def test_every_labeler_line_parses():
                 seen += 1
                 if error := parse_error(argv):
                     bad.append(f"{block.where}: {command.strip()}\n    {error}")
-    assert seen >= 80
+    assert seen >= 75  # a floor: the pages hold about 80 labeler lines (79 on 2026-12-06), so the parser finds them
     assert bad == [], "\n".join(bad)
 
 

@@ -151,7 +151,9 @@ def test_packed_training_follows_the_padded_loss_curve_with_less_padding(tiny_mo
     moved = max((old_weights[name] - initial[name]).abs().max().item() for name in initial if name.startswith("backbone."))
     assert moved > 1e-3  # training changed the weights by far more than the tolerance below
     for name in old_weights:
-        torch.testing.assert_close(new_weights[name], old_weights[name], rtol=1e-4, atol=1e-5, msg=name)
+        # atol 5e-5: the step-surprise term's gradient (a log-softmax over the vocabulary at each span token) sums in another
+        # order in each layout (measured: at most 1.4e-5 on weights of about 0.08)
+        torch.testing.assert_close(new_weights[name], old_weights[name], rtol=1e-4, atol=5e-5, msg=name)
 
 
 def _data_parallel_worker(rank: int, world_size: int, port: int, config, results) -> None:
