@@ -240,3 +240,27 @@ def test_a_chat_template_that_opens_the_thinking_gets_no_second_think_tag(tiny_m
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}\nAssistant: <think>\n{% endif %}"
     text = tokenizer.decode(render_solution(tokenizer, PROBLEM, ["Think a.", "Answer: 7."], 512, thinking_steps=1, rendering="chat").input_ids)
     assert text.count("<think>") == 1 and text.count("</think>") == 1
+
+
+def test_a_max_length_past_the_backbones_context_is_capped_to_it(tiny_model_dir, caplog):
+    from transformers import AutoConfig
+
+    context = AutoConfig.from_pretrained(tiny_model_dir).max_position_embeddings
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=context * 2, target="soft")
+    assert prm.settings.max_length == context
+    assert "past" in caplog.text and str(context) in caplog.text
+
+
+def test_a_prm_saved_with_a_max_length_past_the_context_reads_no_further_on_either_backend(tiny_model_dir, tmp_path):
+    import dataclasses
+
+    from transformers import AutoConfig
+
+    from workers.vllm_scorer import _checkpoint
+
+    context = AutoConfig.from_pretrained(tiny_model_dir).max_position_embeddings
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft")
+    prm.settings = dataclasses.replace(prm.settings, max_length=context * 2)  # as saved before the cap
+    prm.save(tmp_path / "prm")
+    assert ProcessRewardModel.load(tmp_path / "prm").settings.max_length == context
+    assert _checkpoint(str(tmp_path / "prm"), False)[3] == context  # the length vLLM is asked for

@@ -222,7 +222,11 @@ def _checkpoint(model: str, trust_remote_code: bool):
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
     sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions, settings.rendering)
     trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
-    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), settings.max_length
+    from transformers import AutoConfig
+
+    # a PRM saved with a max length past its backbone's context (before 2026-12-06) reads no further than the context
+    context = getattr(AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code).get_text_config(), "max_position_embeddings", None)
+    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), min(settings.max_length, context or settings.max_length)
 
 
 def _kv_cache_gib(model: str, tokens: int, trust_remote_code: bool) -> float:

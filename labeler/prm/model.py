@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -124,6 +125,12 @@ class ProcessRewardModel(nn.Module):
             backbone = causal.base_model
         else:
             backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
+        context = getattr(backbone.config.get_text_config(), "max_position_embeddings", None)
+        if context and max_length > context:  # positions past it were never trained; vLLM refuses such a length
+            logging.getLogger("labeler.train").warning(
+                "--max-length %d is past %s's context of %d tokens: the PRM reads at most %d", max_length, name or model, context, context
+            )
+            max_length = context
         settings = PRMSettings(
             base_model=name or model, max_length=max_length, target=target, trajectory_head=trajectory_head,
             rendering=rendering_for(tokenizer, rendering), step_surprise=step_surprise,
@@ -169,6 +176,9 @@ class ProcessRewardModel(nn.Module):
         else:
             classifier = settings.format_version == FORMAT_VERSION
             backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
+        context = getattr(backbone.config.get_text_config(), "max_position_embeddings", None)
+        if context and settings.max_length > context:  # saved before the cap in from_backbone: read no further than the context
+            settings = replace(settings, max_length=context)
         prm = cls(backbone, tokenizer, settings, causal)
         if settings.format_version == FORMAT_VERSION:
             prm._load_score_rows(directory)
