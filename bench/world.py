@@ -17,8 +17,8 @@ Each command runs in its own process (its imports and engine start in its wall t
    world model samples --solutions-per-problem solutions of --policy-problems label-split problems
    (`labeler label`, first-error at N=8: the policy's own samples and their Monte-Carlo labels); the
    world computes each sample's exact first error (labeler/world/truth.py). One PRM trains on the
-   Monte-Carlo labels, one on the exact labels, and an ORM (the same base, each solution one step
-   labelled by its final answer alone), and, as an ablation, the Monte-Carlo PRM without its step-surprise
+   Monte-Carlo labels, one on the exact labels, and an ORM (the same base, every step labelled with the
+   final answer's correctness, trained on the last step alone: --train-on-last-step-only), and, as an ablation, the Monte-Carlo PRM without its step-surprise
    term (--no-step-surprise). `labeler eval --prm` scores the PRMs, and the base model's own
    lowest token log-probability per step (`logprob:MODEL`, no training), on held-out samples of the
    test split with their exact first errors, and on the injected-error test solutions.

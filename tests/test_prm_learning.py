@@ -179,6 +179,7 @@ def test_best_follows_the_validation_loss_when_the_validation_has_no_wrong_step(
     assert all(m["val_auc"] is None for m in metrics)
     losses = [m["val_loss"] for m in metrics]
     assert result.best_epoch == 1 + losses.index(min(losses))  # not stuck at epoch 1 with best_epoch None
+    assert result.best_metric_name == "val_loss" and result.best_metric == min(losses)  # named as what it is
     assert "best/ follows the validation loss" in caplog.text
 
 
@@ -263,4 +264,27 @@ def test_a_prm_saved_with_a_max_length_past_the_context_reads_no_further_on_eith
     prm.settings = dataclasses.replace(prm.settings, max_length=context * 2)  # as saved before the cap
     prm.save(tmp_path / "prm")
     assert ProcessRewardModel.load(tmp_path / "prm").settings.max_length == context
-    assert _checkpoint(str(tmp_path / "prm"), False)[3] == context  # the length vLLM is asked for
+    folder, sequences, _, max_model_len = _checkpoint(str(tmp_path / "prm"), False)
+    assert max_model_len == context  # the length vLLM is asked for, and no sequence sent to it is longer
+    from labeler.evaluation.solutions import SolutionToScore
+
+    long = SolutionToScore("p", "s", PROBLEM, ["Count: " + " ".join(["one"] * context), "The answer is: 7"])
+    assert all(len(ids) <= context for ids, *_ in sequences([long]))
+
+
+def test_training_reads_no_further_than_the_backbones_context(tiny_model_dir, tmp_path, caplog):
+    import logging
+
+    from transformers import AutoConfig
+
+    from tests.synthetic_labels import labels_row
+
+    context = AutoConfig.from_pretrained(tiny_model_dir).max_position_embeddings
+    long_step = "Count: " + " ".join(["one"] * context)
+    rows = [labels_row(f"p{i}", f"s{i}", f"What is {i} + 1?", [f"{i} + 1 = {i + 1}.", long_step, f"The answer is: {i + 1}"],
+                       [1.0, 1.0, 1.0], [True, True, True]) for i in range(2)]  # fmt: skip
+    labels = write_labels(tmp_path / "labels", rows)
+    caplog.set_level(logging.INFO, logger="labeler.train")
+    train(TrainConfig(labels=str(labels), output=str(tmp_path / "run"), model=str(tiny_model_dir), epochs=1, min_steps=0, batch_size=2,
+                      max_length=context * 2, validation_fraction=0, device="cpu"))  # fmt: skip
+    assert f"4 cut by --max-length {context}" in caplog.text  # the long step and the one after it, in both solutions

@@ -275,3 +275,14 @@ def test_an_answer_stated_early_on_the_steps_line_is_wrong_and_no_steps_is_refus
     assert exact_first_error(problem, [*steps[:-1], twice]) == len(steps) - 1
     with pytest.raises(ValueError):
         exact_first_error(problem, [])
+
+
+def test_a_last_step_whose_answer_line_is_not_the_value_alone_is_wrong():
+    from labeler.world.truth import exact_first_error
+
+    problem = make_problems(1, "truth-test-4")[0]
+    steps = solution_steps(problem)
+    body = steps[-1].split("\n")[0]
+    for ending in (f"{problem.answer}.5", f"{problem.answer} apples", f"{problem.answer}. Wait, it is {problem.answer + 1}."):
+        assert exact_first_error(problem, [*steps[:-1], f"{body}\nThe answer is: {ending}"]) == len(steps) - 1, ending
+    assert exact_first_error(problem, [*steps[:-1], f"{body}\nThe answer is: {problem.answer}."]) == -1

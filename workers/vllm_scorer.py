@@ -220,13 +220,15 @@ def _checkpoint(model: str, trust_remote_code: bool):
             "or its backbone has no token classifier with a `score` head in transformers)"
         )
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    sequences = lambda solutions: checkpoint_sequences(tokenizer, settings.max_length, solutions, settings.rendering)
-    trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
     from transformers import AutoConfig
 
-    # a PRM saved with a max length past its backbone's context (before 2026-12-06) reads no further than the context
+    # a PRM saved with a max length past its backbone's context (before 2026-12-06) reads no further than the
+    # context, as ProcessRewardModel.load reads it: sequences are cut there and the engine is sized to it
     context = getattr(AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code).get_text_config(), "max_position_embeddings", None)
-    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), min(settings.max_length, context or settings.max_length)
+    max_length = min(settings.max_length, context or settings.max_length)
+    sequences = lambda solutions: checkpoint_sequences(tokenizer, max_length, solutions, settings.rendering)
+    trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
+    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), max_length
 
 
 def _kv_cache_gib(model: str, tokens: int, trust_remote_code: bool) -> float:

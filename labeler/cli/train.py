@@ -102,7 +102,7 @@ def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
         for key, value in last.items()
         if key.startswith(("train_", "val_")) and (value is None or isinstance(value, float))
     )
-    best_by = config.select_best if config.validation_fraction else "train_loss"
+    best_by = result.best_metric_name or (config.select_best if config.validation_fraction else "train_loss")
     best = "none yet (best/ is written when an epoch ends)"
     if result.best_epoch is not None:
         best = f"{result.best_epoch} ({best_by} {result.best_metric:.4f})"

@@ -239,7 +239,8 @@ def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict
 def processbench_step_auc(matched: list[Matched]) -> float | None:
     """Step AUC on ProcessBench references: the steps before a solution's first error are right, the first
     error is wrong, the steps after it unknown (left out), every step of a correct solution right; a step
-    without a score is left out. None without scores of both kinds (a labels source: no scores)."""
+    without a score is left out (a labels source's scores are its soft labels, or 0/1 hard ones). None
+    without steps of both kinds."""
     scores, right = [], []
     for m in matched:
         label = m.reference.first_error

@@ -178,6 +178,10 @@ class ProcessRewardModel(nn.Module):
             backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
         context = getattr(backbone.config.get_text_config(), "max_position_embeddings", None)
         if context and settings.max_length > context:  # saved before the cap in from_backbone: read no further than the context
+            logging.getLogger("labeler.prm").warning(
+                "%s: saved with max length %d, past its backbone's context of %d tokens: it reads at most %d (steps past them get no score)",
+                directory, settings.max_length, context, context,
+            )
             settings = replace(settings, max_length=context)
         prm = cls(backbone, tokenizer, settings, causal)
         if settings.format_version == FORMAT_VERSION:

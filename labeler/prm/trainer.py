@@ -92,6 +92,7 @@ class TrainResult:
     process_rank: int = 0  # under torchrun, which process this is (0 reports for all: the others' best_* are None)
     steps_trained: int = 0  # optimizer steps this call took (0: the run was already done, or at --max-steps)
     checkpoints: list[str] = field(default_factory=list)  # the checkpoint folders the run holds, best/ then last/
+    best_metric_name: str | None = None  # what best_metric is: --select-best, or val_loss where the validation has no AUC
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -250,7 +251,7 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     """The examples of every source, in --labels order, split by problem across all of them."""
     examples: list[PRMExample] = []
     for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
-        built, stats = build_examples(source_rows, prm.tokenizer, config.target, config.max_length, source.weight, index, prm.settings.rendering)
+        built, stats = build_examples(source_rows, prm.tokenizer, config.target, prm.settings.max_length, source.weight, index, prm.settings.rendering)
         log.info(
             "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
             source.describe(),
@@ -260,13 +261,13 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
             config.target,
             stats.steps_unlabelled,
             stats.steps_truncated,
-            config.max_length,
+            prm.settings.max_length,  # --max-length, capped to the backbone's context
             stats.solutions_dropped,
         )
         if not built:
             raise TrainingError(
                 f"{source.path}: no step with a {config.target} label to train on "
-                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {config.max_length})"
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {prm.settings.max_length})"
             )
         if any(row.label_source == TRL_STEPWISE for row in source_rows):
             log.info("labels %s: TRL stepwise supervision has hard labels only: a soft target is the hard label, 0 or 1", source.describe())
@@ -379,6 +380,7 @@ class _TrainingLoop:
         self._reset_throughput()
         self.history: list[dict] = []
         self._warned_no_auc = False
+        self.best_metric_name = state.get("best_metric_name")
 
     def run(self) -> TrainResult:
         config = self.config
@@ -431,6 +433,7 @@ class _TrainingLoop:
             process_rank=self.processes.rank,
             steps_trained=self.global_step - self.first_step,
             checkpoints=[str(folder) for name in (BEST, LAST) if (folder := checkpoint_dir(self.run_dir, name)) is not None],
+            best_metric_name=self.best_metric_name,
         )
 
     def _run_epoch(self) -> bool:
@@ -492,7 +495,7 @@ class _TrainingLoop:
 
     def _batch(self, indices: list[int]):
         if self.batching == "packed":
-            batch = collate_packed(self.data, indices, self.prm.pad_token_id, self.pack_length, self.config.max_length)
+            batch = collate_packed(self.data, indices, self.prm.pad_token_id, self.pack_length, self.prm.settings.max_length)
             self.real_tokens += batch.real_tokens
         else:
             batch = collate([self.train_set[i] for i in indices], self.prm.pad_token_id)
@@ -576,6 +579,7 @@ class _TrainingLoop:
                 self._warned_no_auc = True
             metric_name = "val_loss"
         metric = record.get(metric_name)
+        self.best_metric_name = metric_name
         lower_is_better = metric_name.endswith("loss")
         improved = metric is not None and (
             self.best_metric is None or (metric < self.best_metric if lower_is_better else metric > self.best_metric)
@@ -641,6 +645,7 @@ class _TrainingLoop:
             "global_step": self.global_step,
             "best_metric": self.best_metric,
             "best_epoch": self.best_epoch,
+            "best_metric_name": self.best_metric_name,
             "loss_sum": loss_sum,
             "loss_count": int(loss_count),
             "world_size": self.processes.world_size,

@@ -25,6 +25,7 @@ __all__ = ["exact_first_error"]
 # "<left> <op> <operand> = <result>", the last such equation in the step (the step restates the event first)
 _EQUATION = re.compile(r"(-?\d+)\s*([+\-*/])\s*(-?\d+)\s*=\s*(-?\d+)")
 _ANSWER_ANYWHERE = re.compile(r"The answer is:\s*(-?\d+)")
+_ANSWER_AT_END = re.compile(r"\nThe answer is:\s*(-?\d+)\s*\.?\s*$")  # its own line, nothing after it
 
 
 def exact_first_error(problem: Problem, steps: Sequence[str]) -> int:
@@ -46,8 +47,9 @@ def exact_first_error(problem: Problem, steps: Sequence[str]) -> int:
         if (int(left), op, int(operand), int(result)) != (before, _SYMBOL[event.kind], event.number, after):
             return k
         stated = list(_ANSWER_ANYWHERE.finditer(step))
-        if k == len(problem.events) - 1:
-            if not stated or int(stated[-1].group(1)) != after or len(stated) > 1:
+        if k == len(problem.events) - 1:  # one answer line, the step's end, stating the value
+            ending = _ANSWER_AT_END.search(step)
+            if len(stated) != 1 or ending is None or int(ending.group(1)) != after:
                 return k
         elif stated or answer_line.strip():
             return k  # an answer (or a line after the step's own) before the last event
