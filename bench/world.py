@@ -287,11 +287,16 @@ def outcome_row(sample: dict, first_error: int) -> dict:
     return {"prompt": sample["problem"], "completions": sample["steps"], "labels": [bool(sample["answer_right"])] * len(sample["steps"])}
 
 
+def scorers_by_name(bon: dict) -> dict[str, dict]:
+    """The bon results' PRMs by the name of their folder (prm-mc, prm-true, orm), the baseline as `logprob`."""
+    return {"logprob" if prm["spec"].startswith("logprob:") else Path(prm["spec"]).name: prm for prm in bon["prms"]}
+
+
 def summary_of(results: dict) -> dict:
     """The headline figures under SUMMARY_KEYS, at the largest N; a figure the run could not give is null."""
     bon, n = results["bon"], results["bon"]["n"]
     last = len(n) - 1
-    by_spec = {Path(prm["spec"]).name if not prm["spec"].startswith("logprob:") else "logprob": prm for prm in bon["prms"]}
+    by_spec = scorers_by_name(bon)
     mc, orm = by_spec.get("prm-mc"), by_spec.get("orm")
     select = max((mc["selection"][how][last] for how in SELECTION_AGGREGATES), default=None) if mc else None
     quality = {source["name"]: source for source in results["policy"]["on_samples"]["sources"]}
@@ -419,7 +424,7 @@ def report(results: dict) -> str:
 
 def _summary_lines(summary: dict, bon: dict) -> list[str]:
     last = len(bon["n"]) - 1
-    by_name = {Path(p["spec"]).name if not p["spec"].startswith("logprob:") else "logprob": p for p in bon["prms"]}
+    by_name = scorers_by_name(bon)
 
     def interval(values: list) -> str:
         return f" [{values[last][0]:.3f}, {values[last][1]:.3f}]" if values and len(values) > last else ""

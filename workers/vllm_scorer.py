@@ -204,7 +204,7 @@ def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_leng
 def _checkpoint(model: str, trust_remote_code: bool):
     from transformers import AutoTokenizer
 
-    from labeler.prm.model import LABELS, read_settings
+    from labeler.prm.model import LABELS, declared_context, read_settings
     from labeler.prm.scoring import checkpoint_sequences
 
     folder = checkpoint_folder(model)
@@ -224,7 +224,7 @@ def _checkpoint(model: str, trust_remote_code: bool):
 
     # a PRM saved with a max length past its backbone's context (before 2026-12-06) reads no further than the
     # context, as ProcessRewardModel.load reads it: sequences are cut there and the engine is sized to it
-    context = getattr(AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code).get_text_config(), "max_position_embeddings", None)
+    context = declared_context(AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code))
     max_length = min(settings.max_length, context or settings.max_length)
     sequences = lambda solutions: checkpoint_sequences(tokenizer, max_length, solutions, settings.rendering)
     trajectory = LABELS.index("trajectory") if settings.trajectory_head else None

@@ -125,7 +125,7 @@ class ProcessRewardModel(nn.Module):
             backbone = causal.base_model
         else:
             backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
-        context = getattr(backbone.config.get_text_config(), "max_position_embeddings", None)
+        context = declared_context(backbone.config)
         if context and max_length > context:  # positions past it were never trained; vLLM refuses such a length
             logging.getLogger("labeler.train").warning(
                 "--max-length %d is past %s's context of %d tokens: the PRM reads at most %d", max_length, name or model, context, context
@@ -176,7 +176,7 @@ class ProcessRewardModel(nn.Module):
         else:
             classifier = settings.format_version == FORMAT_VERSION
             backbone, tokenizer = _load_backbone(str(directory), dtype, trust_remote_code, attention, token_classifier=classifier)
-        context = getattr(backbone.config.get_text_config(), "max_position_embeddings", None)
+        context = declared_context(backbone.config)
         if context and settings.max_length > context:  # saved before the cap in from_backbone: read no further than the context
             logging.getLogger("labeler.prm").warning(
                 "%s: saved with max length %d, past its backbone's context of %d tokens: it reads at most %d (steps past them get no score)",
@@ -405,6 +405,13 @@ def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, atte
     except (OSError, ValueError, KeyError, ImportError) as error:  # ImportError: flash_attention_2 without flash-attn
         raise PRMLoadError(f"cannot load model {model}: {str(error).splitlines()[0]}") from error
     return backbone, tokenizer
+
+
+def declared_context(config) -> int | None:
+    """The tokens a model's config says it was built for (its text config's max_position_embeddings), or None."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text_config, "max_position_embeddings", None)
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _hidden_size(config) -> int:

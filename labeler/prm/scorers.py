@@ -123,13 +123,13 @@ def logprob_baseline(model: str, placement: Placement, trust_remote_code: bool =
     at most `max_length` tokens (default: the model's context, at most LOGPROB_MAX_LENGTH)."""
     import torch
 
-    from labeler.prm.model import ProcessRewardModel
+    from labeler.prm.model import ProcessRewardModel, declared_context
 
     if max_length is None:
         from transformers import AutoConfig
 
         try:
-            context = getattr(AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code).get_text_config(), "max_position_embeddings", None)
+            context = declared_context(AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code))
         except (OSError, ValueError) as error:
             from labeler.prm.model import PRMLoadError
 

@@ -110,7 +110,8 @@ def context_length(config, tokenizer, max_length: int | None) -> int:
     """Tokens a PRM reads per solution: `max_length` when given, else what the model was built for."""
     if max_length is not None:
         return max_length
-    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    limits = [getattr(text_config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    from labeler.prm.model import declared_context
+
+    limits = [declared_context(config), getattr(tokenizer, "model_max_length", None)]
     limits = [limit for limit in limits if isinstance(limit, int) and 0 < limit < 10**7]
     return min(limits) if limits else 4096
