@@ -679,3 +679,45 @@ def test_a_nan_prm_score_is_no_score_in_the_ranking():
     result = rank_convincing_wrong(candidates, 5, "min")
     assert [q.candidate.solution.solution_id for q in result.queued] == ["s2", "s0"] and result.counts["wrong_unscored"] == 1
     assert prm_uncertainty([nan, 0.4]) == (pytest.approx(0.8), 1) and prm_uncertainty([nan]) is None
+
+
+def test_the_uncertain_queue_doubts_most_at_the_threshold_a_prm_chose():
+    """A PRM of `labeler train` calls a first error below the threshold it chose on validation (0.9 here, not 0.5):
+    its steps scored near that threshold are the ones in doubt."""
+    assert prm_uncertainty([0.9, 0.45, None, 0.55], 0.5) == prm_uncertainty([0.9, 0.45, None, 0.55])
+    assert prm_uncertainty([0.5, 0.88], 0.9) == (pytest.approx(1 - 0.02 / 0.9), 1)
+    assert prm_uncertainty([0.0, 1.0], 0.9) == (pytest.approx(1 - 0.1 / 0.9), 1)  # 0 at the far end of [0, 1] alone
+    assert prm_uncertainty([0.0], 0.9) == (pytest.approx(0.0), 0)
+    near_half, near_nine = solution(0), solution(1)
+    candidates = [Candidate(near_half, step_scores=(0.99, 0.5)), Candidate(near_nine, step_scores=(0.99, 0.89))]
+    order = lambda threshold: [q.candidate.solution for q in rank_uncertain(candidates, 5, prm=True, judged=False, threshold=threshold).queued]  # noqa: E731
+    assert order(0.5) == [near_half, near_nine] and order(0.9) == [near_nine, near_half]
+
+
+def test_select_takes_the_threshold_stored_with_a_checkpoint_unless_given(tmp_path):
+    from labeler.cli.select import _doubt_threshold
+
+    run = tmp_path / "run"
+    (run / "best").mkdir(parents=True)
+    (run / "best" / "prm.json").write_text(json.dumps({"threshold": 0.87}))
+    assert _doubt_threshold(None, str(run)) == 0.87 and _doubt_threshold(0.3, str(run)) == 0.3
+    assert _doubt_threshold(None, "qwen-prm:Qwen/Qwen2.5-Math-PRM-7B") == 0.5 and _doubt_threshold(None, None) == 0.5
+
+
+def test_select_uncertain_with_a_threshold_orders_by_it_and_says_so(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "solutions.jsonl", ROWS)
+    ids = source_ids(data)
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text("".join(json.dumps({"problem_id": p, "solution_id": ids[p], "step_scores": s}) + "\n" for p, s in SCORES.items()))
+    args = ["--queue", "uncertain", "--scores", str(scores), "--input", str(data)]
+    assert main(["select", *args, "--output", str(tmp_path / "half.jsonl"), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["threshold"] == 0.5
+    assert main(["select", *args, "--threshold", "0.9", "--output", str(tmp_path / "nine.jsonl"), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["threshold"] == 0.9
+    first = lambda name: queue_lines(tmp_path / name)[0]["problem_id"]  # noqa: E731
+    assert first("half.jsonl") == "no-answer-stated" and first("nine.jsonl") in ("wrong-a", "wrong-b")
+    assert main(["select", *args, "--threshold", "1.5", "--output", str(tmp_path / "bad.jsonl")]) == 2
+    assert "--threshold" in capsys.readouterr().err
+    assert main(["select", "--queue", "convincing-wrong", "--scores", str(scores), "--input", str(data), "--threshold", "0.9",
+                 "--output", str(tmp_path / "cw.jsonl")]) == 2  # fmt: skip
+    assert "uncertain only" in capsys.readouterr().err

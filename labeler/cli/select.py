@@ -84,7 +84,7 @@ def register(subparsers) -> None:
     add_flags(parser, SelectConfig, only=("top",), into=what)
     add_flags(parser, QueueConfig, only=("queue",), into=what)
     add_flags(parser, SelectConfig, only=("by",))
-    add_flags(parser, QueueConfig, only=("budget", "include_reviewed"))
+    add_flags(parser, QueueConfig, only=("budget", "threshold", "include_reviewed"))
     queue = next(group for group in parser._action_groups if group.title == QUEUE)
     queue.add_argument(
         "--judgments",
@@ -168,7 +168,7 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
     from labeler.store.reader import read_labelled_rows
 
     try:
-        given = {"budget": args.budget, "by": args.by}
+        given = {"budget": args.budget, "by": args.by, "threshold": args.threshold}
         config = queues.QueueConfig(
             queue=args.queue, include_reviewed=args.include_reviewed, **{name: value for name, value in given.items() if value is not None}
         )
@@ -184,6 +184,8 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
             return usage_error(COMMAND, "--queue convincing-wrong ranks by a PRM's score: pass --prm SPEC or --scores FILE")
         if args.judgments is not None:
             return usage_error(COMMAND, "--judgments applies to --queue uncertain only")
+        if args.threshold is not None:
+            return usage_error(COMMAND, "--threshold applies to --queue uncertain only: convincing-wrong ranks by the --by score")
     elif not (with_prm or args.judgments):
         return usage_error(COMMAND, "--queue uncertain needs --prm SPEC or --scores FILE, --judgments OUT, or both")
     elif args.by is not None:
@@ -218,12 +220,15 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
         candidates = queues.gather(read.solutions, scored=scored, by=config.by, verdicts=verdicts, labels=labels, judgments=judgments)
         if config.queue == queues.CONVINCING_WRONG:
             result = queues.rank_convincing_wrong(candidates, config.budget, config.by, config.include_reviewed)
+            threshold = None
         else:
+            threshold = _doubt_threshold(config.threshold, args.prm) if scored is not None else None
             result = queues.rank_uncertain(
-                candidates, config.budget, prm=scored is not None, judged=judgments is not None, include_reviewed=config.include_reviewed
-            )
+                candidates, config.budget, prm=scored is not None, judged=judgments is not None, include_reviewed=config.include_reviewed,
+                threshold=queues.DEFAULT_THRESHOLD if threshold is None else threshold,
+            )  # fmt: skip
         by = config.by if config.queue == queues.CONVINCING_WRONG else None
-        summary = queues.write_queue(result, args.output, config.budget, by)
+        summary = queues.write_queue(result, args.output, config.budget, by, threshold)
     except (ValueError, InputError, OSError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     for rejected in read.rejected[:5]:
@@ -259,6 +264,8 @@ def queue_summary_text(summary, rows_rejected: int) -> str:
             figure("labels not by Monte-Carlo", counts["not_monte_carlo"])
         if "unscored" in counts:
             figure("no step scored by the PRM", counts["unscored"])
+        if summary.threshold is not None:
+            figure("PRM scores most in doubt at", f"{summary.threshold:.3f}")
     figure("left out by the budget", counts["over_budget"])
     if rows_rejected:
         figure("rows rejected", rows_rejected)
@@ -266,6 +273,21 @@ def queue_summary_text(summary, rows_rejected: int) -> str:
         figure("read back under another solution_id", summary.ids_changed)
     lines.append(f"  read by `labeler label` and `labeler judge` as the {summary.layout} preset")
     return "\n".join(lines)
+
+
+def _doubt_threshold(given: float | None, prm: str | None) -> float:
+    """The uncertain queue's point of most doubt: --threshold, else the one a checkpoint of `labeler train`
+    stored (it calls a first error below it), else 0.5 (--scores lines, public PRMs)."""
+    from labeler.prm.scorers import stored_threshold
+    from labeler.review.queue import DEFAULT_THRESHOLD
+
+    if given is not None:
+        return given
+    stored = stored_threshold(prm) if prm is not None else None
+    if stored is not None:
+        log.info("the uncertain queue's point of most doubt: %.3f, the threshold %s chose on its validation split", stored, prm)
+        return stored
+    return DEFAULT_THRESHOLD
 
 
 def _score(args, solutions, combined):

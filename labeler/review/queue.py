@@ -78,6 +78,7 @@ QUEUES = (CONVINCING_WRONG, UNCERTAIN)
 QUEUE = "review queue"  # the --help section
 DEFAULT_BY = "min"  # every PRM has it (`combined` needs a trajectory head)
 DEFAULT_BUDGET = 100
+DEFAULT_THRESHOLD = 0.5  # the uncertain queue's point of most doubt for scores whose PRM stored none
 
 WRONG = ("incorrect", "unparseable")  # the trajectory verdicts of a final answer known to be wrong
 CORRECT = "correct"
@@ -96,7 +97,7 @@ class QueueConfig:
     queue: str = setting(
         choices=QUEUES,
         help="write a review queue instead of a --top selection: convincing-wrong (wrong final answers the PRM scores "
-        "highest, PRM800K's choice) or uncertain (step scores nearest 0.5, Monte-Carlo and judge first errors that differ)",
+        "highest, PRM800K's choice) or uncertain (step scores nearest --threshold, Monte-Carlo and judge first errors that differ)",
         cli_default=None,
         default_text="none: pass --top or --queue",
         group=QUEUE,
@@ -111,6 +112,16 @@ class QueueConfig:
         group=QUEUE,
     )
     by: str = setting(DEFAULT_BY, choices=SELECT_BY, cli=False, help="the PRM score that ranks convincing-wrong (the flag --by)")
+    threshold: float | None = setting(
+        None,
+        at_least=0,
+        at_most=1,
+        metavar="P",
+        help="the uncertain queue's score of most doubt: a step is the more uncertain the nearer its PRM score is to P "
+        "(a first error is called below it)",
+        default_text="the threshold a PRM of `labeler train` chose on its validation split (stored with it), else 0.5",
+        group=QUEUE,
+    )
     include_reviewed: bool = setting(
         False,
         help="queue solutions a reviewer already corrected in `labeler view` too (the corrections of a labels --input, "
@@ -190,16 +201,19 @@ def rank_convincing_wrong(candidates: Sequence[Candidate], budget: int, by: str,
     return QueueResult(CONVINCING_WRONG, queued, dict(counts), dict(unknown))
 
 
-def prm_uncertainty(step_scores: Sequence[float | None]) -> tuple[float, int] | None:
-    """1 - 2 x min |p - 0.5| over the scored steps, and the step nearest 0.5 (the first on ties); None: no step scored."""
-    scored = [(abs(p - 0.5), i) for i, p in enumerate(step_scores) if p is not None and math.isfinite(p)]
+def prm_uncertainty(step_scores: Sequence[float | None], threshold: float = DEFAULT_THRESHOLD) -> tuple[float, int] | None:
+    """1 - min |p - threshold| / max(threshold, 1 - threshold) over the scored steps (1: a step scored at the
+    threshold; 0: one at the far end of [0, 1]; at 0.5 this is 1 - 2 x min |p - 0.5|), and the step nearest the
+    threshold (the first on ties); None: no step scored."""
+    scored = [(abs(p - threshold), i) for i, p in enumerate(step_scores) if p is not None and math.isfinite(p)]
     if not scored:
         return None
     distance, step = min(scored)
-    return 1 - 2 * distance, step
+    return 1 - distance / max(threshold, 1 - threshold), step
 
 
-def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, judged: bool, include_reviewed: bool = False) -> QueueResult:
+def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, judged: bool, include_reviewed: bool = False,
+                   threshold: float = DEFAULT_THRESHOLD) -> QueueResult:  # fmt: skip
     """Disagreements of Monte-Carlo and the judge first (`judged`), then by PRM uncertainty (`prm`): module docstring."""
     if not (prm or judged):
         raise QueueError("the uncertain queue needs PRM scores (--prm or --scores), --judgments, or both")
@@ -212,7 +226,7 @@ def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, j
     keyed = []
     for index, candidate in enumerate(kept):
         disagrees = judged and _disagreement(candidate, counts)
-        uncertainty = prm_uncertainty(candidate.step_scores) if prm else None
+        uncertainty = prm_uncertainty(candidate.step_scores, threshold) if prm else None
         if prm and uncertainty is None:
             counts["unscored"] += 1
         if not disagrees and uncertainty is None:
@@ -425,6 +439,7 @@ class QueueSummary:
     counts: dict[str, int]
     unknown_verdicts: dict[str, int]
     ids_changed: int  # queued solutions that `label` and `judge` read back under another solution_id
+    threshold: float | None = None  # the uncertain queue's point of most doubt; None for convincing-wrong
 
 
 def check_output(output: str) -> Path:
@@ -472,7 +487,7 @@ def is_record_of(record: dict, steps: Sequence[str], thinking_steps: int) -> boo
     return record.get("response") == render_trace(steps, thinking_steps)
 
 
-def write_queue(result: QueueResult, output: str, budget: int, by: str | None) -> QueueSummary:
+def write_queue(result: QueueResult, output: str, budget: int, by: str | None, threshold: float | None = None) -> QueueSummary:
     """Write the queue to `output` (.jsonl or .parquet), then read it back as `label` and `judge` read
     it (no format flags) and count the solutions that come back under another solution_id."""
     from labeler.prm.export import write_records
@@ -488,7 +503,7 @@ def write_queue(result: QueueResult, output: str, budget: int, by: str | None) -
             "the records keep the source's solution_id",
             len(changed), len(records), path, changed[0]["queue_rank"], changed[0]["solution_id"],
         )  # fmt: skip
-    return QueueSummary(str(path), result.queue, budget, by, layout, len(records), result.counts, result.unknown_verdicts, len(changed))
+    return QueueSummary(str(path), result.queue, budget, by, layout, len(records), result.counts, result.unknown_verdicts, len(changed), threshold)
 
 
 def read_back_ids(path: Path, count: int) -> list[str | None]:
