@@ -395,3 +395,44 @@ def test_average_f1_is_none_when_a_subset_has_no_f1(tmp_path, capsys):
     # with every subset known, the count says what was averaged
     report = eval_json(capsys, "--labels", str(labels), "--reference", str(a))
     assert (report["average_f1"], report["average_f1_subsets"], report["subsets_without_f1"]) == (1.0, 1, [])
+
+
+def test_eval_gives_every_scorer_its_best_threshold_beside_the_one_it_was_given(tmp_path, capsys):
+    """Scores that rank right (0.96, 0.95) above wrong (0.9) steps get F1 0 at 0.5 and 1.0 at their best
+    threshold; a solution with a step past the scorer's length is left out of that sweep and counted."""
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    scores = write_jsonl(
+        tmp_path / "scores.jsonl",
+        [
+            {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [0.99, 0.98, 0.97]},
+            {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [0.96, 0.9, 0.1]},
+            {"problem_id": "pb-2", "solution_id": "s2", "step_scores": [0.9, 0.99]},
+            {"problem_id": "pb-3", "solution_id": "s3", "step_scores": [0.95, None]},
+        ],
+    )
+    (subset,) = eval_json(capsys, "--scores", str(scores), "--reference", str(reference), "--missing", "as-correct")["subsets"]
+    assert subset["f1"] == 0.0 and subset["f1_at_best_threshold"] == 1.0 and 0.9 < subset["best_threshold"] <= 0.96
+    assert subset["best_threshold_unscored"] == 1
+    assert main(["eval", "--scores", str(scores), "--reference", str(reference), "--missing", "as-correct"]) == 0
+    out = capsys.readouterr().out
+    assert "F1 at best t*" in out and "optimistic" in out
+
+
+def test_the_best_threshold_sweep_agrees_with_trying_every_threshold():
+    import random
+
+    from labeler.evaluation.metrics import best_first_error_threshold
+
+    rng = random.Random(0)
+    for _ in range(200):
+        solutions = []
+        for _ in range(rng.randint(2, 8)):
+            steps = [round(rng.random(), 2) for _ in range(rng.randint(1, 4))]
+            solutions.append((rng.choice([-1, *range(len(steps))]), steps))
+        best = best_first_error_threshold(solutions)
+        if best is None:
+            assert all(label >= 0 for label, _ in solutions) or all(label < 0 for label, _ in solutions)
+            continue
+        pairs = lambda t: [(label, next((i for i, p in enumerate(row) if p < t), -1)) for label, row in solutions]  # noqa: E731
+        brute = max(first_error_metrics(pairs(t / 200)).f1 for t in range(0, 202))
+        assert best[1] == pytest.approx(brute) and first_error_metrics(pairs(best[0])).f1 == pytest.approx(best[1])

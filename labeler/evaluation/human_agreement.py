@@ -30,6 +30,7 @@ from statistics import mean
 
 from labeler.evaluation.metrics import (
     MISSING_MODES,
+    best_first_error_threshold,
     roc_auc,
     first_error_metrics,
     first_predicted_error,
@@ -232,8 +233,25 @@ def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict
     result["no_prediction_rows"] = unpredicted  # each: the reference row, and its first step without a prediction (0-based)
     if reference.format == "processbench":
         pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct, missing)) for m in scored]
-        return result | first_error_metrics(pairs).to_dict() | {"step_auc": processbench_step_auc(matched)}
+        return result | first_error_metrics(pairs).to_dict() | {"step_auc": processbench_step_auc(matched)} | best_threshold_result(matched)
     return result | _prm800k_result(matched, scored, neutral, missing)
+
+
+def best_threshold_result(matched: list[Matched]) -> dict:
+    """The threshold that maximises the first-error F1 on this very reference, and that F1: optimistic (chosen
+    on the data it is scored on), but the same advantage for every scorer, so that a scorer with no threshold
+    of its own (a baseline, a public PRM at 0.5) is compared at its best. Over the solutions whose every step
+    up to the first error (all, for a correct one) has a score; the others are counted apart."""
+    solutions, unscored = [], 0
+    for m in matched:
+        label = m.reference.first_error
+        scores = m.prediction.scores[: label + 1] if label >= 0 else m.prediction.scores
+        if not scores or any(score is None for score in scores):
+            unscored += 1
+            continue
+        solutions.append((label, scores))
+    best = best_first_error_threshold(solutions)
+    return {"best_threshold": best[0] if best else None, "f1_at_best_threshold": best[1] if best else None, "best_threshold_unscored": unscored}
 
 
 def processbench_step_auc(matched: list[Matched]) -> float | None:
@@ -362,13 +380,18 @@ _COLUMNS = [
     ("f1", "F1", "{:.1%}"),
     ("step_accuracy", "step acc", "{:.1%}"),
     ("step_auc", "step AUC", "{:.3f}"),
+    ("f1_at_best_threshold", "F1 at best t*", "{:.1%}"),
 ]
+BEST_THRESHOLD_NOTE = ("* F1 at best t: at the threshold that maximises it on this reference, optimistic (chosen on the data it "
+                       "scores) but alike for every source: a scorer without a threshold of its own compared at its best")  # fmt: skip
 _SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch", "other_solution")
 
 
 def format_table(report: dict) -> str:
     """One source's report as a table: a row per subset."""
     lines = _table([], [((), subset) for subset in report["subsets"]])
+    if any(subset.get("f1_at_best_threshold") is not None for subset in report["subsets"]):
+        lines.append(BEST_THRESHOLD_NOTE)
     if len(report["subsets"]) > 1:
         lines.append(f"average F1: {_average_line(report)}")
     skipped = _skipped(report["subsets"])
@@ -382,6 +405,8 @@ def format_comparison(report: dict) -> str:
     """Several sources' reports in one table: a row per source and subset."""
     rows = [((source["name"], source["label_source"]), subset) for source in report["sources"] for subset in source["subsets"]]
     lines = _table(["source", "label source"], rows)
+    if any(subset.get("f1_at_best_threshold") is not None for _, subset in rows):
+        lines.append(BEST_THRESHOLD_NOTE)
     if any(len(source["subsets"]) > 1 for source in report["sources"]):
         lines.append("average F1: " + ", ".join(f"{source['name']} {_average_line(source)}" for source in report["sources"]))
     for source in report["sources"]:

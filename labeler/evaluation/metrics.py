@@ -20,6 +20,8 @@ Steps without a prediction are likewise out of the step metrics unless read as c
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -55,6 +57,38 @@ def first_error_metrics(pairs: Sequence[tuple[int, int]]) -> FirstErrorMetrics:
     if erroneous_accuracy is not None and correct_accuracy is not None:
         f1 = harmonic_mean(erroneous_accuracy, correct_accuracy)
     return FirstErrorMetrics(len(erroneous), len(correct), erroneous_accuracy, correct_accuracy, f1)
+
+
+def best_first_error_threshold(solutions: Sequence[tuple[int, Sequence[float]]]) -> tuple[float, float] | None:
+    """(threshold, F1): the step score below which a step is called wrong that maximises the first-error F1 over
+    `solutions`, each (its first error, -1 for none; its step scores up to at least that step); of equal F1s the
+    one nearest 0.5. None without an erroneous and a correct solution. O(n log n): each solution is predicted
+    right for the thresholds in one interval, so each candidate's counts are two bisections."""
+    erroneous, correct = sum(label >= 0 for label, _ in solutions), sum(label < 0 for label, _ in solutions)
+    values = sorted({p for _, row in solutions for p in row})
+    if not erroneous or not correct or not values:
+        return None
+    # an erroneous solution with first error L is right for t in (p_L, lowest before L], a correct one for t <= its lowest
+    opens, closes, lowest_of_correct = [], [], []
+    for label, row in solutions:
+        if label < 0:
+            lowest_of_correct.append(min(row, default=1.0))
+            continue
+        before = min(row[:label], default=math.inf)
+        if row[label] < before:
+            opens.append(row[label])
+            closes.append(before)
+    opens.sort(), closes.sort(), lowest_of_correct.sort()
+    candidates = {0.5} | {(a + b) / 2 for a, b in zip(values, values[1:])} | {values[0] / 2, (values[-1] + 1) / 2}
+    best = None
+    for threshold in candidates:
+        found = bisect.bisect_left(opens, threshold) - bisect.bisect_left(closes, threshold)  # p_L < t <= lowest before
+        kept = correct - bisect.bisect_left(lowest_of_correct, threshold)  # t <= lowest
+        f1 = harmonic_mean(found / erroneous, kept / correct)
+        key = (f1, -abs(threshold - 0.5))
+        if best is None or key > best[0]:
+            best = (key, threshold, f1)
+    return best[1], best[2]
 
 
 def first_predicted_error(step_correct: Sequence[bool | None], missing: str = "exclude") -> int | None:

@@ -25,7 +25,6 @@ model or the data is refused.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import logging
@@ -47,7 +46,7 @@ from labeler.prm.checkpoints import (
     write_config,
 )
 from labeler.prm.devices import Placement, place
-from labeler.evaluation.metrics import roc_auc
+from labeler.evaluation.metrics import best_first_error_threshold, roc_auc
 from labeler.store.reader import LabelledRow
 from labeler.prm.data import (
     ExampleTensors,
@@ -695,8 +694,6 @@ def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample
     step whose hard label is wrong; a solution whose steps are all right, up to its last, is correct). Only the
     steps with a target count; a solution with neither a wrong step nor its last step labelled is left out.
     Of equal F1s, the one nearest 0.5."""
-    from labeler.evaluation.metrics import harmonic_mean
-
     solutions = []
     for row, e in zip(probabilities, examples):
         wrong = next((k for k, hard in enumerate(e.hard_labels) if hard is False), None)
@@ -705,31 +702,8 @@ def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample
         elif wrong is None and e.ends_at_last_step and all(hard is True for hard in e.hard_labels):
             solutions.append((-1, row))
     erroneous, correct = sum(label >= 0 for label, _ in solutions), sum(label < 0 for label, _ in solutions)
-    if not erroneous or not correct:
-        return ChosenThreshold(None, None, erroneous, correct)
-    # Each solution is predicted right for the thresholds in an interval: an erroneous one with first error L for
-    # (p_L, lowest before L], a correct one for (0, its lowest]; so each threshold's counts are two bisections.
-    opens, closes, lowest_of_correct = [], [], []
-    for label, row in solutions:
-        if label < 0:
-            lowest_of_correct.append(min(row, default=1.0))
-            continue
-        before = min(row[:label], default=math.inf)
-        if row[label] < before:
-            opens.append(row[label])
-            closes.append(before)
-    opens.sort(), closes.sort(), lowest_of_correct.sort()
-    values = sorted({p for _, row in solutions for p in row})
-    candidates = {0.5} | {(a + b) / 2 for a, b in zip(values, values[1:])} | {values[0] / 2, (values[-1] + 1) / 2}
-    best = None
-    for threshold in candidates:
-        found = bisect.bisect_left(opens, threshold) - bisect.bisect_left(closes, threshold)  # p_L < t <= lowest before
-        kept = correct - bisect.bisect_left(lowest_of_correct, threshold)  # t <= lowest
-        f1 = harmonic_mean(found / erroneous, kept / correct)
-        key = (f1, -abs(threshold - 0.5))
-        if best is None or key > best[0]:
-            best = (key, threshold, f1)
-    return ChosenThreshold(best[1], best[2], erroneous, correct)
+    best = best_first_error_threshold(solutions)
+    return ChosenThreshold(best[0], best[1], erroneous, correct) if best else ChosenThreshold(None, None, erroneous, correct)
 
 
 def _fmt(value: float | None) -> str:
