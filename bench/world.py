@@ -1,34 +1,37 @@
-"""Label quality in a world where the truth is known, on a CPU, with the labeler's own commands.
+"""Label quality and PRMs in a world where the truth is known, on a CPU, with the labeler's own commands.
 
-The world (labeler/world/): arithmetic word problems of 3-10 steps whose solutions are right, or
-wrong from a known step on (an error injected there and carried through), and a small Llama trained
-on right solutions until it solves most held-out problems (`make world` trains it once into the
-cache). Math-Shepherd's premise holds in it by construction, so the figures say what the labels,
-strategies and PRMs are worth where the completer is competent; they say nothing about a hard
-domain or a large model (the GPU recipes in the README are for that).
+The world (labeler/world/): arithmetic word problems of 3-10 steps, and one small Llama training run
+on right solutions (`make world` trains it once into the cache) that gives two models: the *policy*
+(the run part-way: it samples the solutions that are labelled and the best-of-N candidates, right
+about half the time) and the *completer* (the run's end: it completes prefixes for the Monte-Carlo
+labels and is the base the PRMs are trained from). The world knows its arithmetic, so every
+solution's exact first error is computed (labeler/world/truth.py). The figures say what the labels,
+strategies and PRMs are worth where the completer is stronger than the policy; they say nothing about a
+hard domain or a large model (the GPU recipes in the README are for that).
 
 Each command runs in its own process (its imports and engine start in its wall time):
-1. `labeler label` on the label split (half of its solutions with an injected error) with
+1. `labeler label` (the completer) on the label split's solutions (half with an injected error) with
    exhaustive at N = 2, 4, 8, 16, first-error and adaptive; `labeler eval` scores every labels
    output against the known first errors (ProcessBench accuracy on erroneous and on correct
    solutions, F1), beside the tokens each spent. The completer's accuracy from right and from wrong
-   prefixes is read off exhaustive's largest N (its rollout counts), from the problem off best-of-N.
+   prefixes is read off exhaustive's largest N (its rollout counts).
 2. The PRMs, with `labeler train`'s defaults (no training flag but the model, device and seed): the
-   world model samples --solutions-per-problem solutions of --policy-problems label-split problems
-   (`labeler label`, first-error at N=8: the policy's own samples and their Monte-Carlo labels); the
-   world computes each sample's exact first error (labeler/world/truth.py). One PRM trains on the
-   Monte-Carlo labels, one on the exact labels, and an ORM (the same base, every step labelled with the
-   final answer's correctness, trained on the last step alone: --train-on-last-step-only), and, as an ablation, the Monte-Carlo PRM without its step-surprise
-   term (--no-step-surprise). `labeler eval --prm` scores the PRMs, and the base model's own
-   lowest token log-probability per step (`logprob:MODEL`, no training), on held-out samples of the
-   test split with their exact first errors, and on the injected-error test solutions.
-3. `labeler bon` samples --candidates solutions of each of --bon-problems held-out problems with the
-   world model and ranks them with the PRMs, the ORM and the baseline (selection and weighted vote
+   policy samples --solutions-per-problem solutions of --policy-problems label-split problems
+   (`labeler label --strategy final-answer`), the completer labels them (first-error at N=8: their
+   Monte-Carlo labels, scored against their exact first errors by `labeler eval`). One PRM trains on
+   the Monte-Carlo labels, one on the exact labels, and an ORM (the same base, every step labelled with
+   the final answer's correctness, trained on the last step alone: --train-on-last-step-only), and, as
+   an ablation, the Monte-Carlo PRM without its step-surprise term (--no-step-surprise). `labeler eval
+   --prm` scores the PRMs, and the completer's own lowest token log-probability per step
+   (`logprob:MODEL`, no training), on the policy's samples of test-split problems with their exact
+   first errors, and on the injected-error test solutions.
+3. `labeler bon` has the policy sample --candidates solutions of each of --bon-problems held-out
+   problems and ranks them with the PRMs, the ORM and the baseline (selection and weighted vote
    beside majority vote, pass@N, random, each with a 95% bootstrap interval over problems);
-   `labeler search` runs beam search with the Monte-Carlo PRM at its own tokens, beside best-of-N
-   at equal tokens.
+   `labeler search` runs the policy's beam search with the Monte-Carlo PRM at its own tokens, beside
+   best-of-N at equal tokens.
 
-    flock /tmp/prm-engine.lock .venv/bin/python bench/world.py [--work DIR] [--model DIR]
+    flock /tmp/prm-engine.lock .venv/bin/python bench/world.py [--work DIR] [--model DIR] [--policy DIR]
 
 Prints every command with its wall time, then the tables; writes them to WORK/world.json, whose
 "summary" object holds the headline figures under fixed keys (SUMMARY_KEYS) for scripts.
@@ -55,6 +58,7 @@ from labeler.decoding.reranking import format_table  # noqa: E402
 from labeler.store.reader import read_labels_table  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
+from labeler.world.training import POLICY_FOLDER  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
 
 SUMMARY_KEYS = ("bon_problems", "n", "pass_at_n", "majority", "random", "orm_select", "prm_select", "prm_weighted_vote",
@@ -141,13 +145,14 @@ def prefix_accuracy(labels_dir: Path, truth: dict[str, int]) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="the world model's folder (default: the cache's, trained first if missing)")
+    parser.add_argument("--model", default=None, help="the completer's folder, the PRMs' base (default: the cache's world model, trained first if missing)")
+    parser.add_argument("--policy", default=None, help="the policy's folder, which samples solutions and candidates (default: MODEL/policy)")
     parser.add_argument("--work", default=None, help="folder for the outputs (default: a new temp folder)")
     parser.add_argument("--label-problems", type=int, default=120, help="solutions labelled (half with an error), the PRMs' training set")
     parser.add_argument("--test-problems", type=int, default=120, help="held-out solutions the PRMs are scored on")
     parser.add_argument("--bon-problems", type=int, default=300, help="held-out problems for best-of-N and search")
     parser.add_argument("--policy-problems", type=int, default=500, help="label-split problems whose sampled solutions train the PRMs")
-    parser.add_argument("--solutions-per-problem", type=int, default=4, help="solutions the world model samples per problem for the PRMs")
+    parser.add_argument("--solutions-per-problem", type=int, default=4, help="solutions the policy samples per problem for the PRMs")
     parser.add_argument("--policy-test-problems", type=int, default=200, help="test-split problems whose sampled solutions score the PRMs")
     parser.add_argument("--min-steps", type=int, default=None,
                         help="for quick runs of the path (tests) only: `labeler train --min-steps` (default: not passed, the product's default)")
@@ -175,6 +180,11 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
 
         args.model = str(cache.ensure_world_model())
     args.model = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model  # the commands run in ROOT
+    if args.policy is None:
+        if not (Path(args.model) / POLICY_FOLDER).is_dir():
+            raise SystemExit(f"--model {args.model} has no {POLICY_FOLDER}/ (a world model before version 2?): pass --policy, or `make world`")
+        args.policy = str(Path(args.model) / POLICY_FOLDER)
+    args.policy = str(Path(args.policy).resolve()) if Path(args.policy).exists() else args.policy
     label_rows = list(processbench_rows(make_problems(args.label_problems, "label", args.seed), 0.5, args.seed))
     test_rows = list(processbench_rows(make_problems(args.test_problems, "test", args.seed), 0.5, args.seed + 1))
     bon_rows = [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in make_problems(args.bon_problems, "bon", args.seed)]
@@ -182,9 +192,11 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     write_jsonl(work / "test.jsonl", test_rows)  # the injected-error test solutions (policy_prms evaluates on them)
     bon_file = write_jsonl(work / "bon.jsonl", bon_rows)
     truth = {row["id"]: row["label"] for row in label_rows}
-    print(f"world model {args.model}; outputs in {work}", file=sys.stderr, flush=True)
+    print(f"completer {args.model}, policy {args.policy}; outputs in {work}", file=sys.stderr, flush=True)
 
-    common = ["--model", args.model, "--temperature", str(args.temperature), "--seed", str(args.seed), "--quiet"]
+    sampling_flags = ["--temperature", str(args.temperature), "--seed", str(args.seed), "--quiet"]
+    common = ["--model", args.model, *sampling_flags]  # the completer's rollouts
+    policy_common = ["--model", args.policy, *sampling_flags]  # the policy's samples
     runs = strategies(rollouts)
     tokens = {}
     for name, flags in runs:
@@ -198,10 +210,10 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     agreement = {name: first_error_agreement(work / name, work / exhaustive) for name, _ in runs if name != exhaustive}
     found = {name: errors_found(work / name, label_rows) for name, _ in runs}
 
-    policy = policy_prms(args, work, commands, common)
+    policy = policy_prms(args, work, commands, common, policy_common)
     prm_quality = policy["injected"]
 
-    sampling = ["--candidates", str(args.candidates), *common, "--device", "cpu", "--json"]
+    sampling = ["--candidates", str(args.candidates), *policy_common, "--device", "cpu", "--json"]
     prms = [str(work / "prm-mc"), str(work / "prm-true"), str(work / "orm"), f"logprob:{args.model}"]
     bon = json.loads(commands("bon", ["bon", "--input", str(bon_file), "--output", str(work / "bon"), *(f for p in prms for f in ("--prm", p)),
                                       *sampling]))  # fmt: skip
@@ -211,33 +223,41 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
 
     marker = Path(args.model) / "world_model.json"  # args.model is resolved above when it is a folder
     built = json.loads(marker.read_text()) if marker.exists() else None
-    results = {"model": args.model, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
+    results = {"model": args.model, "policy_model": args.policy, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
-               "prm_labels": "first-error-8 on the policy's samples", "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION,
+               "prm_labels": "first-error-8 (the completer) on the policy's samples", "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION,
                "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search}  # fmt: skip
     results["summary"] = summary_of(results)
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
 
 
-def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common: list[str]) -> dict:
-    """The policy's own samples, their Monte-Carlo and exact labels, the PRMs and the ORM trained on them with
-    `labeler train`'s defaults, and `labeler eval --prm` of the PRMs and the logprob baseline on held-out samples
-    with exact first errors and on the injected-error test solutions."""
+def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common: list[str], policy_common: list[str]) -> dict:
+    """The policy's own samples, the completer's Monte-Carlo labels of them beside their exact labels, the PRMs and
+    the ORM trained on them with `labeler train`'s defaults, and `labeler eval --prm` of the PRMs and the logprob
+    baseline on held-out samples with exact first errors and on the injected-error test solutions."""
     problems = make_problems(args.policy_problems, "label", args.seed)
     test_problems = make_problems(args.policy_test_problems, "test", args.seed)
     problem_rows = lambda chosen: [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in chosen]  # noqa: E731
-    sample = ["--preset", "math", "--solutions-per-problem", str(args.solutions_per_problem), *common, "--json"]
-    commands("label the policy's samples", ["label", "--input", str(write_jsonl(work / "policy.jsonl", problem_rows(problems))),
-                                            "--output", str(work / "policy-mc"), "--strategy", "first-error", "--rollouts", "8", *sample])  # fmt: skip
+    sample = ["--preset", "math", "--solutions-per-problem", str(args.solutions_per_problem), "--strategy", "final-answer", *policy_common, "--json"]
+    commands("sample the policy's solutions", ["label", "--input", str(write_jsonl(work / "policy-problems.jsonl", problem_rows(problems))),
+                                               "--output", str(work / "policy-samples"), *sample])  # fmt: skip
     commands("sample held-out solutions", ["label", "--input", str(write_jsonl(work / "policy-test-problems.jsonl", problem_rows(test_problems))),
-                                           "--output", str(work / "policy-test"), "--strategy", "final-answer", *sample])  # fmt: skip
-    samples, truth = exact_samples(work / "policy-mc", problems)
+                                           "--output", str(work / "policy-test"), *sample])  # fmt: skip
+    samples, truth = exact_samples(work / "policy-samples", problems)
     test_samples, test_truth = exact_samples(work / "policy-test", test_problems)
+    # ProcessBench rows: the problem's id (samples of one problem stay on one side of the trainer's validation split),
+    # its answer (the completer's checker needs it) and the exact first error (the reference `labeler eval` reads)
+    with_truth = lambda chosen, first_errors: [{"id": s["problem_id"], "problem": s["problem"], "answer": s["answer"], "steps": s["steps"],  # noqa: E731
+                                                "label": first_errors[s["key"]]} for s in chosen]  # fmt: skip
+    policy_file = write_jsonl(work / "policy.jsonl", with_truth(samples, truth))
+    commands("label the policy's samples", ["label", "--input", str(policy_file), "--preset", "processbench", "--output", str(work / "policy-mc"),
+                                            "--strategy", "first-error", "--rollouts", "8", *common, "--json"])  # fmt: skip
+    label_quality = json.loads(commands("eval the policy's labels", ["eval", "--labels", f"first-error-8={work / 'policy-mc'}",
+                                                                     "--reference", str(policy_file), "--json"]))  # fmt: skip
     exact_file = write_jsonl(work / "policy-exact.jsonl", [stepwise_row(s, truth[s["key"]]) for s in samples])
     outcome_file = write_jsonl(work / "policy-outcome.jsonl", [outcome_row(s, truth[s["key"]]) for s in samples])
-    reference = write_jsonl(work / "policy-test.jsonl", [{"id": s["key"], "problem": s["problem"], "steps": s["steps"], "label": test_truth[s["key"]]}
-                                                         for s in test_samples])  # fmt: skip
+    reference = write_jsonl(work / "policy-test.jsonl", with_truth(test_samples, test_truth))
     train = ["--model", args.model, "--device", "cpu", "--seed", str(args.seed), "--quiet"]  # the product's defaults otherwise
     if args.min_steps is not None:
         train += ["--min-steps", str(args.min_steps)]
@@ -252,23 +272,29 @@ def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common
     on_samples = json.loads(commands("eval PRMs on the policy's samples", ["eval", *scored, "--reference", str(reference), "--device", "cpu", "--json"]))
     injected = json.loads(commands("eval PRMs on injected errors", ["eval", *scored, "--reference", str(work / "test.jsonl"), "--device", "cpu", "--json"]))
     errors = lambda t: sum(v >= 0 for v in t.values())  # noqa: E731
-    return {"samples": len(samples), "samples_with_error": errors(truth), "test_samples": len(test_samples), "test_samples_with_error": errors(test_truth),
+    return {"samples": len(samples), "samples_with_error": errors(truth), "samples_right": sum(s["answer_right"] for s in samples),
+            "test_samples": len(test_samples), "test_samples_with_error": errors(test_truth), "label_quality": label_quality,
             "on_samples": on_samples, "injected": injected}  # fmt: skip
 
 
 def exact_samples(labels_dir: Path, problems) -> tuple[list[dict], dict[str, int]]:
-    """The sampled solutions of a labels output (key, problem, steps, whether its final answer is right) and each one's
-    exact first error, by key; a problem is found by its text."""
+    """The distinct sampled solutions of a labels output (key, problem, steps, whether its final answer is right) and
+    each one's exact first error, by key; a problem is found by its text. A solution sampled twice for one problem is
+    kept once: `labeler eval` tells a problem's solutions apart by their steps, and would leave twins out as ambiguous."""
     by_text = {p.text: p for p in problems}
     table = read_labels_table(labels_dir, ["problem_id", "solution_id", "problem", "steps"])
-    samples, truth = [], {}
+    samples, truth, seen = [], {}, set()
     for row in table.to_pylist():
+        if (row["problem_id"], tuple(row["steps"])) in seen:
+            continue
+        seen.add((row["problem_id"], tuple(row["steps"])))
         key = f"{row['problem_id']}/{row['solution_id']}"
         problem = by_text[row["problem"].strip()]
         if not row["steps"]:
             raise SystemExit(f"{labels_dir}: solution {key} has no steps: it has no first error to score a PRM against")
         stated = extract_answer("\n\n".join(row["steps"]), last_number=False)  # as the world model's accuracy reads it
-        samples.append({"key": key, "problem": row["problem"], "steps": list(row["steps"]), "answer_right": stated == str(problem.answer)})
+        samples.append({"key": key, "problem_id": row["problem_id"], "problem": row["problem"], "answer": str(problem.answer),
+                        "steps": list(row["steps"]), "answer_right": stated == str(problem.answer)})  # fmt: skip
         truth[key] = exact_first_error(problem, row["steps"])
     return samples, truth
 
@@ -365,11 +391,12 @@ def main() -> None:
 def report(results: dict) -> str:
     """The figures as text: the completer, the labels, the PRMs, best-of-N and search, the commands."""
     from labeler.evaluation.human_agreement import format_comparison
+    from labeler.evaluation.human_agreement import format_table as format_one_source
 
     lines = []
     accuracy, bon = results["prefix_accuracy"], results["bon"]
     from_problem = bon["candidates_correct"] / bon["candidates"] if bon["candidates"] else None
-    lines.append(f"Completer (the world model; sampled at temperature {results['temperature']}):")
+    lines.append(f"The world's models (sampled at temperature {results['temperature']}):")
     record = results["model_record"]
     if record and record.get("world_version") != results["world_version"]:
         lines.append(f"  WARNING: the model was built for world version {record.get('world_version')}, this code is version "
@@ -379,8 +406,12 @@ def report(results: dict) -> str:
                      f"{results['seed']}: they were not kept out of its training")  # fmt: skip
     if record:
         greedy = record.get("held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
-        lines.append(f"  from the problem, greedy: {greedy['correct']}/{greedy['problems']} held-out problems right (measured when it was built)")
-    lines.append(f"  from the problem, sampled: {_share(from_problem)} of {bon['candidates']} best-of-N candidates right")
+        policy_greedy = record.get("policy_held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
+        machine = record.get("built_on") or {}
+        lines.append(f"  from the problem, greedy: completer {greedy['correct']}/{greedy['problems']}, policy {policy_greedy['correct']}/"
+                     f"{policy_greedy['problems']} held-out problems right (measured when they were built, on {machine.get('cpu', '?')} "
+                     f"{'+'.join(machine.get('vector_units', [])) or '?'}, torch {machine.get('torch', '?')}: every figure below is of this build)")  # fmt: skip
+    lines.append(f"  the policy from the problem, sampled: {_share(from_problem)} of {bon['candidates']} best-of-N candidates right")
     for side in ("right", "wrong"):
         a = accuracy[side]
         lines.append(f"  from {side} prefixes: {_share(a['rate'])} of {a['counted']} counted rollouts reach the reference answer")
@@ -402,9 +433,12 @@ def report(results: dict) -> str:
         lines.append(f"  {name:<16} {spent:>10,} tokens  {spent / base if base else float('nan'):5.2f}x {exhaustive}{share}{undetermined}")
     lines.append("")
     policy = results["policy"]
-    lines.append(f"PRMs trained with `labeler train`'s defaults on {policy['samples']} of the world model's own samples ({policy['samples_with_error']} "
-                 "with an error), on their Monte-Carlo labels (first-error, N=8) and on their exact labels; base-logprob is the world model's "
-                 "own lowest token log-probability per step, untrained.")  # fmt: skip
+    lines.append(f"The completer's Monte-Carlo labels (first-error, N=8) of {policy['samples']} distinct samples of the policy "
+                 f"({policy['samples_with_error']} with an error, {policy.get('samples_right', '?')} with the right answer), against their exact first errors:")  # fmt: skip
+    label_quality = policy["label_quality"]  # one --labels source: eval's report of one source
+    lines.append(format_one_source(label_quality) if "subsets" in label_quality else format_comparison(label_quality))
+    lines.append("PRMs trained with `labeler train`'s defaults on those samples, on their Monte-Carlo labels and on their exact labels; "
+                 "base-logprob is the completer's (the PRMs' base's) own lowest token log-probability per step, untrained.")  # fmt: skip
     lines.append(f"On {policy['test_samples']} held-out samples ({policy['test_samples_with_error']} with an error), against their exact first errors:")
     lines.append(format_comparison(policy["on_samples"]))
     lines.append("On the injected-error test solutions:")

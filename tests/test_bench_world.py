@@ -11,12 +11,11 @@ import pytest
 
 from tests.conftest import KeptOpen
 
-# `slow`: make faults runs this module, make test does not (a world model trained, every command of the bench in
-# turn). make test keeps the bench's own logic (tests/test_world.py: its flags, paths and report) and a test of
-# each command it runs.
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+# In make test (about 35 s: a world model trained for 20 steps, every command of the bench in turn on one engine),
+# so that the whole path of `make world-bench` is exercised by every run of the suite.
+pytestmark = [pytest.mark.engine]
 
-QUICK = dict(train_problems=300, steps=20, batch_size=16)
+QUICK = dict(train_problems=300, steps=20, policy_step=10, batch_size=16)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +34,8 @@ def test_the_world_model_is_built_once_with_its_accuracy_recorded(world_model, t
     assert record["settings"]["steps"] == QUICK["steps"]
     assert record["held_out_greedy_accuracy"]["problems"] == 10
     assert 0 <= record["held_out_greedy_accuracy"]["correct"] <= 10
+    assert record["policy_held_out_greedy_accuracy"]["problems"] == 10 and record["built_on"]["torch"]
+    assert (world_model / "policy" / "config.json").exists() and (world_model / "policy" / "tokenizer.json").exists()
     assert ensure_world_model(WorldModelSettings(**QUICK), cache_dir=world_model.parents[1]) == world_model  # cached: not trained again
     assert world_model_dir(WorldModelSettings(**{**QUICK, "steps": 21}), world_model.parents[1]) != world_model
 
@@ -62,8 +63,8 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     finally:
         engine.close()
     assert [t["step"] for t in results["timings"]] == [
-        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "label the policy's samples", "sample held-out solutions",
-        "train PRM on MC labels", "train PRM on exact labels", "train ORM", "train PRM on MC labels, no surprise", "eval PRMs on the policy's samples", "eval PRMs on injected errors",
+        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "sample the policy's solutions", "sample held-out solutions",
+        "label the policy's samples", "eval the policy's labels", "train PRM on MC labels", "train PRM on exact labels", "train ORM", "train PRM on MC labels, no surprise", "eval PRMs on the policy's samples", "eval PRMs on injected errors",
         "bon", "search",
     ]  # fmt: skip
     train_commands = [t["command"] for t in results["timings"] if t["step"].startswith("train")]
@@ -83,6 +84,11 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
         assert 0 <= counts["correct"] <= counts["counted"]
     assert results["bon"]["candidates"] == 4
     text = report(results)
-    for heading in ("Completer", "Monte-Carlo labels against the known first errors", "PRMs trained with", "best-of-N", "beam search", "Summary"):
+    for heading in ("The world's models", "Monte-Carlo labels against the known first errors", "The completer's Monte-Carlo labels",
+                    "PRMs trained with", "F1 at best t*", "best-of-N", "beam search", "Summary"):  # fmt: skip
         assert heading in text
+    sampled = [t["command"] for t in results["timings"] if t["step"] in ("sample the policy's solutions", "sample held-out solutions", "bon", "search")]
+    assert all(f"--model {world_model / 'policy'} " in command for command in sampled)  # the policy samples, the completer labels
+    labelled = [t["command"] for t in results["timings"] if t["step"] == "label the policy's samples"]
+    assert f"--model {world_model} " in labelled[0]
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]

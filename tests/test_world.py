@@ -147,7 +147,7 @@ def test_the_world_version_pins_what_the_model_learned():
     text = "".join(user_message(p.text) + render_trace(solution_steps(p), 0) for p in problems)
     text += "".join(json_rows(processbench_rows(make_problems(50, "label"), 0.5, seed=0)))
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    assert (WORLD_VERSION, digest) == (1, DIGEST_OF_VERSION_1), f"bump WORLD_VERSION in labeler/world/cache.py and set the digest to {digest}"
+    assert (WORLD_VERSION, digest) == (2, DIGEST_OF_VERSION_2), f"bump WORLD_VERSION in labeler/world/cache.py and set the digest to {digest}"
 
 
 def json_rows(rows):
@@ -156,7 +156,40 @@ def json_rows(rows):
     return [json.dumps(row, sort_keys=True) for row in rows]
 
 
-DIGEST_OF_VERSION_1 = "78cdb63e1ae0b5c6"  # the problems and prompt the cached world model of version 1 learned
+# the problems and prompt the cached world model of version 2 learned (unchanged from version 1; version 2 added the policy)
+DIGEST_OF_VERSION_2 = "78cdb63e1ae0b5c6"
+
+
+TINY_WORLD = dict(hidden_size=64, layers=1, heads=1, train_problems=60, steps=4, policy_step=2, batch_size=4)
+
+
+def test_one_training_run_gives_the_policy_and_the_completer_the_same_on_a_second_build(tmp_path):
+    """The policy is the run after policy_step steps, saved whole (weights, tokenizer) in the completer's policy/;
+    the build fixes torch's thread count and kernels, so a second build on this machine is bit-identical, and
+    the caller's torch settings are given back."""
+    import torch
+    from safetensors.torch import load_file
+
+    from labeler.world.training import POLICY_FOLDER, WorldModelSettings, train_world_model
+
+    settings = WorldModelSettings(**TINY_WORLD)
+    threads = torch.get_num_threads()
+    first, second = (train_world_model(tmp_path / name, settings, log=lambda message: None) for name in ("a", "b"))
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+    for folder in ("", POLICY_FOLDER):
+        a, b = load_file(first / folder / "model.safetensors"), load_file(second / folder / "model.safetensors")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), folder
+        assert (first / folder / "tokenizer.json").read_text() == (second / folder / "tokenizer.json").read_text()
+    policy, completer = load_file(first / POLICY_FOLDER / "model.safetensors"), load_file(first / "model.safetensors")
+    assert any(not torch.equal(policy[k], completer[k]) for k in policy)  # two more steps apart
+
+
+def test_a_policy_step_outside_the_run_is_refused(tmp_path):
+    from labeler.world.training import WorldModelSettings, train_world_model
+
+    for step in (0, 4, 9):
+        with pytest.raises(ValueError, match="policy_step"):
+            train_world_model(tmp_path, WorldModelSettings(**{**TINY_WORLD, "policy_step": step}))
 
 
 # bench/world.py's logic, with a runner that records the commands instead of running them.
@@ -183,7 +216,7 @@ def test_the_bench_passes_absolute_paths_to_its_commands(tmp_path, monkeypatch):
         raise Stop
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "policy").mkdir(parents=True)
     args = bench_args(tmp_path, "--work", "w", "--label-problems", "3")
     args.model = "model"
     with pytest.raises(Stop):
@@ -224,6 +257,46 @@ def test_the_bench_refuses_a_folder_that_holds_a_run_and_bad_flags_before_any_mo
         args.model = None
         with pytest.raises(SystemExit, match=message):
             run_world(args, Commands(runner))
+
+
+def test_the_bench_needs_a_policy_beside_the_completer(tmp_path):
+    """A world model of version 1 has no policy/: the bench stops naming --policy rather than sample with the completer."""
+    from bench.world import Commands, run_world
+
+    def runner(args):
+        raise AssertionError("no command may run")
+
+    (tmp_path / "model").mkdir()
+    with pytest.raises(SystemExit, match="--policy"):
+        run_world(bench_args(tmp_path, "--work", str(tmp_path / "w")), Commands(runner))
+    args = bench_args(tmp_path, "--work", str(tmp_path / "w2"), "--policy", str(tmp_path / "model"))
+    seen = []
+    args.label_problems = 2
+
+    def first(args):
+        seen.append(args)
+        raise Stop
+
+    with pytest.raises(Stop):
+        run_world(args, Commands(first))
+    assert seen and seen[0][seen[0].index("--model") + 1] == str(tmp_path / "model")
+
+
+def test_the_bench_keeps_a_problems_twin_samples_once(monkeypatch):
+    """`labeler eval` tells a problem's solutions apart by their steps: twins would be left out as ambiguous."""
+    import pyarrow as pa
+
+    import bench.world as world
+
+    problem = make_problems(1, "label")[0]
+    right = solution_steps(problem)
+    rows = [{"problem_id": problem.id, "solution_id": f"s{i}", "problem": problem.text, "steps": steps}
+            for i, steps in enumerate([right, right, right[:-1] + ["oops: 1 + 1 = 3.\nThe answer is: 3"]])]  # fmt: skip
+    monkeypatch.setattr(world, "read_labels_table", lambda path, columns: pa.Table.from_pylist(rows))
+    samples, truth = world.exact_samples("labels", [problem])
+    assert [s["key"] for s in samples] == [f"{problem.id}/s0", f"{problem.id}/s2"]
+    assert truth[f"{problem.id}/s0"] == -1 and truth[f"{problem.id}/s2"] == len(right) - 1
+    assert samples[0]["answer_right"] and not samples[1]["answer_right"] and samples[0]["answer"] == str(problem.answer)
 
 
 def test_the_report_compares_with_the_largest_exhaustive_run_whatever_the_order():

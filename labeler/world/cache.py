@@ -6,6 +6,7 @@ renamed), and a file lock keeps two processes from training it at once."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,14 +20,14 @@ from typing import Callable
 
 from labeler.world.accuracy import greedy_accuracy
 from labeler.world.problems import make_problems
-from labeler.world.training import WorldModelSettings, train_world_model
+from labeler.world.training import POLICY_FOLDER, WorldModelSettings, train_world_model
 
 __all__ = ["HELD_OUT_SPLITS", "build_once", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
 
 # Bumped whenever the problems, the prompt, the tokenizer or the training change: a new folder, trained
 # anew (tests/test_world.py pins the problems and the user turn to this version; the chat template and the
 # tokenizer's and trainer's code need the bump by hand).
-WORLD_VERSION = 1
+WORLD_VERSION = 2  # 2: one run gives the policy (policy/) and the completer
 MARKER = "world_model.json"  # written last: the folder is complete
 # The splits the bench draws from, and how many problems of each the training must never see.
 HELD_OUT_SPLITS = {"label": 2000, "test": 2000, "bon": 2000}
@@ -62,9 +63,10 @@ def held_out_texts(seed: int = 0) -> set[str]:
 
 def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cache_dir: Path | None = None,
                        log: Callable[[str], None] = _log, accuracy_problems: int = 200) -> Path:  # fmt: skip
-    """The folder of the trained world model, training it first when the cache has none. Its
-    greedy accuracy on `accuracy_problems` held-out problems is measured after training, logged and
-    recorded in the marker."""
+    """The folder of the trained world model (the completer; the policy in its policy/), training it first
+    when the cache has none. The greedy accuracy of both on `accuracy_problems` held-out problems is
+    measured after training, logged and recorded in the marker, with the machine that built them
+    (builds are deterministic on one machine; another CPU sums in another order)."""
     target = world_model_dir(settings, cache_dir)
 
     def train(tmp: Path) -> None:
@@ -72,15 +74,34 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
         start = time.monotonic()
         train_world_model(tmp, settings, held_out=held_out_texts(settings.seed), log=log)
         trained = time.monotonic() - start
-        accuracy = greedy_accuracy(tmp, make_problems(accuracy_problems, "test", settings.seed))
-        record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy}
+        problems = make_problems(accuracy_problems, "test", settings.seed)
+        accuracy, policy_accuracy = greedy_accuracy(tmp, problems), greedy_accuracy(tmp / POLICY_FOLDER, problems)
+        record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy,
+                  "policy_held_out_greedy_accuracy": policy_accuracy, "built_on": build_machine()}  # fmt: skip
         (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
         for path in tmp.iterdir():  # readable by all, like the folder
             path.chmod(0o644)
         log(f"world model ready in {time.monotonic() - start:.0f} s ({trained:.0f} s training): {target}")
-        log(f"world model: greedy accuracy from the problem on held-out problems: {accuracy['correct']}/{accuracy['problems']}")
+        log(f"world model: greedy accuracy from the problem on held-out problems: completer {accuracy['correct']}/{accuracy['problems']}, "
+            f"policy {policy_accuracy['correct']}/{policy_accuracy['problems']}")
 
     return build_once(target, MARKER, train)
+
+
+def build_machine() -> dict:
+    """What a build's figures depend on besides its settings: the CPU (its vector units pick the kernels), torch."""
+    import platform
+
+    import torch
+
+    flags = ""
+    with contextlib.suppress(OSError):
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    model = ""
+    with contextlib.suppress(OSError):
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "")
+    vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in flags]
+    return {"cpu": model or platform.processor(), "vector_units": vector, "torch": torch.__version__, "machine": platform.machine()}
 
 
 def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:

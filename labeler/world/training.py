@@ -7,6 +7,7 @@ one to the right answer, a wrong one (carried through) to a wrong answer."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
@@ -25,16 +26,25 @@ __all__ = ["WorldModelSettings", "prompt_text", "train_world_model"]
 
 @dataclass(frozen=True)
 class WorldModelSettings:
-    """What the world model is; the same settings and seed give the same model on one machine."""
+    """What the world model is; the same settings and seed give the same model on one machine.
+
+    One run trains two models: the *policy* (the run saved after `policy_step` steps: it samples the
+    solutions that are labelled and the best-of-N candidates, and errs often enough to leave headroom) and
+    the *completer* (the run's end: it completes prefixes for Monte-Carlo labels and is the PRMs' base).
+    The completer must be stronger than the policy: a model that completes its own samples makes the same
+    systematic mistakes from a right prefix that it made in the sample, and Monte-Carlo labels then put the
+    first error early (measured in docs/benchmarks/world.md)."""
 
     hidden_size: int = 128
     layers: int = 4
     heads: int = 2  # head_dim 64: vLLM's CPU attention rejects smaller heads
     train_problems: int = 40_000
-    steps: int = 1_500
+    steps: int = 3_000
+    policy_step: int = 1_500
     batch_size: int = 32
     learning_rate: float = 3e-3
     warmup_steps: int = 100
+    threads: int = 2  # torch's intra-op threads: a fixed count, so a machine with more cores sums in the same order
     seed: int = 0
 
 
@@ -47,15 +57,37 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+POLICY_FOLDER = "policy"  # the policy's Hugging Face folder inside the completer's
+
+
 def train_world_model(out: Path, settings: WorldModelSettings = WorldModelSettings(), held_out: set[str] = frozenset(),
-                      log: Callable[[str], None] = _log) -> Path:  # fmt: skip
-    """Train and save the model and its tokenizer as a Hugging Face folder at `out`. Problems whose
-    text is in `held_out` are never trained on. Returns `out`."""
+                      log: Callable[[str], None] = _log, snapshots: dict[int, Path] | None = None) -> Path:  # fmt: skip
+    """Train and save the completer and its tokenizer as a Hugging Face folder at `out`, and the policy
+    (the run after `settings.policy_step` steps) in `out/policy`. Problems whose text is in `held_out` are
+    never trained on. `snapshots` saves the run after more step counts too (for choosing `policy_step`).
+    Returns `out`."""
+    import torch
+
+    if not 0 < settings.policy_step < settings.steps:
+        raise ValueError(f"policy_step {settings.policy_step} must lie between 0 and steps {settings.steps}")
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(settings.threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        _train(out, settings, held_out, log, snapshots)
+    finally:  # the caller's process keeps its own settings
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    return out
+
+
+def _train(out: Path, settings: WorldModelSettings, held_out, log, snapshots) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(settings.seed)
     out = Path(out)
+    saves = {settings.policy_step: out / POLICY_FOLDER, **(snapshots or {})}
     problems = [p for p in make_problems(settings.train_problems, "train", settings.seed) if p.text not in held_out]
     texts = [_solution_text(p) for p in problems]
     prompts_seen = [f"user\n{user_message(p.text)}\nassistant\n" for p in problems[:2000]]
@@ -87,14 +119,20 @@ def train_world_model(out: Path, settings: WorldModelSettings = WorldModelSettin
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         tokens += int(mask.sum())
+        if step + 1 in saves:
+            _save(model, tokenizer, saves[step + 1], settings)
         if step % 100 == 0 or step == settings.steps - 1:
             elapsed = time.monotonic() - start
             eta = elapsed / (step + 1) * (settings.steps - step - 1)
             log(f"world model: step {step + 1}/{settings.steps} loss {loss.item():.4f} {tokens / elapsed:.0f} tokens/s ETA {eta:.0f} s")
-    model.eval()
-    model.save_pretrained(out)
-    (out / "world_settings.json").write_text(__import__("json").dumps(asdict(settings), indent=1) + "\n")
-    return out
+    _save(model, tokenizer, out, settings)
+
+
+def _save(model, tokenizer, folder: Path, settings: WorldModelSettings) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "world_settings.json").write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
 
 def _solution_text(problem: Problem) -> str:
