@@ -105,6 +105,8 @@ def checked(args: argparse.Namespace) -> list[int]:
         raise SystemExit(f"--rollouts {args.rollouts!r}: give N as positive integers separated by commas, e.g. 2,4,8,16") from None
     if min(rollouts) < 1 or len(set(rollouts)) < len(rollouts):
         raise SystemExit(f"--rollouts {args.rollouts!r}: every N must be at least 1, and none twice")
+    if args.policy is not None and not Path(args.policy).is_dir():
+        raise SystemExit(f"--policy {args.policy}: not a model folder")
     for flag in ("label_problems", "test_problems", "bon_problems", "candidates", "beams", "proposals", "policy_problems", "solutions_per_problem",
                  "policy_test_problems"):  # fmt: skip
         if getattr(args, flag) < 1:
@@ -180,11 +182,11 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
 
         args.model = str(cache.ensure_world_model())
     args.model = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model  # the commands run in ROOT
-    if args.policy is None:
+    if args.policy is None:  # an explicit --policy was checked with the flags
         if not (Path(args.model) / POLICY_FOLDER).is_dir():
             raise SystemExit(f"--model {args.model} has no {POLICY_FOLDER}/ (a world model before version 2?): pass --policy, or `make world`")
         args.policy = str(Path(args.model) / POLICY_FOLDER)
-    args.policy = str(Path(args.policy).resolve()) if Path(args.policy).exists() else args.policy
+    args.policy = str(Path(args.policy).resolve())
     label_rows = list(processbench_rows(make_problems(args.label_problems, "label", args.seed), 0.5, args.seed))
     test_rows = list(processbench_rows(make_problems(args.test_problems, "test", args.seed), 0.5, args.seed + 1))
     bon_rows = [{"id": p.id, "problem": p.text, "answer": str(p.answer)} for p in make_problems(args.bon_problems, "bon", args.seed)]
@@ -407,6 +409,9 @@ def report(results: dict) -> str:
     if record:
         greedy = record.get("held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
         policy_greedy = record.get("policy_held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
+        if results.get("policy_model") != str(Path(results["model"]) / POLICY_FOLDER):  # --policy: another model than the build's
+            lines.append(f"  the policy is --policy {results.get('policy_model')}, not this build's: its greedy accuracy was not measured")
+            policy_greedy = {"correct": "?", "problems": "?"}
         machine = record.get("built_on") or {}
         lines.append(f"  from the problem, greedy: completer {greedy['correct']}/{greedy['problems']}, policy {policy_greedy['correct']}/"
                      f"{policy_greedy['problems']} held-out problems right (measured when they were built, on {machine.get('cpu', '?')} "

@@ -412,10 +412,23 @@ def test_eval_gives_every_scorer_its_best_threshold_beside_the_one_it_was_given(
     )
     (subset,) = eval_json(capsys, "--scores", str(scores), "--reference", str(reference), "--missing", "as-correct")["subsets"]
     assert subset["f1"] == 0.0 and subset["f1_at_best_threshold"] == 1.0 and 0.9 < subset["best_threshold"] <= 0.96
-    assert subset["best_threshold_unscored"] == 1
-    assert main(["eval", "--scores", str(scores), "--reference", str(reference), "--missing", "as-correct"]) == 0
+    assert (subset["best_threshold_rows"], subset["best_threshold_unscored"]) == (4, 0)  # the unscored step read as right
+    (subset,) = eval_json(capsys, "--scores", str(scores), "--reference", str(reference))["subsets"]
+    assert (subset["best_threshold_rows"], subset["best_threshold_unscored"]) == (3, 1)  # left out, and counted
+    assert main(["eval", "--scores", str(scores), "--reference", str(reference)]) == 0
     out = capsys.readouterr().out
-    assert "F1 at best t*" in out and "optimistic" in out
+    assert "F1 at best t*" in out and "optimistic" in out and "1 left out" in out and "not the rows of F1" in out
+
+
+def test_labels_and_judgments_get_no_best_threshold(tmp_path, capsys):
+    """A labels source's scores are soft labels and a judge's are 1/0 up to the step it names: no sweep over them
+    (a judge that names an early step leaves the later ones unscored, and would be scored on other rows)."""
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    rows = [labels_row(f"pb-{i}", f"s{i}", f"P{i}", row["steps"], [1.0] * len(row["steps"]), [True] * len(row["steps"]))
+            for i, row in enumerate(processbench_rows())]  # fmt: skip
+    labels = write_labels(tmp_path / "labels", rows)
+    (subset,) = eval_json(capsys, "--labels", str(labels), "--reference", str(reference))["subsets"]
+    assert "f1_at_best_threshold" not in subset and subset["f1"] is not None
 
 
 def test_the_best_threshold_sweep_agrees_with_trying_every_threshold():

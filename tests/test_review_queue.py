@@ -686,8 +686,13 @@ def test_the_uncertain_queue_doubts_most_at_the_threshold_a_prm_chose():
     its steps scored near that threshold are the ones in doubt."""
     assert prm_uncertainty([0.9, 0.45, None, 0.55], 0.5) == prm_uncertainty([0.9, 0.45, None, 0.55])
     assert prm_uncertainty([0.5, 0.88], 0.9) == (pytest.approx(1 - 0.02 / 0.9), 1)
-    assert prm_uncertainty([0.0, 1.0], 0.9) == (pytest.approx(1 - 0.1 / 0.9), 1)  # 0 at the far end of [0, 1] alone
-    assert prm_uncertainty([0.0], 0.9) == (pytest.approx(0.0), 0)
+    assert prm_uncertainty([0.0, 1.0], 0.9) == (pytest.approx(0.0), 0) and prm_uncertainty([1.0, 0.0], 0.2) == (pytest.approx(0.0), 0)
+    assert prm_uncertainty([0.95], 0.9) == (pytest.approx(0.5), 0)  # halfway up the room above t
+    # a step sure to be wrong (0.0) is no more in doubt than one sure to be right, at any threshold
+    assert prm_uncertainty([1.0, 0.0], 0.2)[0] < prm_uncertainty([1.0, 0.5], 0.2)[0]
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError, match="strictly between"):
+            prm_uncertainty([0.5], bad)
     near_half, near_nine = solution(0), solution(1)
     candidates = [Candidate(near_half, step_scores=(0.99, 0.5)), Candidate(near_nine, step_scores=(0.99, 0.89))]
     order = lambda threshold: [q.candidate.solution for q in rank_uncertain(candidates, 5, prm=True, judged=False, threshold=threshold).queued]  # noqa: E731
@@ -716,8 +721,15 @@ def test_select_uncertain_with_a_threshold_orders_by_it_and_says_so(tmp_path, ca
     assert json.loads(capsys.readouterr().out)["threshold"] == 0.9
     first = lambda name: queue_lines(tmp_path / name)[0]["problem_id"]  # noqa: E731
     assert first("half.jsonl") == "no-answer-stated" and first("nine.jsonl") in ("wrong-a", "wrong-b")
-    assert main(["select", *args, "--threshold", "1.5", "--output", str(tmp_path / "bad.jsonl")]) == 2
-    assert "--threshold" in capsys.readouterr().err
+    for bad in ("1.5", "1", "0"):
+        assert main(["select", *args, "--threshold", bad, "--output", str(tmp_path / "bad.jsonl")]) == 2
+        assert "--threshold" in capsys.readouterr().err
+    assert main(["select", "--top", "0.5", "--scores", str(scores), "--input", str(data), "--threshold", "0.9",
+                 "--output", str(tmp_path / "top.jsonl")]) == 2  # fmt: skip
+    assert "--queue only" in capsys.readouterr().err
+    assert main(["select", "--queue", "uncertain", "--judgments", str(tmp_path / "judge"), "--input", str(data), "--threshold", "0.9",
+                 "--output", str(tmp_path / "j.jsonl")]) == 2  # fmt: skip
+    assert "needs --prm SPEC or --scores FILE" in capsys.readouterr().err
     assert main(["select", "--queue", "convincing-wrong", "--scores", str(scores), "--input", str(data), "--threshold", "0.9",
                  "--output", str(tmp_path / "cw.jsonl")]) == 2  # fmt: skip
     assert "uncertain only" in capsys.readouterr().err

@@ -184,12 +184,40 @@ def test_one_training_run_gives_the_policy_and_the_completer_the_same_on_a_secon
     assert any(not torch.equal(policy[k], completer[k]) for k in policy)  # two more steps apart
 
 
-def test_a_policy_step_outside_the_run_is_refused(tmp_path):
+def test_a_policy_step_outside_the_run_or_a_snapshot_over_it_is_refused(tmp_path):
     from labeler.world.training import WorldModelSettings, train_world_model
 
     for step in (0, 4, 9):
         with pytest.raises(ValueError, match="policy_step"):
             train_world_model(tmp_path, WorldModelSettings(**{**TINY_WORLD, "policy_step": step}))
+    with pytest.raises(ValueError, match="replace the policy"):
+        train_world_model(tmp_path, WorldModelSettings(**TINY_WORLD), snapshots={2: tmp_path / "snap"})
+
+
+def test_the_cached_build_is_readable_by_all_and_the_callers_torch_settings_come_back(tmp_path):
+    """The policy's folder and files inside the completer's are readable by every user (a cache shared on a
+    machine); a caller's deterministic-kernels setting, warn_only included, is as it was after the build."""
+    import json
+    import stat
+
+    import torch
+
+    from labeler.world.cache import MARKER, ensure_world_model
+    from labeler.world.training import POLICY_FOLDER, WorldModelSettings
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        folder = ensure_world_model(WorldModelSettings(**TINY_WORLD), cache_dir=tmp_path, log=lambda message: None, accuracy_problems=2)
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for path in [folder, *folder.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
+    record = json.loads((folder / MARKER).read_text())
+    assert record["policy_held_out_greedy_accuracy"]["problems"] == 2 and record["built_on"]["torch"]
+    assert json.loads((folder / POLICY_FOLDER / "world_settings.json").read_text())["trained_steps"] == TINY_WORLD["policy_step"]
+    assert json.loads((folder / "world_settings.json").read_text())["trained_steps"] == TINY_WORLD["steps"]
 
 
 # bench/world.py's logic, with a runner that records the commands instead of running them.
@@ -252,6 +280,7 @@ def test_the_bench_refuses_a_folder_that_holds_a_run_and_bad_flags_before_any_mo
         (["--policy-problems", "0"], "--policy-problems"),
         (["--solutions-per-problem", "0"], "--solutions-per-problem"),
         (["--policy-test-problems", "2001"], "kept from only the first 2000"),
+        (["--policy", str(tmp_path / "no-such-policy")], "--policy"),
     ]:
         args = bench_args(tmp_path, *flags)
         args.model = None

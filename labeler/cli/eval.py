@@ -122,6 +122,7 @@ def run_eval(args: argparse.Namespace) -> int:
         EvalSettings,
         PredictionSource,
         evaluate,
+        SWEPT_KINDS,
         evaluate_sources,
         format_comparison,
         format_table,
@@ -169,7 +170,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return usage_error(COMMAND, str(error).splitlines()[0])
     if len(sources) == 1:
         (source,) = sources
-        report = source.header() | evaluate(references, source.predictions, args.neutral, settings.missing)
+        report = source.header() | evaluate(references, source.predictions, args.neutral, settings.missing, sweep=source.kind in SWEPT_KINDS)
         print(json.dumps(report, indent=1) if args.json else format_table(report))
         return EXIT_OK
     report = evaluate_sources(references, sources, args.neutral, args.common, settings.missing)

@@ -17,7 +17,7 @@ goes to stdout.
 With --queue instead of --top it writes at most --budget solutions for a human to look at, in rank
 order (labeler/review/queue.py): `convincing-wrong`, the solutions whose final answer is wrong that
 the PRM scores highest by --by (default min), PRM800K's choice; or `uncertain`, those whose step
-scores come nearest 0.5 and, with --judgments (a `labeler judge` output of the --input labels),
+scores come nearest --threshold (default: the threshold a PRM of `labeler train` stored, else 0.5) and, with --judgments (a `labeler judge` output of the --input labels),
 those whose Monte-Carlo first error the judge puts elsewhere, first. Solutions a reviewer already
 corrected in `labeler view` are left out and counted (--include-reviewed queues them). The queue is an input that
 `labeler label` and `labeler judge` read as it is, with the source's solution ids, and that
@@ -124,7 +124,8 @@ def run_select(args: argparse.Namespace) -> int:
         check_format_flags(args)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
-    queue_only = (("--budget", args.budget), ("--judgments", args.judgments), ("--include-reviewed", args.include_reviewed or None))
+    queue_only = (("--budget", args.budget), ("--judgments", args.judgments), ("--include-reviewed", args.include_reviewed or None),
+                  ("--threshold", args.threshold))  # fmt: skip
     given = [flag for flag, value in queue_only if value is not None]
     if given:
         return usage_error(COMMAND, f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --queue only, not --top")
@@ -188,6 +189,8 @@ def run_queue(args: argparse.Namespace, options_run: RunOptions) -> int:
             return usage_error(COMMAND, "--threshold applies to --queue uncertain only: convincing-wrong ranks by the --by score")
     elif not (with_prm or args.judgments):
         return usage_error(COMMAND, "--queue uncertain needs --prm SPEC or --scores FILE, --judgments OUT, or both")
+    elif args.threshold is not None and not with_prm:
+        return usage_error(COMMAND, "--threshold places the PRM's scores: it needs --prm SPEC or --scores FILE")
     elif args.by is not None:
         return usage_error(COMMAND, "--by applies to --top and --queue convincing-wrong: --queue uncertain looks at every step's score")
     if args.batch_size < 1:

@@ -215,11 +215,16 @@ def match(reference: ReferenceSet, predictions: list[Prediction]) -> tuple[list[
     return matched, counts
 
 
-def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude") -> dict:
-    return _subset_result(reference, *match(reference, predictions), neutral, missing)
+def subset_result(reference: ReferenceSet, predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude",
+                  sweep: bool = False) -> dict:  # fmt: skip
+    return _subset_result(reference, *match(reference, predictions), neutral, missing, sweep)
 
 
-def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str, missing: str) -> dict:
+SWEPT_KINDS = ("scores", "prm")  # the sources whose scores a threshold is applied to: they get F1 at their best threshold
+
+
+def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict[str, int], neutral: str, missing: str,
+                   sweep: bool = False) -> dict:  # fmt: skip
     result = {"subset": reference.name, "format": reference.format, "reference_rows": len(reference.solutions) + reference.rejected}
     result |= {"matched": len(matched), **counts, "reference_rows_unreadable": reference.rejected}
     unpredicted = [
@@ -233,25 +238,32 @@ def _subset_result(reference: ReferenceSet, matched: list[Matched], counts: dict
     result["no_prediction_rows"] = unpredicted  # each: the reference row, and its first step without a prediction (0-based)
     if reference.format == "processbench":
         pairs = [(m.reference.first_error, first_predicted_error(m.prediction.correct, missing)) for m in scored]
-        return result | first_error_metrics(pairs).to_dict() | {"step_auc": processbench_step_auc(matched)} | best_threshold_result(matched)
+        result |= first_error_metrics(pairs).to_dict() | {"step_auc": processbench_step_auc(matched)}
+        return result | (best_threshold_result(matched, missing) if sweep else {})
     return result | _prm800k_result(matched, scored, neutral, missing)
 
 
-def best_threshold_result(matched: list[Matched]) -> dict:
+def best_threshold_result(matched: list[Matched], missing: str = "exclude") -> dict:
     """The threshold that maximises the first-error F1 on this very reference, and that F1: optimistic (chosen
     on the data it is scored on), but the same advantage for every scorer, so that a scorer with no threshold
-    of its own (a baseline, a public PRM at 0.5) is compared at its best. Over the solutions whose every step
-    up to the first error (all, for a correct one) has a score; the others are counted apart."""
+    of its own (a baseline, a public PRM at 0.5) is compared at its best. A step without a score (past the
+    scorer's length) reads as right with `missing` as-correct (it is never below a threshold); else its
+    solution, when the step is at or before the first error (all steps, for a correct one), cannot be placed
+    at every threshold: it is left out of the sweep and counted (`best_threshold_unscored`), so that F1 and
+    this one may be over different rows (the report says so)."""
     solutions, unscored = [], 0
     for m in matched:
         label = m.reference.first_error
         scores = m.prediction.scores[: label + 1] if label >= 0 else m.prediction.scores
+        if missing == "as-correct":
+            scores = tuple(1.0 if score is None else score for score in scores)
         if not scores or any(score is None for score in scores):
             unscored += 1
             continue
         solutions.append((label, scores))
     best = best_first_error_threshold(solutions)
-    return {"best_threshold": best[0] if best else None, "f1_at_best_threshold": best[1] if best else None, "best_threshold_unscored": unscored}
+    return {"best_threshold": best[0] if best else None, "f1_at_best_threshold": best[1] if best else None,
+            "best_threshold_rows": len(solutions), "best_threshold_unscored": unscored}  # fmt: skip
 
 
 def processbench_step_auc(matched: list[Matched]) -> float | None:
@@ -296,8 +308,10 @@ def _prm800k_result(matched: list[Matched], scored: list[Matched], neutral: str,
     return {"neutral": neutral} | first_error_metrics(pairs).to_dict() | steps | {"step_no_prediction": unpredicted_steps}
 
 
-def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude") -> dict:
-    subsets = [subset_result(reference, predictions, neutral, missing) for reference in references]
+def evaluate(references: list[ReferenceSet], predictions: list[Prediction], neutral: str = "exclude", missing: str = "exclude",
+             sweep: bool = False) -> dict:  # fmt: skip
+    """One source against each reference set; `sweep`: its F1 at its best threshold too (score sources, SWEPT_KINDS)."""
+    subsets = [subset_result(reference, predictions, neutral, missing, sweep) for reference in references]
     return {"subsets": subsets, **_average_f1(subsets)}
 
 
@@ -357,8 +371,8 @@ def evaluate_sources(
             left_out = {"not_matched_by_every_source": len(reference.solutions) - len(matched_by_all)}
             left_out["not_predicted_by_every_source"] = len(matched_by_all) - len(shared)
             matches = [([m for m in matched if id(m.reference) in shared], counts) for matched, counts in matches]
-        for report, (matched, counts) in zip(reports, matches):
-            result = _subset_result(reference, matched, counts, neutral, missing)
+        for report, source, (matched, counts) in zip(reports, sources, matches):
+            result = _subset_result(reference, matched, counts, neutral, missing, sweep=source.kind in SWEPT_KINDS)
             if common:
                 result |= left_out
             report["subsets"].append(result)
@@ -392,6 +406,7 @@ def format_table(report: dict) -> str:
     lines = _table([], [((), subset) for subset in report["subsets"]])
     if any(subset.get("f1_at_best_threshold") is not None for subset in report["subsets"]):
         lines.append(BEST_THRESHOLD_NOTE)
+        lines += [_best_threshold_line(subset) for subset in report["subsets"] if subset.get("best_threshold_rows") is not None]
     if len(report["subsets"]) > 1:
         lines.append(f"average F1: {_average_line(report)}")
     skipped = _skipped(report["subsets"])
@@ -407,6 +422,7 @@ def format_comparison(report: dict) -> str:
     lines = _table(["source", "label source"], rows)
     if any(subset.get("f1_at_best_threshold") is not None for _, subset in rows):
         lines.append(BEST_THRESHOLD_NOTE)
+        lines += [_best_threshold_line(subset, f" ({names[0]})") for names, subset in rows if subset.get("best_threshold_rows") is not None]
     if any(len(source["subsets"]) > 1 for source in report["sources"]):
         lines.append("average F1: " + ", ".join(f"{source['name']} {_average_line(source)}" for source in report["sources"]))
     for source in report["sources"]:
@@ -434,6 +450,16 @@ def _table(lead: list[str], rows: list[tuple[tuple[str, ...], dict]]) -> list[st
         cells.append(list(lead_cells) + [_cell(subset.get(key), fmt) for key, _, fmt in shown])
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+
+
+def _best_threshold_line(subset: dict, whose: str = "") -> str:
+    """Where a subset's best threshold lies, and the rows its sweep left out."""
+    t = "n/a (no erroneous and correct solution to choose between)" if subset["best_threshold"] is None else f"{subset['best_threshold']:.4g}"
+    line = f"  best t{whose}, {subset['subset']}: {t}, over {subset['best_threshold_rows']} rows"
+    if subset["best_threshold_unscored"]:
+        line += (f"; {subset['best_threshold_unscored']} left out (a step without a score at or before the first error: "
+                 "--missing as-correct reads it as right), so not the rows of F1")  # fmt: skip
+    return line
 
 
 def _skipped(subsets: list[dict]) -> str:

@@ -21,8 +21,12 @@ convincing-wrong
 
 uncertain
     The solutions the labels are least sure of, by either or both of two signals:
-    - the PRM: its uncertainty 1 - 2 x min |p - 0.5| over the steps it scored (1: a step scored
-      exactly 0.5; 0: every step scored 0 or 1); a solution with no scored step has none;
+    - the PRM: its uncertainty over the steps it scored, 1 minus the least distance of a step's score p
+      from the threshold t, as a share of the room on its side ((t - p) / t below t, (p - t) / (1 - t)
+      above: 1 for a step scored exactly t, 0 when every step is scored 0 or 1; at t = 0.5,
+      1 - 2 x min |p - 0.5|); t is the threshold the PRM calls a first error below (`threshold`:
+      --threshold, else the one a checkpoint of `labeler train` stored, else 0.5); a solution with no
+      scored step has none;
     - with `--judgments` (a `labeler judge` output of the same labels): whether the Monte-Carlo
       first error differs from the judge's. The Monte-Carlo first error is known only when no
       unlabelled step comes before it (schemas/tables.py), and only for labels made by
@@ -114,8 +118,8 @@ class QueueConfig:
     by: str = setting(DEFAULT_BY, choices=SELECT_BY, cli=False, help="the PRM score that ranks convincing-wrong (the flag --by)")
     threshold: float | None = setting(
         None,
-        at_least=0,
-        at_most=1,
+        above=0,
+        below=1,
         metavar="P",
         help="the uncertain queue's score of most doubt: a step is the more uncertain the nearer its PRM score is to P "
         "(a first error is called below it)",
@@ -202,14 +206,17 @@ def rank_convincing_wrong(candidates: Sequence[Candidate], budget: int, by: str,
 
 
 def prm_uncertainty(step_scores: Sequence[float | None], threshold: float = DEFAULT_THRESHOLD) -> tuple[float, int] | None:
-    """1 - min |p - threshold| / max(threshold, 1 - threshold) over the scored steps (1: a step scored at the
-    threshold; 0: one at the far end of [0, 1]; at 0.5 this is 1 - 2 x min |p - 0.5|), and the step nearest the
-    threshold (the first on ties); None: no step scored."""
-    scored = [(abs(p - threshold), i) for i, p in enumerate(step_scores) if p is not None and math.isfinite(p)]
+    """1 - the least distance of a scored step from `threshold` (in (0, 1)), as a share of the room on its side
+    ((t - p) / t below, (p - t) / (1 - t) above: a step scored 0 or 1 is certain, whatever t), and that step
+    (the first on ties); at 0.5 this is 1 - 2 x min |p - 0.5|. None: no step scored."""
+    if not 0 < threshold < 1:
+        raise ValueError(f"the uncertain queue's threshold must lie strictly between 0 and 1, not {threshold}")
+    scored = [((threshold - p) / threshold if p < threshold else (p - threshold) / (1 - threshold), i)
+              for i, p in enumerate(step_scores) if p is not None and math.isfinite(p)]  # fmt: skip
     if not scored:
         return None
     distance, step = min(scored)
-    return 1 - distance / max(threshold, 1 - threshold), step
+    return 1 - distance, step
 
 
 def rank_uncertain(candidates: Sequence[Candidate], budget: int, *, prm: bool, judged: bool, include_reviewed: bool = False,

@@ -79,8 +79,8 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
         record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy,
                   "policy_held_out_greedy_accuracy": policy_accuracy, "built_on": build_machine()}  # fmt: skip
         (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
-        for path in tmp.iterdir():  # readable by all, like the folder
-            path.chmod(0o644)
+        for path in tmp.rglob("*"):  # readable by all, like the folder (the policy's folder within it too)
+            path.chmod(0o755 if path.is_dir() else 0o644)
         log(f"world model ready in {time.monotonic() - start:.0f} s ({trained:.0f} s training): {target}")
         log(f"world model: greedy accuracy from the problem on held-out problems: completer {accuracy['correct']}/{accuracy['problems']}, "
             f"policy {policy_accuracy['correct']}/{policy_accuracy['problems']}")

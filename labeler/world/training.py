@@ -70,14 +70,17 @@ def train_world_model(out: Path, settings: WorldModelSettings = WorldModelSettin
 
     if not 0 < settings.policy_step < settings.steps:
         raise ValueError(f"policy_step {settings.policy_step} must lie between 0 and steps {settings.steps}")
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    if settings.policy_step in (snapshots or {}):
+        raise ValueError(f"a snapshot after {settings.policy_step} steps would replace the policy's save ({POLICY_FOLDER}/)")
+    threads = torch.get_num_threads()
+    deterministic, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     torch.set_num_threads(settings.threads)
     torch.use_deterministic_algorithms(True)
     try:
         _train(out, settings, held_out, log, snapshots)
     finally:  # the caller's process keeps its own settings
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
     return out
 
 
@@ -120,19 +123,20 @@ def _train(out: Path, settings: WorldModelSettings, held_out, log, snapshots) ->
         optimizer.zero_grad(set_to_none=True)
         tokens += int(mask.sum())
         if step + 1 in saves:
-            _save(model, tokenizer, saves[step + 1], settings)
+            _save(model, tokenizer, saves[step + 1], settings, step + 1)
         if step % 100 == 0 or step == settings.steps - 1:
             elapsed = time.monotonic() - start
             eta = elapsed / (step + 1) * (settings.steps - step - 1)
             log(f"world model: step {step + 1}/{settings.steps} loss {loss.item():.4f} {tokens / elapsed:.0f} tokens/s ETA {eta:.0f} s")
-    _save(model, tokenizer, out, settings)
+    _save(model, tokenizer, out, settings, settings.steps)
 
 
-def _save(model, tokenizer, folder: Path, settings: WorldModelSettings) -> None:
+def _save(model, tokenizer, folder: Path, settings: WorldModelSettings, trained_steps: int) -> None:
+    """A Hugging Face folder of the run as it is after `trained_steps` steps (the settings are the whole run's)."""
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    (folder / "world_settings.json").write_text(json.dumps(asdict(settings), indent=1) + "\n")
+    (folder / "world_settings.json").write_text(json.dumps({**asdict(settings), "trained_steps": trained_steps}, indent=1) + "\n")
 
 
 def _solution_text(problem: Problem) -> str:
