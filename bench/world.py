@@ -409,13 +409,15 @@ def report(results: dict) -> str:
     if record:
         greedy = record.get("held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
         policy_greedy = record.get("policy_held_out_greedy_accuracy") or {"correct": "?", "problems": "?"}
-        if results.get("policy_model") != str(Path(results["model"]) / POLICY_FOLDER):  # --policy: another model than the build's
+        own_policy = results.get("policy_model") == str(Path(results["model"]) / POLICY_FOLDER)
+        if not own_policy:  # --policy: another model than the build's
             lines.append(f"  the policy is --policy {results.get('policy_model')}, not this build's: its greedy accuracy was not measured")
             policy_greedy = {"correct": "?", "problems": "?"}
         machine = record.get("built_on") or {}
+        whose = "every figure below is of this build" if own_policy else "the figures below are of this completer and that policy"
         lines.append(f"  from the problem, greedy: completer {greedy['correct']}/{greedy['problems']}, policy {policy_greedy['correct']}/"
                      f"{policy_greedy['problems']} held-out problems right (measured when they were built, on {machine.get('cpu', '?')} "
-                     f"{'+'.join(machine.get('vector_units', [])) or '?'}, torch {machine.get('torch', '?')}: every figure below is of this build)")  # fmt: skip
+                     f"{'+'.join(machine.get('vector_units', [])) or '?'}, torch {machine.get('torch', '?')}: {whose})")  # fmt: skip
     lines.append(f"  the policy from the problem, sampled: {_share(from_problem)} of {bon['candidates']} best-of-N candidates right")
     for side in ("right", "wrong"):
         a = accuracy[side]

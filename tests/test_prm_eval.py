@@ -417,7 +417,28 @@ def test_eval_gives_every_scorer_its_best_threshold_beside_the_one_it_was_given(
     assert (subset["best_threshold_rows"], subset["best_threshold_unscored"]) == (3, 1)  # left out, and counted
     assert main(["eval", "--scores", str(scores), "--reference", str(reference)]) == 0
     out = capsys.readouterr().out
-    assert "F1 at best t*" in out and "optimistic" in out and "1 left out" in out and "not the rows of F1" in out
+    assert "F1 at best t*" in out and "optimistic" in out and "1 left out" in out and "F1 is over" not in out  # the same 3 rows
+
+
+def test_the_best_threshold_line_says_when_its_rows_are_not_f1s(tmp_path, capsys):
+    """A score missing after the first error at the given threshold leaves a row out of F1 but not out of the
+    sweep (every step up to the reference's first error is scored): the table says so; and a sweep with no row
+    at all still says why."""
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows()[:2])
+    scores = write_jsonl(tmp_path / "scores.jsonl", [
+        {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [0.9, 0.8, 0.7]},
+        {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [0.9, 0.8, None]},
+    ])  # fmt: skip
+    assert main(["eval", "--scores", str(scores), "--reference", str(reference)]) == 0
+    out = capsys.readouterr().out
+    assert "over 2 rows" in out and "F1 is over 1 rows" in out
+    unscored = write_jsonl(tmp_path / "none.jsonl", [
+        {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [None, None, None]},
+        {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [None, None, None]},
+    ])  # fmt: skip
+    assert main(["eval", "--scores", str(unscored), "--reference", str(reference)]) == 0
+    out = capsys.readouterr().out
+    assert "2 left out" in out and "n/a (no erroneous and correct solution" in out
 
 
 def test_labels_and_judgments_get_no_best_threshold(tmp_path, capsys):

@@ -707,6 +707,8 @@ def test_select_takes_the_threshold_stored_with_a_checkpoint_unless_given(tmp_pa
     (run / "best" / "prm.json").write_text(json.dumps({"threshold": 0.87}))
     assert _doubt_threshold(None, str(run)) == 0.87 and _doubt_threshold(0.3, str(run)) == 0.3
     assert _doubt_threshold(None, "qwen-prm:Qwen/Qwen2.5-Math-PRM-7B") == 0.5 and _doubt_threshold(None, None) == 0.5
+    (run / "best" / "prm.json").write_text(json.dumps({"threshold": 1.0}))  # an end of [0, 1]: no point of doubt
+    assert _doubt_threshold(None, str(run)) == 0.5
 
 
 def test_select_uncertain_with_a_threshold_orders_by_it_and_says_so(tmp_path, capsys):

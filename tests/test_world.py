@@ -190,8 +190,10 @@ def test_a_policy_step_outside_the_run_or_a_snapshot_over_it_is_refused(tmp_path
     for step in (0, 4, 9):
         with pytest.raises(ValueError, match="policy_step"):
             train_world_model(tmp_path, WorldModelSettings(**{**TINY_WORLD, "policy_step": step}))
-    with pytest.raises(ValueError, match="replace the policy"):
-        train_world_model(tmp_path, WorldModelSettings(**TINY_WORLD), snapshots={2: tmp_path / "snap"})
+    for snapshots, says in (({2: tmp_path / "snap"}, "replace the policy"), ({3: tmp_path}, "replace the policy"),
+                            ({3: tmp_path / "policy"}, "replace the policy"), ({7: tmp_path / "late"}, "never be saved")):  # fmt: skip
+        with pytest.raises(ValueError, match=says):
+            train_world_model(tmp_path, WorldModelSettings(**TINY_WORLD), snapshots=snapshots)
 
 
 def test_the_cached_build_is_readable_by_all_and_the_callers_torch_settings_come_back(tmp_path):

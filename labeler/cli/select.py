@@ -287,6 +287,10 @@ def _doubt_threshold(given: float | None, prm: str | None) -> float:
     if given is not None:
         return given
     stored = stored_threshold(prm) if prm is not None else None
+    if stored is not None and not 0 < stored < 1:
+        log.warning("%s stores the threshold %s, at an end of [0, 1] (its prm.json edited?): the uncertain queue doubts most at 0.5",
+                    prm, stored)  # fmt: skip
+        stored = None
     if stored is not None:
         log.info("the uncertain queue's point of most doubt: %.3f, the threshold %s chose on its validation split", stored, prm)
         return stored

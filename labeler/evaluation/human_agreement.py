@@ -404,7 +404,7 @@ _SKIPPED = ("unmatched", "ambiguous", "step_count_mismatch", "other_solution")
 def format_table(report: dict) -> str:
     """One source's report as a table: a row per subset."""
     lines = _table([], [((), subset) for subset in report["subsets"]])
-    if any(subset.get("f1_at_best_threshold") is not None for subset in report["subsets"]):
+    if any(subset.get("best_threshold_rows") is not None for subset in report["subsets"]):
         lines.append(BEST_THRESHOLD_NOTE)
         lines += [_best_threshold_line(subset) for subset in report["subsets"] if subset.get("best_threshold_rows") is not None]
     if len(report["subsets"]) > 1:
@@ -420,7 +420,7 @@ def format_comparison(report: dict) -> str:
     """Several sources' reports in one table: a row per source and subset."""
     rows = [((source["name"], source["label_source"]), subset) for source in report["sources"] for subset in source["subsets"]]
     lines = _table(["source", "label source"], rows)
-    if any(subset.get("f1_at_best_threshold") is not None for _, subset in rows):
+    if any(subset.get("best_threshold_rows") is not None for _, subset in rows):
         lines.append(BEST_THRESHOLD_NOTE)
         lines += [_best_threshold_line(subset, f" ({names[0]})") for names, subset in rows if subset.get("best_threshold_rows") is not None]
     if any(len(source["subsets"]) > 1 for source in report["sources"]):
@@ -458,7 +458,9 @@ def _best_threshold_line(subset: dict, whose: str = "") -> str:
     line = f"  best t{whose}, {subset['subset']}: {t}, over {subset['best_threshold_rows']} rows"
     if subset["best_threshold_unscored"]:
         line += (f"; {subset['best_threshold_unscored']} left out (a step without a score at or before the first error: "
-                 "--missing as-correct reads it as right), so not the rows of F1")  # fmt: skip
+                 "--missing as-correct reads it as right)")  # fmt: skip
+    if subset["best_threshold_rows"] != subset.get("scored"):
+        line += f"; F1 is over {subset.get('scored')} rows (its own: those whose first predicted error at the threshold given is known)"
     return line
 
 

@@ -70,8 +70,11 @@ def train_world_model(out: Path, settings: WorldModelSettings = WorldModelSettin
 
     if not 0 < settings.policy_step < settings.steps:
         raise ValueError(f"policy_step {settings.policy_step} must lie between 0 and steps {settings.steps}")
-    if settings.policy_step in (snapshots or {}):
-        raise ValueError(f"a snapshot after {settings.policy_step} steps would replace the policy's save ({POLICY_FOLDER}/)")
+    for step, folder in (snapshots or {}).items():
+        if step == settings.policy_step or Path(folder).resolve() in (Path(out).resolve(), (Path(out) / POLICY_FOLDER).resolve()):
+            raise ValueError(f"a snapshot after {step} steps into {folder} would replace the policy's or the completer's save")
+        if not 0 < step < settings.steps:
+            raise ValueError(f"a snapshot after {step} steps is outside the run of {settings.steps}: it would never be saved")
     threads = torch.get_num_threads()
     deterministic, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     torch.set_num_threads(settings.threads)
