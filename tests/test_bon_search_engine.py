@@ -243,9 +243,10 @@ def test_search_end_to_end(problems_file, prms, engine_starts, tmp_path, capsys)
             if previous_kept is not None:  # each new step grows a beam kept open in the round before
                 assert all(previous_kept[e["parent"]]["status"] == "open" for e in entries if not e.get("carried"))
             previous_kept = sorted(kept, key=lambda e: -e["score"])
-        # the chosen beam's score is the PRM's, run directly, aggregated by `last`
+        # the chosen beam's score is the PRM's, run directly, aggregated by `min` (the default)
         direct = scorer.step_scores([SolutionToScore(problem["problem_id"], "x", problem["problem"], tuple(problem["steps"]))])
-        assert problem["score"] == pytest.approx(aggregate(direct[0], "last"), abs=1e-6)
+        assert problem["score"] == pytest.approx(aggregate(direct[0], "min"), abs=1e-6)
+    assert results["settings"]["aggregate"] == "min"
     assert results["generated_tokens"] == sum(p["generated_tokens"] for p in problems)
     # every problem counted wrong without a checked answer, by why (the chosen beam was cut, ...; the check's verdict)
     def unchecked(problem):

@@ -4,8 +4,8 @@ Per problem: the first round samples B x K first steps from the problem; every l
 K next steps from each kept beam that is still open. A step ends at the step separator (a stop
 string: the engine stops there, and the separator is kept, so the next prompt continues exactly
 what the model wrote). Each new partial solution is scored by the PRM and ranked by the aggregate
-of its step scores (`aggregate`, default `last`: the PRM's estimate that the solution is still on
-track after its newest step); the top B of the new ones and of the beams that already finished are
+of its step scores (`aggregate`, default `min`: its least trusted step, as best-of-N selects; `last`
+suits a PRM trained to score whether a prefix can still reach the answer); the top B of the new ones and of the beams that already finished are
 kept. A proposal ends its beam when it does not stop at the separator: it states the answer ("The
 answer is ..."; its line is finished, as in labeling), the model ends its turn or writes a stop
 string (`answer`, `ended`), or it runs out of its step budget (`cut`). The search of a problem ends

@@ -58,10 +58,11 @@ class SearchConfig:
         group=SEARCH,
     )
     aggregate: str = setting(
-        "last",
+        "min",
         choices=AGGREGATES,
-        help="how a partial solution's step scores rank it: last (the PRM's estimate that it is still on track after its "
-        "newest step), min, product or mean",
+        help="how a partial solution's step scores rank it: min (its least trusted step: the default, as best-of-N's "
+        "selection; a PRM of `labeler train` scores each step's own correctness), last (the newest step's score: for a PRM "
+        "trained to score a prefix's chance of still reaching the answer), product or mean",
         group=SEARCH,
     )
     best_of_n: bool = setting(
