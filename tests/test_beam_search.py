@@ -178,3 +178,32 @@ def test_the_summary_says_an_unscored_chosen_beam_had_no_scored_finished_beam_be
     }
     summary = format_summary(results)
     assert "chosen beams the PRM could not fully score (none of their problem's finished beams was scored" in summary
+
+
+def test_beams_whose_min_agrees_to_six_decimals_are_ranked_by_their_newest_step():
+    """Children of one beam share its min, up to the noise of scoring the prefix again (7th digit): the newest step
+    decides, not that noise."""
+    def values(k, r, prefix):
+        return 0.5 if k == 0 else [0.6, 0.9][r]
+
+    class NoisyScorer(TextScorer):  # the first step scored again moves in the 7th digit, against the better child
+        def step_scores(self, solutions):
+            scores = super().step_scores(solutions)
+            return [[s[0] + (3e-7 if len(s) > 1 and s[1] == 0.6 else 0.0), *s[1:]] for s in scores]
+
+    def ending(k, r, prefix):
+        return ("The answer is: 4\n", "stop") if k == 2 else None
+
+    [search] = beam_search([PROBLEM], StepScript(values, ending), NoisyScorer(), settings(beams=1, proposals=2, max_steps=3, aggregate="min"))
+    second = [e for e in search.rounds[1] if not e.get("carried")]
+    assert [e["kept"] for e in second] == [False, True]  # 0.9 kept over 0.6, though its min is 3e-7 lower
+    assert search.chosen.steps[1].startswith("1.1 v=0.9")
+
+
+def test_search_ranks_by_min_unless_told():
+    """min by default (as best-of-N selects): in the world, last ranked beams to 0.393 and min to 0.633."""
+    import dataclasses
+
+    from labeler.decoding.config import SearchConfig
+
+    assert {f.name: f.default for f in dataclasses.fields(SearchConfig)}["aggregate"] == "min"

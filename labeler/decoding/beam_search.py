@@ -4,9 +4,9 @@ Per problem: the first round samples B x K first steps from the problem; every l
 K next steps from each kept beam that is still open. A step ends at the step separator (a stop
 string: the engine stops there, and the separator is kept, so the next prompt continues exactly
 what the model wrote). Each new partial solution is scored by the PRM and ranked by the aggregate
-of its step scores (`aggregate`, default `min`: its least trusted step, as best-of-N selects; `last`
-suits a PRM trained to score whether a prefix can still reach the answer); the top B of the new ones and of the beams that already finished are
-kept. A proposal ends its beam when it does not stop at the separator: it states the answer ("The
+of its step scores (`aggregate`, default `min`: its least trusted step, as best-of-N selects; or
+`last`, `product`, `mean`; equal ones, to RANK_DIGITS, by the newest step's score); the top B of the
+new ones and of the beams that already finished are kept. A proposal ends its beam when it does not stop at the separator: it states the answer ("The
 answer is ..."; its line is finished, as in labeling), the model ends its turn or writes a stop
 string (`answer`, `ended`), or it runs out of its step budget (`cut`). The search of a problem ends
 when every kept beam has ended, or after `max_steps` steps (beams still open end as `step_limit`).
@@ -24,6 +24,7 @@ steps so far, so a run is reproducible and does not depend on batch order (label
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ from labeler.labeling.generation import GenerationRequest, Generator, SamplingSe
 from labeler.labeling.rollouts import Checker
 from labeler.prm.scorers import StepScorer
 from labeler.prm.solution_scores import aggregate, checked_scores
+
+RANK_DIGITS = 6  # beams whose aggregates agree to this many decimals tie, and the newest step's score decides
 
 OPEN, ANSWER, ENDED, CUT, STEP_LIMIT, NO_ROOM, FAILED = "open", "answer", "ended", "cut", "step_limit", "no_room", "failed"
 ENDED_ON_ITS_OWN = (ANSWER, ENDED)
@@ -77,8 +80,13 @@ class Beam:
     status: str
     tokens: int  # generated for its own steps
 
-    def rank(self) -> float:
-        return -float("inf") if self.score is None else self.score
+    def rank(self) -> tuple[float, float]:
+        """Higher is better: the aggregate, to RANK_DIGITS (a prefix's steps are scored again each round, and move in
+        the 7th digit with the batch: children of one beam share a `min` up to that noise), then the newest step's score."""
+        if self.score is None:
+            return -math.inf, -math.inf
+        newest = self.step_scores[-1] if self.step_scores and self.step_scores[-1] is not None else -math.inf
+        return round(self.score, RANK_DIGITS), newest
 
 
 @dataclass
@@ -229,7 +237,7 @@ def _keep_top(search: ProblemSearch, proposed: list[tuple[dict, Beam | None]], w
         else:
             seen.add((beam.steps, beam.status))
             ranked.append((entry, beam))
-    ranked.sort(key=lambda pair: -pair[1].rank())  # stable: ties keep their order (earlier beams, then proposals in order)
+    ranked.sort(key=lambda pair: pair[1].rank(), reverse=True)  # stable: ties keep their order (earlier beams, then proposals)
     for entry, _ in ranked[:width]:
         entry["kept"] = True
     search.kept = [beam for _, beam in ranked[:width]]

@@ -60,9 +60,8 @@ class SearchConfig:
     aggregate: str = setting(
         "min",
         choices=AGGREGATES,
-        help="how a partial solution's step scores rank it: min (its least trusted step: the default, as best-of-N's "
-        "selection; a PRM of `labeler train` scores each step's own correctness), last (the newest step's score: for a PRM "
-        "trained to score a prefix's chance of still reaching the answer), product or mean",
+        help="how a partial solution's step scores rank it: min (its least trusted step, as best-of-N selects by default), "
+        "last (the newest step's score), product or mean; equal ones by the newest step's score",
         group=SEARCH,
     )
     best_of_n: bool = setting(
