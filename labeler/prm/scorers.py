@@ -29,6 +29,7 @@ head is implemented here, so it loads without. The adapters live in `labeler.prm
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -72,6 +73,8 @@ class StepScorer(Protocol):
 class CheckpointScorer:
     """A PRM trained by `labeler train`."""
 
+    link = None  # a step logit to a probability: None, sigmoid
+
     def __init__(self, prm: ProcessRewardModel, placement: Placement, batch_size: int = 8, name: str | None = None):
         self.prm = prm.to(placement.device)
         self.placement = placement
@@ -81,13 +84,13 @@ class CheckpointScorer:
     def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
         from labeler.prm.scoring import checkpoint_step_scores
 
-        return checkpoint_step_scores(self.prm, solutions, self.placement, self.batch_size)
+        return checkpoint_step_scores(self.prm, solutions, self.placement, self.batch_size, self.link)
 
     def step_and_trajectory_scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
         """Step scores and the trajectory score (None without a trajectory head), from one forward pass."""
         from labeler.prm.scoring import checkpoint_scores
 
-        return checkpoint_scores(self.prm, solutions, self.placement, self.batch_size)
+        return checkpoint_scores(self.prm, solutions, self.placement, self.batch_size, self.link)
 
 
 def backend_of(scorer) -> str:
@@ -144,23 +147,16 @@ def logprob_baseline(model: str, placement: Placement, trust_remote_code: bool =
     return prm.eval()
 
 
+def _probability_of_log(x: float) -> float:
+    return math.exp(min(0.0, x))
+
+
 class LogprobScorer(CheckpointScorer):
     """`logprob:MODEL`: each step's score is the probability the model gave the least likely token of the step,
     exp(lowest log-probability), so a step is called wrong (at eval's 0.5) when it holds a token the model
-    thought less likely than not. No trajectory score."""
+    thought less likely than not. No trajectory score (its PRM has no trajectory head)."""
 
-    def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
-        return [steps for steps, _ in self.step_and_trajectory_scores(solutions)]
-
-    def step_and_trajectory_scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
-        import math
-
-        from labeler.prm.scoring import checkpoint_sequences, step_and_trajectory_logits
-
-        settings = self.prm.settings
-        sequences = checkpoint_sequences(self.prm.tokenizer, settings.max_length, solutions, settings.rendering, spans=True)
-        logits, _ = step_and_trajectory_logits(self.prm, sequences, self.batch_size, self.placement)
-        return [([math.exp(min(0.0, x)) for x in row], None) for row in logits]
+    link = staticmethod(_probability_of_log)
 
 
 def stored_threshold(spec: str) -> float | None:

@@ -9,7 +9,7 @@ PRM cannot read (its text holds the format's own marker), and each unscored solu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -72,21 +72,25 @@ def step_and_trajectory_logits(
 
 
 def checkpoint_step_scores(
-    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8
-) -> list[list[float | None]]:
-    """Step probabilities of one of our checkpoints: sigmoid of the head's logit after each step."""
-    return [steps for steps, _ in checkpoint_scores(prm, solutions, placement, batch_size)]
+    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8,
+    link: Callable[[float], float] | None = None,
+) -> list[list[float | None]]:  # fmt: skip
+    """Step probabilities of one of our checkpoints: `link` (sigmoid) of the head's logit after each step."""
+    return [steps for steps, _ in checkpoint_scores(prm, solutions, placement, batch_size, link)]
 
 
 def checkpoint_scores(
-    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8
-) -> list[tuple[list[float | None], float | None]]:
+    prm: ProcessRewardModel, solutions: Sequence[SolutionToScore], placement: Placement, batch_size: int = 8,
+    link: Callable[[float], float] | None = None,
+) -> list[tuple[list[float | None], float | None]]:  # fmt: skip
     """Per solution, its step probabilities and its trajectory probability: the trajectory head's
     sigmoid at the last step's position (None without a trajectory head, or when the whole solution
-    does not fit the PRM's max length)."""
+    does not fit the PRM's max length). `link` turns a step logit into a probability (default sigmoid;
+    the logprob baseline's logit is a log-probability itself)."""
+    link = link or sigmoid
     sequences = checkpoint_sequences(prm.tokenizer, prm.settings.max_length, solutions, prm.settings.rendering, spans=prm.step_surprise)
     logits, trajectories = step_and_trajectory_logits(prm, sequences, batch_size, placement)
-    return [([sigmoid(x) for x in step], None if t is None else sigmoid(t)) for step, t in zip(logits, trajectories)]
+    return [([link(x) for x in step], None if t is None else sigmoid(t)) for step, t in zip(logits, trajectories)]
 
 
 def checkpoint_sequences(

@@ -67,6 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labeler.evaluation.human_agreement import DEFAULT_SCORE_THRESHOLD
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.traces import render_trace, response_part
@@ -82,7 +83,7 @@ QUEUES = (CONVINCING_WRONG, UNCERTAIN)
 QUEUE = "review queue"  # the --help section
 DEFAULT_BY = "min"  # every PRM has it (`combined` needs a trajectory head)
 DEFAULT_BUDGET = 100
-DEFAULT_THRESHOLD = 0.5  # the uncertain queue's point of most doubt for scores whose PRM stored none
+DEFAULT_THRESHOLD = DEFAULT_SCORE_THRESHOLD  # the point of most doubt for scores whose PRM stored none: where eval calls a step wrong
 
 WRONG = ("incorrect", "unparseable")  # the trajectory verdicts of a final answer known to be wrong
 CORRECT = "correct"

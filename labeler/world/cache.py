@@ -94,12 +94,11 @@ def build_machine() -> dict:
 
     import torch
 
-    flags = ""
+    lines = []
     with contextlib.suppress(OSError):
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    model = ""
-    with contextlib.suppress(OSError):
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "")
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    flags = next((line for line in lines if line.startswith("flags")), "")
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
     vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in flags]
     return {"cpu": model or platform.processor(), "vector_units": vector, "torch": torch.__version__, "machine": platform.machine()}
 
