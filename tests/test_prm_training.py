@@ -299,3 +299,16 @@ def test_the_summary_says_when_no_epoch_was_measurable_by_the_selection_metric_a
     assert summary["best epoch"] == "none measurable by val_auc (it was n/a every epoch); best/ holds epoch 1"
     assert summary["last epoch"] == "train_loss 0.5000, val_loss 0.6000, val_auc n/a"
     assert dict(_summary(config, replace(result, checkpoints=["run/last"])))["best epoch"].startswith("none yet")
+
+
+def test_a_resume_writes_the_metrics_line_a_kill_left_out_and_no_line_twice(tmp_path):
+    from labeler.prm.trainer import restore_metrics
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"epoch": 1, "train_loss": 0.5}) + "\n")
+    restore_metrics(tmp_path, 2, json.dumps({"epoch": 2, "train_loss": 0.4}))  # killed after last/ of epoch 2, before its line
+    assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2]
+    restore_metrics(tmp_path, 2, json.dumps({"epoch": 2, "train_loss": 0.4}))  # its line is there: nothing added
+    assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2]
+    restore_metrics(tmp_path, 1, None)  # a line past the saved epochs (not written by this trainer, but possible by hand): dropped
+    assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1]

@@ -28,11 +28,12 @@ def checkpoint_dir(run_dir: Path, name: str) -> Path | None:
     return None
 
 
-def save_checkpoint(run_dir: Path, name: str, prm: ProcessRewardModel, state: dict | None = None) -> Path:
+def save_checkpoint(run_dir: Path, name: str, prm: ProcessRewardModel, state: dict | None = None, model_state: dict | None = None) -> Path:
+    """`model_state`: the PRM's weights to write instead of its own (a sharded run's, gathered on process 0)."""
     final = run_dir / name
     temp, old = run_dir / f".{name}.tmp", run_dir / f".{name}.old"
     shutil.rmtree(temp, ignore_errors=True)
-    prm.save(temp)
+    prm.save(temp, model_state)
     if state is not None:
         torch.save(state, temp / STATE_NAME)
     if final.exists():

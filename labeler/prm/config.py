@@ -24,8 +24,10 @@ BATCHING = ("packed", "padded")
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
 LR_SCHEDULERS = ("linear", "cosine", "constant")
 RENDERING_CHOICES = ("auto", "chat", "plain")
+SHARDING = ("none", "fsdp", "fsdp-offload")
 
 DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
+SCALE = "multi-GPU and LoRA"
 DEVICE_HELP = "where the model runs: auto is cuda when available, else cpu"
 PRECISION_HELP = "auto is bf16-mixed on a GPU with bfloat16, else fp32; bf16 halves weight memory"
 
@@ -179,6 +181,35 @@ class TrainConfig:
         group=MODEL,
     )
     trust_remote_code: bool = setting(False, help="let the model repository run its own code", group=MODEL)
+    sharding: str = setting(
+        "none",
+        choices=SHARDING,
+        help="under torchrun (or accelerate launch): none keeps a whole model in each process (DistributedDataParallel); "
+        "fsdp shards parameters, gradients and AdamW state across the processes with torch's FSDP2 (fully_shard, one unit "
+        "per decoder layer: what DeepSpeed calls ZeRO-3); fsdp-offload also keeps the shards in CPU memory between uses "
+        "(GPUs only). Checkpoints are gathered whole, so every reader loads them as they are",
+        group=SCALE,
+    )
+    lora_rank: int = setting(
+        0,
+        at_least=0,
+        metavar="R",
+        help="train low-rank adapters of rank R (peft's LoRA) in the backbone instead of all its weights; the heads train "
+        "whole; checkpoints hold the adapters merged into full weights. 0: train the whole backbone",
+        group=SCALE,
+    )
+    lora_alpha: float | None = setting(
+        None, above=0, help="LoRA's scale numerator: an adapter's update is scaled by ALPHA / R", metavar="ALPHA", group=SCALE,
+        default_text="2 x --lora-rank",
+    )  # fmt: skip
+    lora_dropout: float = setting(0.0, at_least=0, below=1, help="dropout on the adapters' input", group=SCALE)
+    lora_target_modules: str = setting(
+        "all-linear",
+        help="the backbone's layers that get adapters: all-linear (every linear layer of the decoder), or comma-separated "
+        "module names such as q_proj,k_proj,v_proj,o_proj",
+        metavar="NAMES",
+        group=SCALE,
+    )
     save_steps: int | None = setting(
         None,
         at_least=1,
@@ -210,6 +241,13 @@ class TrainConfig:
         repeated = sorted({path for path in paths if paths.count(path) > 1})
         if repeated:
             raise ValueError(f"--labels {repeated[0]} is given twice: give it once, with a weight if it should count more")
+        if not self.lora_target_modules.strip(" ,"):
+            raise ValueError("--lora-target-modules: name at least one module, or all-linear")
+
+    @property
+    def lora_scaling(self) -> float:
+        """What an adapter's update B @ A is multiplied by: --lora-alpha / --lora-rank (alpha defaults to twice the rank)."""
+        return (self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank) / self.lora_rank
 
     @property
     def sources(self) -> tuple[LabelSource, ...]:
@@ -240,7 +278,10 @@ def _weights(weights: list[float]) -> str:
 # target on every step, no minimum of steps, no step-surprise term, the plain rendering): a saved config that
 # lacks one reads as holding it. (A run saved before --head-learning-rate trained its heads at the backbone's
 # rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.)
-ADDED_LATER = {"lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain"}
+ADDED_LATER = {
+    "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
+    "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
+}  # fmt: skip
 
 # Settings a resumed run may change: they do not alter what the finished model is.
 TrainConfig.RESUMABLE = frozenset(names_with(TrainConfig, "may_change_on_resume"))

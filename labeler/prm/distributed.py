@@ -61,6 +61,16 @@ class Processes:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
+    def broadcast(self, value):
+        """Process 0's `value` (a picklable object), on every process."""
+        if not self.distributed:
+            return value
+        import torch.distributed as dist
+
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def barrier(self) -> None:
         if self.distributed:
             import torch.distributed as dist

@@ -214,50 +214,75 @@ class ProcessRewardModel(nn.Module):
         for row, head in enumerate(heads):
             head.load_state_dict({"weight": weight[row : row + 1].float(), "bias": bias[row : row + 1].float()})
 
-    def save(self, directory: str | Path) -> None:
+    def save(self, directory: str | Path, state: dict[str, torch.Tensor] | None = None) -> None:
         """Format 2, a token classifier that transformers and vLLM load (the module's docstring), where
-        transformers has one for the backbone with its head named `score`; format 1 otherwise."""
+        transformers has one for the backbone with its head named `score`; format 1 otherwise. `state`: the
+        PRM's whole state dict to write instead of the module's own (names as `state_dict()` spells them),
+        what a sharded run gathers on process 0. LoRA adapters in it are written merged (labeler.prm.lora)."""
         from huggingface_hub import save_torch_state_dict
+
+        from labeler.prm.lora import merged_state
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        state = self.state_dict() if state is None else state
+        if any(".lora_A." in name for name in state):
+            state = merged_state(state, self._lora_scaling())
+        backbone = {name[len("backbone.") :]: tensor for name, tensor in state.items() if name.startswith("backbone.")}
         layout = None if self.step_surprise else token_classifier_layout(self.backbone.config)
         if layout is None:
-            self._save_with_head_files(directory)
+            self._save_with_head_files(directory, state, backbone)
             return
         architecture, prefix = layout
-        heads = [self.head] + ([self.trajectory_head] if self.trajectory_head is not None else [])
+        heads = ["head"] + (["trajectory_head"] if self.trajectory_head is not None else [])
         config = copy.deepcopy(self.backbone.config)
         config.architectures = [architecture]
         config.id2label = dict(enumerate(LABELS[: len(heads)]))
         config.label2id = {label: index for index, label in config.id2label.items()}
         config.save_pretrained(directory)
-        tensors = {f"{prefix}.{name}": tensor.detach().cpu().contiguous() for name, tensor in self.backbone.state_dict().items()}
-        tensors["score.weight"] = torch.cat([head.weight.detach().float().cpu() for head in heads]).contiguous()
-        tensors["score.bias"] = torch.cat([head.bias.detach().float().cpu() for head in heads]).contiguous()
+        tensors = {f"{prefix}.{name}": tensor.detach().cpu().contiguous() for name, tensor in backbone.items()}
+        tensors["score.weight"] = torch.cat([state[f"{head}.weight"].detach().float().cpu() for head in heads]).contiguous()
+        tensors["score.bias"] = torch.cat([state[f"{head}.bias"].detach().float().cpu() for head in heads]).contiguous()
         with _no_progress_bars():
             save_torch_state_dict(tensors, directory, max_shard_size="5GB")
         self.tokenizer.save_pretrained(directory)
         settings = replace(self.settings, format_version=FORMAT_VERSION)  # a PRM read from format 1 is written in 2
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
 
-    def _save_with_head_files(self, directory: Path) -> None:
+    def _save_with_head_files(self, directory: Path, state: dict[str, torch.Tensor], backbone: dict[str, torch.Tensor]) -> None:
         """The heads in files of their own beside the model as transformers saves it: the whole causal LM
         (format 3, a step-surprise PRM) or the bare backbone (format 1)."""
         from safetensors.torch import save_file
 
-        with _no_progress_bars():
-            (self._causal_lm[0] if self.step_surprise else self.backbone).save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
-        head = {name: tensor.detach().cpu().contiguous() for name, tensor in self.head.state_dict().items()}
+        model, weights = self.backbone, backbone
         if self.step_surprise:
-            head["surprise_weight"] = self.surprise_weight.detach().float().cpu().contiguous()
+            model = self._causal_lm[0]
+            output = next(name for name, module in model.named_modules() if module is self.output_layer)
+            weights = {f"{model.base_model_prefix}.{name}": tensor for name, tensor in backbone.items()}
+            weights |= {f"{output}.{name[len('output_layer.') :]}": t for name, t in state.items() if name.startswith("output_layer.")}
+        with _no_progress_bars():
+            model.save_pretrained(directory, state_dict={name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()})
+        self.tokenizer.save_pretrained(directory)
+        head = {name: state[f"head.{name}"].detach().cpu().contiguous() for name in ("weight", "bias")}
+        if self.step_surprise:
+            head["surprise_weight"] = state["surprise_weight"].detach().float().cpu().contiguous()
         save_file(head, str(directory / HEAD_NAME))
         if self.trajectory_head is not None:
-            state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.trajectory_head.state_dict().items()}
-            save_file(state, str(directory / TRAJECTORY_HEAD_NAME))
+            trajectory = {name: state[f"trajectory_head.{name}"].detach().cpu().contiguous() for name in ("weight", "bias")}
+            save_file(trajectory, str(directory / TRAJECTORY_HEAD_NAME))
         settings = replace(self.settings, format_version=SURPRISE_FORMAT_VERSION if self.step_surprise else 1)
         (directory / PRM_CONFIG_NAME).write_text(json.dumps(asdict(settings), indent=1) + "\n")
+
+    def _lora_scaling(self) -> float:
+        """The scale of the backbone's LoRA adapters (labeler.prm.lora): alpha / rank, one for all of them."""
+        from peft.tuners.lora import LoraLayer
+
+        from labeler.prm.lora import ADAPTER
+
+        scales = {module.scaling[ADAPTER] for module in self.backbone.modules() if isinstance(module, LoraLayer)}
+        if len(scales) != 1:
+            raise ValueError(f"expected one LoRA scale in the backbone, found {sorted(scales)}")
+        return scales.pop()
 
     @property
     def pad_token_id(self) -> int:

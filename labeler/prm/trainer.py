@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +39,7 @@ import torch
 from labeler.prm.checkpoints import (
     BEST,
     LAST,
+    METRICS_NAME,
     append_metrics,
     checkpoint_dir,
     load_training_state,
@@ -63,6 +65,8 @@ from labeler.prm.data import (
     weighted_loss,
 )
 from labeler.prm.distributed import Processes
+from labeler.prm.lora import LoRAError, add_adapters, trainable_names
+from labeler.prm import sharding
 from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import sigmoid, step_and_trajectory_logits
@@ -98,8 +102,16 @@ def train(config: TrainConfig) -> TrainResult:
     run_dir = Path(config.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     placement = place(config.device, config.precision)
+    _refuse_accelerate_engines(config)
+    if config.sharding == "fsdp-offload" and placement.device.type != "cuda":
+        raise TrainingError("--sharding fsdp-offload keeps the shards in CPU memory between uses of a GPU: on the CPU, use --sharding fsdp")
     processes = Processes.from_environment(placement.device.type)
     try:
+        if config.sharding != "none" and not processes.distributed:
+            raise TrainingError(
+                f"--sharding {config.sharding} shards the model across processes: launch with torchrun --nproc-per-node N "
+                "(or accelerate launch --num-processes N), N >= 2"
+            )
         if processes.distributed and placement.device.type == "cuda":
             placement = replace(placement, device=processes.device)  # this process's GPU
         if not processes.is_main:
@@ -109,21 +121,34 @@ def train(config: TrainConfig) -> TrainResult:
         processes.close()
 
 
+def _refuse_accelerate_engines(config: TrainConfig) -> None:
+    """`accelerate launch` with an FSDP or DeepSpeed config file sets these for the script; labeler train reads
+    --sharding instead, and says so rather than train unsharded."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        raise TrainingError(
+            "accelerate launch asks for DeepSpeed: labeler train does not run DeepSpeed; --sharding fsdp shards parameters, "
+            "gradients and optimizer state across the processes as ZeRO-3 does (launch without the DeepSpeed config)"
+        )
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and config.sharding == "none":
+        raise TrainingError("accelerate launch asks for FSDP, but labeler train does not read accelerate's config: pass --sharding fsdp")
+
+
 def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: Processes) -> TrainResult:
     rows = [read_training_rows(source.path) for source in config.sources]  # before loading a model: bad labels fail fast
     state = _resumable_state(run_dir, config, processes)
 
     if state is not None and not _finished(state, config):  # a finished run says "nothing to do" instead (Trainer.run)
         log.info("resuming from %s (epoch %d, step %d)", checkpoint_dir(run_dir, LAST), state["epoch"] + 1, state["global_step"])
-    if state is not None:
+    lora = config.lora_rank > 0
+    if state is not None and not lora:
         prm = ProcessRewardModel.load(
             checkpoint_dir(run_dir, LAST),
             dtype=placement.weight_dtype,
             trust_remote_code=config.trust_remote_code,
             attention=config.attention,
         )
-    else:
-        torch.manual_seed(config.seed)  # the head's initialisation
+    else:  # a new run, or a LoRA run's resume: its backbone is --model's, its adapters and heads in the training state
+        torch.manual_seed(config.seed)  # the head's (and the adapters') initialisation
         log.info("loading backbone %s", config.model_name or config.model)
         prm = ProcessRewardModel.from_backbone(
             config.model,
@@ -143,6 +168,8 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         step_prior, trajectory_prior = _priors(train_set)
         offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
         prm.start_at_prior(step_prior, trajectory_prior, step_offset=offset)
+    if lora:
+        _add_lora(prm, config, state)
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
@@ -153,20 +180,6 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         (run_dir / SPLIT_NAME).write_text(json.dumps({"seed": config.seed, "validation_problem_ids": validation_problems}, indent=1) + "\n")
 
     prm.to(placement.device)
-    if config.gradient_checkpointing:
-        prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    heads = {id(p) for p in prm.head_parameters()}
-    groups = [
-        {"params": [p for p in prm.parameters() if id(p) not in heads], "lr": config.learning_rate, "peak_lr": config.learning_rate},
-        {"params": prm.head_parameters(), "lr": config.head_learning_rate, "peak_lr": config.head_learning_rate, "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
-    if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        if "cuda_rng" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-
     data = ExampleTensors(train_set)
     batching = config.batching
     if batching == "packed" and not packing_keeps_solutions_apart(prm, data, placement):
@@ -175,8 +188,47 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
             "training on padded batches instead, the same batches and loss with more padding"
         )
         batching = "padded"
+
+    if config.gradient_checkpointing:
+        prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.sharding != "none":
+        units = sharding.shard(prm, offload=config.sharding == "fsdp-offload")
+        log.info("sharded across %d processes with FSDP2: %d decoder-layer units and the root", processes.world_size, units)
+    heads = {id(p) for p in prm.head_parameters()}
+    groups = [
+        {"params": [p for p in prm.parameters() if p.requires_grad and id(p) not in heads], "lr": config.learning_rate, "peak_lr": config.learning_rate},
+        {"params": prm.head_parameters(), "lr": config.head_learning_rate, "peak_lr": config.head_learning_rate, "weight_decay": 0.0},
+    ]  # fmt: skip
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
+    if state is not None and config.sharding != "none":
+        sharding.load_full_optimizer_state(prm, optimizer, state["optimizer"])
+    elif state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
     loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, data, validation_set, fingerprint, state, processes, batching)
     return loop.run()
+
+
+def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) -> None:
+    """LoRA adapters in the backbone (labeler.prm.lora); on resume, the adapters and heads as last/'s state holds them."""
+    alpha = config.lora_scaling * config.lora_rank
+    try:
+        layers = add_adapters(prm.backbone, config.lora_rank, alpha, config.lora_dropout, config.lora_target_modules)
+    except LoRAError as error:
+        raise TrainingError(str(error)) from error
+    trained = sum(p.numel() for p in prm.parameters() if p.requires_grad)
+    whole = sum(p.numel() for p in prm.parameters())
+    log.info("LoRA rank %d, alpha %g on %d layers: %d of %d parameters train (%.2f%%)", config.lora_rank, alpha, layers, trained, whole, 100 * trained / whole)
+    if state is not None:
+        saved = state.get("trainable")
+        if saved is None:
+            raise TrainingError("the saved run holds no LoRA adapters to resume (it was trained without --lora-rank): use another --output")
+        missing = sorted(set(trainable_names(prm)) - set(saved))
+        if missing:
+            raise TrainingError(f"the saved run's adapters do not match this backbone (missing {missing[0]}): use the same settings, or another --output")
+        prm.load_state_dict(saved, strict=False)
 
 
 @torch.no_grad()
@@ -353,7 +405,8 @@ class _TrainingLoop:
         self.pack_length = config.pack_length  # None: rows as wide as pads least within the padded batch's attention work
         # What the training steps call: both heads' logits, through DistributedDataParallel under torchrun.
         self.model = _BothHeads(prm)
-        if processes.distributed:
+        self.sharded = config.sharding != "none"  # FSDP2's hooks on the PRM itself: no wrapper
+        if processes.distributed and not self.sharded:
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(self.model, device_ids=[placement.device.index] if placement.device.type == "cuda" else None)
@@ -380,6 +433,9 @@ class _TrainingLoop:
         self.history: list[dict] = []
         self._warned_no_auc = False
         self.best_metric_name = state.get("best_metric_name")
+        self.trainable = trainable_names(prm)  # LoRA: the adapters and heads, saved unmerged for a resume
+        if self.resumed and processes.is_main:
+            restore_metrics(run_dir, self.epoch, state.get("epoch_record"))
 
     def run(self) -> TrainResult:
         config = self.config
@@ -478,19 +534,32 @@ class _TrainingLoop:
         """Forward and backward this process's micro-batches of one optimizer step (`in_step` in all,
         over all processes), each loss weighted so the gradient is their mean over the step."""
         distributed = self.processes.distributed
-        weight = in_step / self.processes.world_size  # DistributedDataParallel averages over processes
+        weight = in_step / self.processes.world_size  # DistributedDataParallel and FSDP average over processes
+        if self.sharded:  # every process gathers each layer for each pass: all make as many passes (the extra ones count 0)
+            passes = math.ceil(in_step / self.processes.world_size)
+            for k in range(passes):
+                self.prm.set_requires_gradient_sync(k == passes - 1)
+                if k < len(mine):
+                    self._train_on(mine[k], weight)
+                else:
+                    (self._dummy_logits().sum() * 0).backward()
+            return
         if not mine and distributed:  # more processes than micro-batches left: join the gradient exchange with nothing
             (self._dummy_logits().sum() * 0).backward()
             return
         for k, indices in enumerate(mine):
             last = k == len(mine) - 1
             with contextlib.nullcontext() if last or not distributed else self.model.no_sync():
-                batch = self._batch(indices)
-                with self.placement.autocast():
-                    loss = self._loss(batch)
-                (loss / weight).backward()
-            self.loss_sum += loss.detach()
-            self.loss_count += 1
+                self._train_on(indices, weight)
+
+    def _train_on(self, indices: list[int], weight: float) -> None:
+        """Forward and backward one micro-batch, its loss divided by `weight`."""
+        batch = self._batch(indices)
+        with self.placement.autocast():
+            loss = self._loss(batch)
+        (loss / weight).backward()
+        self.loss_sum += loss.detach()
+        self.loss_count += 1
 
     def _batch(self, indices: list[int]):
         if self.batching == "packed":
@@ -562,8 +631,10 @@ class _TrainingLoop:
     def _finish_epoch(self, seconds: float, loss_sum: float, loss_count: float, real: float, padded: float, solutions: float) -> None:
         train_loss = loss_sum / max(1, loss_count)
         record = {"epoch": self.epoch + 1, "global_step": self.global_step, "train_loss": train_loss}
-        if self.processes.is_main:
-            record |= self._validate()
+        if self.processes.is_main or self.sharded:  # a sharded PRM runs on every process at once; process 0 records
+            measured = self._validate()
+            if self.processes.is_main:
+                record |= measured
         record |= {"learning_rate": self._learning_rate(self.global_step - 1), "seconds": round(seconds, 3)}
         record |= {
             "padded_per_real_token": round(padded / real, 4) if real else None,
@@ -571,7 +642,7 @@ class _TrainingLoop:
             "tokens_per_second": round(real / seconds, 1) if seconds else None,
         }
         metric_name = self.config.select_best if self.validation_set else "train_loss"
-        if metric_name == "val_auc" and record.get("val_auc") is None:
+        if metric_name == "val_auc" and record.get("val_auc") is None and self.processes.is_main:
             # the validation's hard labels are all of one kind (they are the same every epoch): no AUC, ever
             if not self._warned_no_auc:
                 log.warning("the validation split has no wrong step or no right one: no step AUC; best/ follows the validation loss")
@@ -583,6 +654,8 @@ class _TrainingLoop:
         improved = metric is not None and (
             self.best_metric is None or (metric < self.best_metric if lower_is_better else metric > self.best_metric)
         )
+        if self.sharded:  # the checkpoint is gathered by all processes: they follow process 0's verdict
+            improved = self.processes.broadcast(improved)
         if improved:
             self.best_metric, self.best_epoch = metric, self.epoch + 1
         record["best"] = improved
@@ -590,9 +663,12 @@ class _TrainingLoop:
         self.batches_done, self.loss_count = 0, 0
         self.loss_sum.zero_()
         self._reset_throughput()
-        if self.processes.is_main and (improved or checkpoint_dir(self.run_dir, BEST) is None):
-            save_checkpoint(self.run_dir, BEST, self.prm)
-        self._save_last()
+        first = self.processes.broadcast(checkpoint_dir(self.run_dir, BEST) is None)
+        if improved or first:
+            model_state = self._model_state()
+            if self.processes.is_main:
+                save_checkpoint(self.run_dir, BEST, self.prm, model_state=model_state)
+        self._save_last(record)
         if self.processes.is_main:
             append_metrics(self.run_dir, record)
         self.history.append(record)
@@ -633,9 +709,13 @@ class _TrainingLoop:
             record["val_loss_by_source"] = by_source
         return record
 
-    def _save_last(self) -> None:
-        """last/ with the training state; every process takes part (the loss so far is summed over them), process 0 writes."""
+    def _save_last(self, epoch_record: dict | None = None) -> None:
+        """last/ with the training state; every process takes part (the loss so far is summed over them), process 0 writes.
+        `epoch_record`: the metrics line of the epoch just finished, kept so that a run killed before it reached
+        metrics.jsonl writes it on resume (restore_metrics)."""
         loss_sum, loss_count = self.processes.sum([self.loss_sum.item(), self.loss_count])
+        model_state = self._model_state()
+        optimizer_state = sharding.full_optimizer_state(self.prm, self.optimizer) if self.sharded else self.optimizer.state_dict()
         if not self.processes.is_main:
             return
         state = {
@@ -649,12 +729,36 @@ class _TrainingLoop:
             "loss_count": int(loss_count),
             "world_size": self.processes.world_size,
             "data_fingerprint": self.fingerprint,
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "rng": torch.get_rng_state(),
+            "epoch_record": json.dumps(epoch_record) if epoch_record is not None else None,
         }
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
-        save_checkpoint(self.run_dir, LAST, self.prm, state)
+        if self.config.lora_rank:  # the adapters and heads as they are, unmerged: what a resume starts from (last/ holds them merged)
+            whole = self.prm.state_dict() if model_state is None else model_state
+            state["trainable"] = {name: whole[name].detach().cpu().clone() for name in self.trainable}
+        save_checkpoint(self.run_dir, LAST, self.prm, state, model_state=model_state)
+
+    def _model_state(self) -> dict | None:
+        """A sharded PRM's whole state, gathered on process 0 (every process calls this); None: the PRM saves its own."""
+        return sharding.full_model_state(self.prm) if self.sharded else None
+
+
+def restore_metrics(run_dir: Path, epochs: int, epoch_record: str | None) -> None:
+    """metrics.jsonl as a run saved after `epochs` epochs left it: one line per epoch up to it. A kill between
+    saving last/ and appending the epoch's line left that line out: it is written from last/'s state; lines past
+    the saved epochs (none are written before last/ is saved) are dropped."""
+    path = run_dir / METRICS_NAME
+    lines = path.read_text().splitlines() if path.is_file() else []
+    kept = [line for line in lines if line.strip() and json.loads(line).get("epoch", 0) <= epochs]
+    if epoch_record is not None and not any(json.loads(line).get("epoch") == epochs for line in kept):
+        log.info("metrics.jsonl lacked epoch %d (the run stopped before writing it): written from last/", epochs)
+        kept.append(epoch_record)
+    if kept != lines:
+        temp = path.with_suffix(".tmp")
+        temp.write_text("".join(line + "\n" for line in kept))
+        temp.replace(path)
 
 
 def epochs_to_train(config: TrainConfig, steps_per_epoch: int) -> int:

@@ -1,0 +1,167 @@
+"""The trainer at scale: fully sharded data parallelism (torch's FSDP2, `--sharding fsdp`) on two CPU
+processes (gloo, the environment torchrun gives them) trains the model one unsharded process trains
+with twice the accumulation, and resumes to it after a stop; LoRA adapters (`--lora-rank`, peft)
+train, save merged into a full PRM that loads without peft, and resume exactly."""
+
+import pytest
+import torch
+
+from labeler.prm.config import TrainConfig
+from labeler.prm.lora import merged_state
+from labeler.prm.model import ProcessRewardModel
+from labeler.prm.trainer import TrainingError, train
+from tests.test_prm_batching import assert_same_training, data_parallel_labels, train_data_parallel
+from tests.test_prm_training import model_state, small_config, small_labels
+
+
+def test_two_sharded_processes_train_the_model_of_one_unsharded_with_twice_the_accumulation(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
+    one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
+    assert one.global_step == 6
+    two = tmp_path / "two"
+    sharded = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, sharding="fsdp"))
+    assert sharded["global_step"] == 6 and sharded["epochs_done"] == 2 and not sharded["resumed"]
+    assert_same_training(tmp_path / "one", two)
+    assert ProcessRewardModel.load(two / "best").settings.threshold is not None  # gathered whole, with its validation threshold
+
+
+def test_two_sharded_processes_stopped_and_resumed_train_the_model_of_one(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
+    train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
+    two = tmp_path / "two"
+    stopped = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, sharding="fsdp", max_steps=4))
+    assert stopped["global_step"] == 4 and stopped["stopped_early"]
+    resumed = train_data_parallel(small_config(labels, two, tiny_model_dir, validation_fraction=0.15, sharding="fsdp"))
+    assert resumed["resumed"] and resumed["global_step"] == 6
+    assert_same_training(tmp_path / "one", two)
+
+
+def test_sharding_without_processes_to_shard_across_is_refused(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path)
+    with pytest.raises(TrainingError, match="launch with torchrun"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="fsdp"))
+    with pytest.raises(TrainingError, match="on the CPU, use --sharding fsdp"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="fsdp-offload"))
+
+
+def lora_config(labels, output, model, **overrides) -> TrainConfig:
+    return small_config(labels, output, model, lora_rank=4, learning_rate=1e-2, **overrides)
+
+
+def test_lora_trains_adapters_alone_and_saves_them_merged_into_a_full_prm(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path)
+    result = train(lora_config(labels, tmp_path / "run", tiny_model_dir))
+    assert result.global_step > 0
+    base = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").state_dict()
+    trained = model_state(tmp_path / "run" / "last")  # loads with no peft: plain names, full weights
+    assert not any("lora" in name for name in trained)
+    moved = {name for name in base if name.startswith("backbone.") and not torch.equal(base[name], trained[name])}
+    assert moved and all(name.endswith("proj.weight") for name in moved)  # the adapted linear layers, merged; nothing else
+    assert "backbone.embed_tokens.weight" not in moved and "backbone.norm.weight" not in moved
+    state = torch.load(tmp_path / "run" / "last" / "training_state.pt", weights_only=True)
+    assert any(".lora_A." in name for name in state["trainable"]) and "head.weight" in state["trainable"]
+
+
+def test_an_interrupted_lora_run_resumes_to_the_model_of_an_uninterrupted_one(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path)
+    train(lora_config(labels, tmp_path / "whole", tiny_model_dir))
+    stopped = train(lora_config(labels, tmp_path / "cut", tiny_model_dir, max_steps=3))
+    assert stopped.stopped_early
+    resumed = train(lora_config(labels, tmp_path / "cut", tiny_model_dir))
+    assert resumed.resumed
+    whole, cut = model_state(tmp_path / "whole" / "last"), model_state(tmp_path / "cut" / "last")
+    for name in whole:
+        assert torch.equal(whole[name], cut[name]), name
+    with pytest.raises(TrainingError, match="other settings"):
+        train(lora_config(labels, tmp_path / "cut", tiny_model_dir, lora_alpha=1.0, epochs=3))
+
+
+def test_two_sharded_processes_train_lora_as_one_process_does(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
+    train(lora_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
+    two = tmp_path / "two"
+    train_data_parallel(lora_config(labels, two, tiny_model_dir, validation_fraction=0.15, sharding="fsdp"))
+    assert_same_training(tmp_path / "one", two)
+
+
+def test_the_merge_adds_the_scaled_low_rank_update_to_its_layer_and_drops_the_adapters():
+    w, a, b = torch.randn(3, 5), torch.randn(2, 5), torch.randn(3, 2)
+    state = {
+        "layers.0.q.base_layer.weight": w, "layers.0.q.lora_A.default.weight": a, "layers.0.q.lora_B.default.weight": b,
+        "layers.0.q.base_layer.bias": torch.ones(3), "norm.weight": torch.ones(5),
+    }  # fmt: skip
+    merged = merged_state(state, scaling=0.5)
+    assert set(merged) == {"layers.0.q.weight", "layers.0.q.bias", "norm.weight"}
+    torch.testing.assert_close(merged["layers.0.q.weight"], w + 0.5 * b @ a)
+
+
+def test_lora_on_a_token_classifier_prm_saves_a_checkpoint_transformers_loads_without_peft(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    labels = small_labels(tmp_path)
+    train(lora_config(labels, tmp_path / "run", tiny_model_dir, step_surprise=False))
+    classifier = AutoModelForTokenClassification.from_pretrained(tmp_path / "run" / "best")
+    prm = ProcessRewardModel.load(tmp_path / "run" / "best")
+    weights = dict(classifier.named_parameters())
+    for name, tensor in prm.backbone.state_dict().items():  # the merged backbone, as the classifier reads it
+        torch.testing.assert_close(weights[f"model.{name}"], tensor, msg=name)
+
+
+def test_bad_lora_targets_and_accelerate_engines_are_refused_with_what_to_do(tiny_model_dir, tmp_path, monkeypatch):
+    labels = small_labels(tmp_path)
+    with pytest.raises(TrainingError, match="--lora-target-modules no_such_proj"):
+        train(lora_config(labels, tmp_path / "run", tiny_model_dir, lora_target_modules="no_such_proj"))
+    with pytest.raises(ValueError, match="--lora-target-modules: name at least one"):
+        lora_config(labels, tmp_path / "run", tiny_model_dir, lora_target_modules=" , ")
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(TrainingError, match="pass --sharding fsdp"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir))
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(TrainingError, match="does not run DeepSpeed"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir))
+
+
+# make faults, not make test: make test keeps the sharded stop and resume by --max-steps (above).
+@pytest.mark.slow
+def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrupted_one(tiny_model_dir, tmp_path):
+    """torchrun with two processes and --sharding fsdp, SIGKILLed (the whole group) once last/ holds step 4 or
+    more; the same command run again ends where one unsharded process with twice the accumulation ends."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    labels = data_parallel_labels(tmp_path)
+    epochs = 8  # 3 optimizer steps an epoch: 24 in all, last/ saved after each
+    train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15, epochs=epochs))
+    two = tmp_path / "two"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "labeler.cli", "train", "--labels", str(labels),
+        "--output", str(two), "--model", str(tiny_model_dir), "--sharding", "fsdp", "--device", "cpu", "--epochs", str(epochs),
+        "--batch-size", "4", "--learning-rate", "1e-3", "--max-length", "384", "--min-steps", "0", "--validation-fraction", "0.15",
+        "--save-steps", "1", "--quiet",
+    ]  # fmt: skip
+    environment = os.environ | {"OMP_NUM_THREADS": "1"}
+    run = subprocess.Popen(command, start_new_session=True, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    state = two / "last" / "training_state.pt"
+    deadline = time.monotonic() + 300
+    killed_at = None
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            step = torch.load(state, weights_only=True)["global_step"]
+        except Exception:  # not written yet, or being swapped in
+            step = 0
+        if step >= 4:
+            os.killpg(run.pid, signal.SIGKILL)
+            killed_at = step
+            break
+        time.sleep(0.02)
+    run.wait(timeout=60)
+    assert killed_at is not None and killed_at < 3 * epochs, f"the run ended before it could be killed: {run.stderr.read().decode()[-2000:]}"
+    again = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_same_training(tmp_path / "one", two)
+    epochs_written = [json.loads(line)["epoch"] for line in (two / "metrics.jsonl").read_text().splitlines()]
+    assert epochs_written == list(range(1, epochs + 1))  # no epoch's line lost or written twice by the kill
