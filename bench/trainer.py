@@ -16,6 +16,15 @@ fastest turn is the one least slowed by other work on the machine): seconds, sol
 tokens/s, padded per real token and the epoch's train loss (the two layouts train the same
 batches, so their losses agree up to numerical noise), then packed against padded as ratios.
 Compare the two rows of one run, not runs.
+
+--scale: one training run as a GPU node runs it, launched by torchrun, for the multi-GPU recipe of
+docs/guides/train.md; process 0 prints tokens/s and solutions/s of the last epoch over all
+processes, each process its peak memory (GPU: torch's peak allocated; CPU: the process's peak
+RSS), and bench/train_memory.py's estimate for the model (weights, gradients and AdamW state, before
+activations) beside them:
+
+    torchrun --nproc-per-node 8 bench/trainer.py --scale --backbone Qwen/Qwen2.5-Math-7B-Instruct \
+        --device cuda --precision bf16-mixed --sharding fsdp --gradient-checkpointing --solutions 512 --batch-size 4 --epochs 1
 """
 
 from __future__ import annotations
@@ -96,7 +105,15 @@ def main() -> None:
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--attention", default="sdpa")
     parser.add_argument("--pack-length", type=int, default=None, help="tokens per packed row (default: the trainer's)")
+    parser.add_argument("--scale", action="store_true", help="one run under torchrun: speed and peak memory per process (above)")
+    parser.add_argument("--sharding", default="none", help="--scale: labeler train's --sharding")
+    parser.add_argument("--lora-rank", type=int, default=0, help="--scale: labeler train's --lora-rank")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="--scale: labeler train's flag")
+    parser.add_argument("--work", type=Path, default=None, help="--scale: a folder every process can write (default: a new one in /tmp)")
     args = parser.parse_args()
+    if args.scale:
+        scale(args)
+        return
     logging.basicConfig(level=logging.WARNING)
     from transformers.utils import logging as transformers_logging
 
@@ -149,6 +166,55 @@ def main() -> None:
     print(f"packed vs padded, this run: {new['solutions_per_second'] / old['solutions_per_second']:.2f}x the solutions/s, "
           f"{new['padded_per_real_token'] / old['padded_per_real_token']:.2f}x the padded tokens, "
           f"train loss {new['train_loss'] - old['train_loss']:+.1e} apart")  # fmt: skip
+
+
+def scale(args) -> None:
+    """One `labeler train` run in this process (torchrun starts one per GPU); the figures of --scale."""
+    import os
+    import resource
+
+    import torch
+
+    rank = int(os.environ.get("RANK", "0"))
+    port = os.environ.get("MASTER_PORT", "0")
+    work = args.work or Path(tempfile.gettempdir()) / f"bench-trainer-scale-{port}"
+    mine = work / f"rank-{rank}"  # the labels (and a random backbone) written by each process alike: no process waits for another
+    mine.mkdir(parents=True, exist_ok=True)
+    backbone = args.backbone if args.backbone is not None else small_backbone(ensure_embedded(), mine / "backbone")
+    if args.random_weights:
+        backbone = random_copy(args.backbone, mine / "backbone")
+    labels = write_labels(mine / "labels", processbench_rows(args.input, None)[: args.solutions])
+    config = TrainConfig(
+        labels=str(labels), output=str(work / "run"), model=str(backbone), epochs=args.epochs, batch_size=args.batch_size,
+        max_length=args.max_length, validation_fraction=0.0, device=args.device, precision=args.precision, attention=args.attention,
+        pack_length=args.pack_length, sharding=args.sharding, lora_rank=args.lora_rank, gradient_checkpointing=args.gradient_checkpointing,
+        min_steps=0, seed=0,
+    )  # fmt: skip
+    result = train(config)
+    if torch.cuda.is_available() and args.device == "cuda":
+        peak = f"peak GPU memory {torch.cuda.max_memory_allocated() / 1e9:.1f} GB (torch's allocated)"
+    else:
+        peak = f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
+    print(f"process {rank}: {peak}", flush=True)
+    if rank != 0:
+        return
+    last = result.history[-1]
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    print(f"{args.sharding} x {processes} processes, {args.precision}, lora rank {args.lora_rank}, gradient checkpointing "
+          f"{args.gradient_checkpointing}: last epoch {last['seconds']:.1f} s, {last['tokens_per_second']:.0f} tokens/s, "
+          f"{last['solutions_per_second']:.2f} solutions/s (all processes)")  # fmt: skip
+    from train_memory import GB, per_process_bytes, prm_parameters
+
+    counts = prm_parameters(str(backbone), step_surprise=True, lora_rank=args.lora_rank)
+    precision = "fp32" if args.precision == "auto" and args.device != "cuda" else ("bf16-mixed" if args.precision == "auto" else args.precision)
+    estimate = per_process_bytes(counts, precision, processes, args.sharding) / GB
+    print(f"estimate per process before activations (bench/train_memory.py): {estimate:.2f} GB", flush=True)
+
+
+def ensure_embedded() -> Path:
+    from workers.embedded_model import ensure_embedded_model
+
+    return ensure_embedded_model()
 
 
 if __name__ == "__main__":

@@ -48,18 +48,29 @@ def lora_config(labels, output, model, **overrides) -> TrainConfig:
     return small_config(labels, output, model, lora_rank=4, learning_rate=1e-2, **overrides)
 
 
+def untied_copy(model_dir, path):
+    """The tiny Llama with an output layer of its own (as Qwen2.5-7B has), not its embeddings."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, tie_word_embeddings=False)
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(path)
+    return path
+
+
 def test_lora_trains_adapters_alone_and_saves_them_merged_into_a_full_prm(tiny_model_dir, tmp_path):
     labels = small_labels(tmp_path)
-    result = train(lora_config(labels, tmp_path / "run", tiny_model_dir))
+    model = untied_copy(tiny_model_dir, tmp_path / "untied")
+    result = train(lora_config(labels, tmp_path / "run", model))
     assert result.global_step > 0
-    base = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").state_dict()
+    base = ProcessRewardModel.from_backbone(str(model), max_length=384, target="soft", step_surprise=True).state_dict()
     trained = model_state(tmp_path / "run" / "last")  # loads with no peft: plain names, full weights
     assert not any("lora" in name for name in trained)
-    moved = {name for name in base if name.startswith("backbone.") and not torch.equal(base[name], trained[name])}
+    moved = {name for name in base if not name.startswith(("head.", "trajectory_head.", "surprise_weight")) and not torch.equal(base[name], trained[name])}
     assert moved and all(name.endswith("proj.weight") for name in moved)  # the adapted linear layers, merged; nothing else
-    assert "backbone.embed_tokens.weight" not in moved and "backbone.norm.weight" not in moved
+    assert "output_layer.weight" in base  # the output layer (not tied here) is the base model's: frozen too
     state = torch.load(tmp_path / "run" / "last" / "training_state.pt", weights_only=True)
-    assert any(".lora_A." in name for name in state["trainable"]) and "head.weight" in state["trainable"]
+    assert {name.split(".")[0] for name in state["trainable"] if ".lora_" not in name} == {"head", "trajectory_head", "surprise_weight"}
 
 
 def test_an_interrupted_lora_run_resumes_to_the_model_of_an_uninterrupted_one(tiny_model_dir, tmp_path):

@@ -25,9 +25,10 @@ class LoRAError(ValueError):
     """LoRA cannot be put on this backbone as asked; the message is for the user."""
 
 
-def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, target_modules: str) -> int:
-    """Inject LoRA adapters into `backbone` in place and freeze everything else in it; the number of
-    adapted layers. `target_modules`: "all-linear" or comma-separated module names."""
+def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, target_modules: str, also_frozen: tuple[nn.Module, ...] = ()) -> int:
+    """Inject LoRA adapters into `backbone` in place and freeze everything else in it and in `also_frozen` (the
+    causal LM's output layer, which a step-surprise PRM reads); the number of adapted layers. `target_modules`:
+    "all-linear" or comma-separated module names."""
     try:
         from peft import LoraConfig, inject_adapter_in_model
         from peft.tuners.lora import LoraLayer
@@ -44,6 +45,8 @@ def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, t
     odd = sorted({type(module.get_base_layer()).__name__ for module in layers if not isinstance(module.get_base_layer(), nn.Linear)})
     if odd:  # Conv1D (GPT-2) stores its weight transposed: the merge below is written for nn.Linear
         raise LoRAError(f"--lora-rank: adapters on {', '.join(odd)} layers are not supported; name nn.Linear modules with --lora-target-modules")
+    for module in also_frozen:
+        module.requires_grad_(False)
     for name, parameter in backbone.named_parameters():
         parameter.requires_grad_(".lora_A." in name or ".lora_B." in name)
     return len(layers)

@@ -215,7 +215,8 @@ def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) 
     """LoRA adapters in the backbone (labeler.prm.lora); on resume, the adapters and heads as last/'s state holds them."""
     alpha = config.lora_scaling * config.lora_rank
     try:
-        layers = add_adapters(prm.backbone, config.lora_rank, alpha, config.lora_dropout, config.lora_target_modules)
+        frozen = (prm.output_layer,) if prm.output_layer is not None else ()
+        layers = add_adapters(prm.backbone, config.lora_rank, alpha, config.lora_dropout, config.lora_target_modules, frozen)
     except LoRAError as error:
         raise TrainingError(str(error)) from error
     trained = sum(p.numel() for p in prm.parameters() if p.requires_grad)
