@@ -122,6 +122,26 @@ def test_math_shepherd_tags_are_recorded_as_its_released_automatic_labels(tmp_pa
     assert "pass --answers FILE" in {r["row_index"]: r["reason"] for r in rejected_of(without)}[1]
 
 
+def test_openrlhfs_process_reward_rows_import_with_the_labels_they_were_exported_with(tmp_path, capsys):
+    released = tmp_path / "released"
+    import_cli(capsys, "--preset", "math-shepherd", "--input", str(MATH_SHEPHERD), "--output", str(released), "--answers", str(ANSWERS))
+    exported = tmp_path / "openrlhf.jsonl"
+    assert main(["export", str(released), "--format", "openrlhf", "--output", str(exported)]) == 0
+    capsys.readouterr()  # the export's summary
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert all(isinstance(row["label"], list) for row in rows)  # OpenRLHF's layout: a list of reward tokens
+    rows.append(dict(rows[0], label=rows[0]["label"][:-1]))  # one token short
+    rows.append(dict(rows[0], label=["+"] * (len(rows[0]["label"]) - 1) + ["?"]))
+    write_jsonl(exported, rows)
+    again = tmp_path / "again"
+    import_cli(capsys, "--preset", "math-shepherd", "--input", str(exported), "--output", str(again), "--answers", str(ANSWERS),
+               "--max-rejected-share", "1")  # fmt: skip
+    before = sorted(row["hard_labels"] for row in labels_of(released))
+    assert sorted(row["hard_labels"] for row in labels_of(again)) == before
+    reasons = sorted(reason for _, field, reason in map(dict.values, rejected_of(again)) if field == "label")
+    assert reasons[0].startswith(f"{len(rows[0]['label']) - 1} reward tokens for {len(rows[0]['label'])}") and "is '?'" in reasons[1]
+
+
 def test_labeling_math_shepherd_joins_the_answers_file_too(tmp_path):
     config = LabelConfig(input=str(MATH_SHEPHERD), output=str(tmp_path / "o"), model="m", preset="math-shepherd", answers=str(ANSWERS))
     plan = plan_job(config)

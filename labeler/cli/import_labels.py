@@ -16,7 +16,8 @@ the labels. What each format says:
                  a step the rater wrote is +1; label_source human.
   math-shepherd  the +/- tags of `label`: Math-Shepherd's released automatic labels (Monte-Carlo hard
                  estimates), not human ones: label_source monte-carlo. Rows whose final step is tagged
-                 '-' state no right answer: --answers FILE gives it by problem text.
+                 '-' state no right answer: --answers FILE gives it by problem text. OpenRLHF's process
+                 reward rows (`label` a list of '+'/'-', placeholder ки) read the same way.
 
 Rows that cannot be read go to rejected/ with the row, field and reason. Rerun the same command to
 resume; other settings or another input in the same --output are refused.

@@ -13,7 +13,9 @@ labels, one per step of the preset's steps, for `labeler import` (labels shards)
   is: positive, negative, or exclude (no label). A step without a rating has no label.
 - math-shepherd: `label` is `input` with each `ки` step tag replaced by `+` or `-`. These are
   Math-Shepherd's released automatic labels (hard estimation from its own Monte-Carlo
-  completions), not human judgements.
+  completions), not human judgements. OpenRLHF's process reward rows (its train_prm's dataset,
+  placeholder `ки`, reward tokens `+`/`-`) are read too: `label` is then the list of reward tokens,
+  one per tag of `input`.
 
 A row whose labels cannot be read raises RowError naming the field.
 """
@@ -84,8 +86,19 @@ def rating_is_positive(rating: int | None, neutral: str) -> bool | None:
 
 
 def math_shepherd_tags(row: dict, n_steps: int, input_column: str = "input") -> tuple[bool, ...]:
-    """The `+`/`-` of each step tag: `label` must be `input` with each `ки` replaced by one of them."""
+    """The `+`/`-` of each step tag: `label` must be `input` with each `ки` replaced by one of them, or (OpenRLHF's
+    process reward rows) the list of them, one per tag."""
     text, label = row.get(input_column), row.get("label")
+    if isinstance(label, list):
+        tags_in_text = len(KI_TAGS.split(text)) - 1
+        bad = next((k for k, mark in enumerate(label) if mark not in ("+", "-")), None)
+        if bad is not None:
+            raise RowError("label", f"reward token {bad} is {label[bad]!r}, expected '+' or '-'")
+        if len(label) != tags_in_text:
+            raise RowError("label", f"{len(label)} reward tokens for {tags_in_text} '{KI_TAG}' tags in '{input_column}'")
+        if len(label) != n_steps:
+            raise RowError("label", f"{len(label)} step tags for {n_steps} steps (a step with no text, or text after the last tag)")
+        return tuple(mark == "+" for mark in label)
     if not isinstance(label, str):
         raise RowError("label", f"expected text with a '+' or '-' in place of each '{KI_TAG}' of 'input', got {type(label).__name__}")
     pieces = KI_TAGS.split(text)  # the tags the steps were split at, not the letters of a word

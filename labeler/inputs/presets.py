@@ -341,9 +341,12 @@ def _math_shepherd_answer(row: dict, final_step: str) -> tuple[str | None, str]:
     """Math-Shepherd has no answer column: a final step tagged `+` states a correct answer.
     (the answer, "") or (None, why there is none)."""
     label = row.get("label")
-    if not isinstance(label, str) or not label.strip():
+    if isinstance(label, list) and label:  # OpenRLHF's process reward rows: the reward tokens, the final step's last
+        tag = str(label[-1])
+    elif not isinstance(label, str) or not label.strip():
         return None, "no 'label' column to derive it from"
-    tag = label.rstrip()[-1]
+    else:
+        tag = label.rstrip()[-1]
     if tag != "+":
         return None, f"'label' tags the final step {tag!r}, not '+'"
     stated = _LAST_ANSWER_IS.match(final_step)
