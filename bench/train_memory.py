@@ -8,14 +8,16 @@ network, a folder does not): the whole causal LM with --step-surprise (the defau
 reads the step tokens' log-probabilities), the bare backbone with --no-step-surprise, plus the heads.
 Bytes per parameter, what AdamW training holds between steps:
 
-    fp32, bf16-mixed  weights 4 + gradients 4 + AdamW's two moments 8 = 16 (bf16-mixed also holds bfloat16 copies of
-                      the weights in autocast's cache while a step runs: +2, which accelerate's estimate counts too)
+    fp32, bf16-mixed  weights 4 + gradients 4 + AdamW's two moments 8 = 16; unsharded, bf16-mixed also holds autocast's
+                      bfloat16 copy of every weight from the forward to the backward pass: +2 (frozen ones too: a
+                      layer's backward needs its weight), which accelerate's estimate counts too
     bf16              weights 2 + gradients 2 + moments 4 = 8
     LoRA              frozen weights 4 (2 in bf16) each, and the adapters and heads at the rates above
 
-`--sharding fsdp` divides all of it by the processes and adds the gathered units: a decoder layer's
-weights whole while it runs, two at a time with prefetching (and their gradients before the reduce).
-`none` (DistributedDataParallel) holds it whole in each process. Activations come on top: they grow
+`--sharding fsdp` divides the states by the processes and adds the gathered units: a decoder layer's
+weights whole while it runs (in bfloat16 under bf16-mixed: FSDP's mixed precision gathers them so,
+and no autocast copy is kept), two at a time with prefetching, with their gradients (float32 for
+the reduce). `none` (DistributedDataParallel) holds it all whole in each process. Activations come on top: they grow
 with --batch-size x tokens per row, and --gradient-checkpointing cuts them to a layer's input each.
 
 Then, for the same model, accelerate's own estimate (accelerate.commands.estimate, what `accelerate
@@ -64,12 +66,11 @@ def per_process_bytes(counts: dict, precision: str, processes: int, sharding: st
     the gathered units), before activations."""
     frozen, trained = BYTES[precision]
     states = (counts["total"] - counts["trained"]) * frozen + counts["trained"] * trained
-    copies = counts["total"] * AUTOCAST_COPY.get(precision, 0)
     if sharding == "none":
-        return states + copies
-    weight = BYTES[precision][0]
-    gathered = 2 * counts["largest_layer"] * (2 * weight)  # two layers whole at a time, their weights and gradients
-    return (states + copies) / processes + gathered
+        return states + counts["total"] * AUTOCAST_COPY.get(precision, 0)
+    gathered_weight = 2 if precision in ("bf16-mixed", "bf16") else 4
+    gathered = 2 * counts["largest_layer"] * (gathered_weight + 4)  # two layers whole at a time, their weights and gradients
+    return states / processes + gathered
 
 
 def accelerate_estimate(counts: dict) -> dict:

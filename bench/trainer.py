@@ -176,8 +176,8 @@ def scale(args) -> None:
     import torch
 
     rank = int(os.environ.get("RANK", "0"))
-    port = os.environ.get("MASTER_PORT", "0")
-    work = args.work or Path(tempfile.gettempdir()) / f"bench-trainer-scale-{port}"
+    # torchrun is every process's parent: its pid names a folder new to each launch, shared by its processes
+    work = args.work or Path(tempfile.gettempdir()) / f"bench-trainer-scale-{os.getppid()}"
     mine = work / f"rank-{rank}"  # the labels (and a random backbone) written by each process alike: no process waits for another
     mine.mkdir(parents=True, exist_ok=True)
     backbone = args.backbone if args.backbone is not None else small_backbone(ensure_embedded(), mine / "backbone")
@@ -198,6 +198,8 @@ def scale(args) -> None:
     print(f"process {rank}: {peak}", flush=True)
     if rank != 0:
         return
+    if not result.history:
+        raise SystemExit(f"{work / 'run'} holds a finished run: nothing was trained, so nothing to measure; pass a new --work")
     last = result.history[-1]
     processes = int(os.environ.get("WORLD_SIZE", "1"))
     print(f"{args.sharding} x {processes} processes, {args.precision}, lora rank {args.lora_rank}, gradient checkpointing "

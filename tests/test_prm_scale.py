@@ -176,3 +176,58 @@ def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrup
     assert_same_training(tmp_path / "one", two)
     epochs_written = [json.loads(line)["epoch"] for line in (two / "metrics.jsonl").read_text().splitlines()]
     assert epochs_written == list(range(1, epochs + 1))  # no epoch's line lost or written twice by the kill
+
+
+def test_a_sharded_lora_run_with_dropout_resumes_to_the_uninterrupted_one(tiny_model_dir, tmp_path):
+    """Each process's own random state comes back on resume (dropout draws differ between processes)."""
+    labels = data_parallel_labels(tmp_path)
+    settings = {"validation_fraction": 0.15, "sharding": "fsdp", "lora_dropout": 0.3}
+    train_data_parallel(lora_config(labels, tmp_path / "whole", tiny_model_dir, **settings))
+    train_data_parallel(lora_config(labels, tmp_path / "cut", tiny_model_dir, max_steps=2, **settings))
+    resumed = train_data_parallel(lora_config(labels, tmp_path / "cut", tiny_model_dir, **settings))
+    assert resumed["resumed"] and resumed["global_step"] == 6
+    whole, cut = model_state(tmp_path / "whole" / "last"), model_state(tmp_path / "cut" / "last")
+    for name in whole:
+        assert torch.equal(whole[name], cut[name]), name
+
+
+def test_two_sharded_processes_in_bf16_mixed_train_near_one_unsharded(tiny_model_dir, tmp_path):
+    """bf16-mixed sharded gathers the weights in bfloat16 (FSDP's mixed precision), not autocast's copies: close, not equal."""
+    labels = data_parallel_labels(tmp_path)
+    one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15,
+                             precision="bf16-mixed"))  # fmt: skip
+    two = train_data_parallel(small_config(labels, tmp_path / "two", tiny_model_dir, validation_fraction=0.15, precision="bf16-mixed",
+                                           sharding="fsdp"))  # fmt: skip
+    for a, b in zip(one.history, two["history"], strict=True):
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=0.02) and b["train_loss"] == pytest.approx(a["train_loss"], rel=0.02)
+
+
+def test_lora_settings_that_cannot_mean_what_they_say_are_refused(tiny_model_dir, tmp_path):
+    labels = small_labels(tmp_path)
+    for overrides, message in [
+        ({"lora_alpha": 32.0}, "--lora-alpha without --lora-rank"),
+        ({"lora_target_modules": "q_proj", "lora_dropout": 0.1}, "--lora-dropout, --lora-target-modules without --lora-rank"),
+        ({"lora_rank": 4, "lora_target_modules": "all-linear,q_proj"}, "give it alone"),
+        ({"lora_rank": 4, "precision": "bf16"}, "use bf16-mixed"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            small_config(labels, tmp_path / "run", tiny_model_dir, **overrides)
+    with pytest.raises(TrainingError, match="no layer of the backbone is named nonexistent"):
+        train(lora_config(labels, tmp_path / "run", tiny_model_dir, lora_target_modules="q_proj,nonexistent"))
+    with pytest.raises(TrainingError, match="self_attn.*not supported"):  # peft's reason, not the first line of a module's printout
+        train(lora_config(labels, tmp_path / "run", tiny_model_dir, lora_target_modules="self_attn"))
+    assert train(lora_config(labels, tmp_path / "upper", tiny_model_dir, lora_target_modules="ALL-LINEAR", epochs=1)).global_step > 0
+
+
+def test_a_lora_resume_on_a_base_whose_weights_changed_is_refused(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    labels = small_labels(tmp_path)
+    base = untied_copy(tiny_model_dir, tmp_path / "base")
+    train(lora_config(labels, tmp_path / "run", base, max_steps=2))
+    model = AutoModelForCausalLM.from_pretrained(base)
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.mul_(1.01)  # the hub model was updated since
+    model.save_pretrained(base)
+    with pytest.raises(TrainingError, match="not the base model the saved adapters were trained on"):
+        train(lora_config(labels, tmp_path / "run", base))

@@ -312,3 +312,12 @@ def test_a_resume_writes_the_metrics_line_a_kill_left_out_and_no_line_twice(tmp_
     assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2]
     restore_metrics(tmp_path, 1, None)  # a line past the saved epochs (not written by this trainer, but possible by hand): dropped
     assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1]
+
+
+def test_a_metrics_line_cut_mid_write_is_dropped_and_written_again(tmp_path):
+    from labeler.prm.trainer import restore_metrics
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"epoch": 1, "train_loss": 0.5}) + '\n{"epoch": 2, "tra')
+    restore_metrics(tmp_path, 2, json.dumps({"epoch": 2, "train_loss": 0.4}))
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [{"epoch": 1, "train_loss": 0.5}, {"epoch": 2, "train_loss": 0.4}]

@@ -48,8 +48,9 @@ def load_training_state(run_dir: Path) -> dict | None:
     last = checkpoint_dir(run_dir, LAST)
     if last is None or not (last / STATE_NAME).is_file():
         return None
-    # Only tensors and plain containers are stored: no arbitrary unpickling.
-    return torch.load(last / STATE_NAME, map_location="cpu", weights_only=True)
+    # Only tensors and plain containers are stored: no arbitrary unpickling. Memory-mapped: every process of a
+    # sharded run reads the optimizer's full state, and shares the pages instead of holding a copy each.
+    return torch.load(last / STATE_NAME, map_location="cpu", weights_only=True, mmap=True)
 
 
 def read_saved_config(run_dir: Path) -> dict | None:

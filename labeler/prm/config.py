@@ -243,6 +243,19 @@ class TrainConfig:
             raise ValueError(f"--labels {repeated[0]} is given twice: give it once, with a weight if it should count more")
         if not self.lora_target_modules.strip(" ,"):
             raise ValueError("--lora-target-modules: name at least one module, or all-linear")
+        targets = [name.strip().lower() for name in self.lora_target_modules.split(",") if name.strip()]
+        if "all-linear" in targets and len(targets) > 1:
+            raise ValueError(f"--lora-target-modules {self.lora_target_modules}: all-linear already names every linear layer; give it alone")
+        lora_settings = {"--lora-alpha": self.lora_alpha is not None, "--lora-dropout": self.lora_dropout != 0.0,
+                         "--lora-target-modules": targets != ["all-linear"]}  # fmt: skip
+        given = [flag for flag, set_ in lora_settings.items() if set_]
+        if self.lora_rank == 0 and given:
+            raise ValueError(f"{', '.join(given)} without --lora-rank: give the adapters' rank, or drop {'them' if len(given) > 1 else 'it'}")
+        if self.lora_rank and self.precision == "bf16":
+            raise ValueError(
+                "--lora-rank with --precision bf16: bfloat16 weights round away most of an adapter's update when it is merged into "
+                "the checkpoint; use bf16-mixed (float32 weights, bfloat16 compute)"
+            )
 
     @property
     def lora_scaling(self) -> float:

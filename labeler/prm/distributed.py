@@ -71,6 +71,16 @@ class Processes:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather(self, value) -> list:
+        """Every process's `value` (picklable), by rank, on process 0 (an empty list elsewhere); all must call it."""
+        if not self.distributed:
+            return [value]
+        import torch.distributed as dist
+
+        gathered = [None] * self.world_size if self.is_main else None
+        dist.gather_object(value, gathered, dst=0)
+        return gathered or []
+
     def barrier(self) -> None:
         if self.distributed:
             import torch.distributed as dist

@@ -35,12 +35,19 @@ def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, t
     except ImportError as error:
         raise LoRAError(f"--lora-rank needs the peft package ({error}): pip install '.[train]'") from error
 
-    targets = "all-linear" if target_modules.strip() == "all-linear" else [name.strip() for name in target_modules.split(",") if name.strip()]
+    names = [name.strip() for name in target_modules.split(",") if name.strip()]
+    targets = "all-linear" if [name.lower() for name in names] == ["all-linear"] else names
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none")
     try:
         inject_adapter_in_model(config, backbone, adapter_name=ADAPTER)
-    except ValueError as error:  # peft's "Target modules ... not found in the base model"
-        raise LoRAError(f"--lora-target-modules {target_modules}: {str(error).splitlines()[0]}") from error
+    except ValueError as error:  # peft's "Target modules ... not found in the base model", or a module it cannot adapt
+        reason = " ".join(str(error).split())
+        raise LoRAError(f"--lora-target-modules {target_modules}: {reason[:400]}") from error
+    adapted = [name for name, module in backbone.named_modules() if isinstance(module, LoraLayer)]
+    if targets != "all-linear":  # peft adapts what matches and passes over a name that matches nothing
+        unmatched = [name for name in targets if not any(path == name or path.endswith(f".{name}") for path in adapted)]
+        if unmatched:
+            raise LoRAError(f"--lora-target-modules: no layer of the backbone is named {', '.join(unmatched)}")
     layers = [module for module in backbone.modules() if isinstance(module, LoraLayer)]
     odd = sorted({type(module.get_base_layer()).__name__ for module in layers if not isinstance(module.get_base_layer(), nn.Linear)})
     if odd:  # Conv1D (GPT-2) stores its weight transposed: the merge below is written for nn.Linear
@@ -67,6 +74,13 @@ def merged_state(state: dict[str, torch.Tensor], scaling: float) -> dict[str, to
         else:
             merged[key.replace(".base_layer.", ".")] = value
     return merged
+
+
+def frozen_fingerprint(module: nn.Module) -> list[float]:
+    """Per frozen parameter, the sum of its values (float64): a LoRA resume rebuilds the frozen base from --model,
+    and this tells it whether that is still the base the adapters were trained on (a hub id updated since, ...)."""
+    with torch.no_grad():
+        return [float(p.detach().sum(dtype=torch.float64)) for p in module.parameters() if not p.requires_grad]
 
 
 def trainable_names(module: nn.Module) -> list[str]:

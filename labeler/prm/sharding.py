@@ -8,7 +8,12 @@ processes, and a unit's parameters are gathered whole only while it runs forward
 DeepSpeed calls ZeRO-3; transformers' Trainer and accelerate call the same `fully_shard` for FSDP2).
 `fsdp-offload` keeps the shards in CPU memory between uses (CPUOffloadPolicy). The data order,
 micro-batches and loss are those of `labeler.prm.distributed`'s data parallelism, so a sharded run
-trains the model an unsharded one trains, up to the order of floating-point sums.
+trains the model an unsharded one trains, up to the order of floating-point sums. Under
+`--precision bf16-mixed` the layers are gathered in bfloat16 (MixedPrecisionPolicy; gradients
+reduced in float32) rather than gathered in float32 and cast by autocast, whose bfloat16 copies of
+every gathered weight would be kept for the backward pass: a whole model's worth in each process.
+Gradients are reduced after every micro-batch (no accumulation unsharded), so no process ever holds
+the whole model's gradients.
 
 Checkpoints are gathered whole (a full state dict on process 0, through CPU memory), so best/ and
 last/ are PRM folders every reader loads; last/'s training state holds the optimizer's full state
@@ -33,12 +38,15 @@ def decoder_layers(backbone: nn.Module) -> list[nn.Module]:
     return [module for module in backbone.modules() if type(module).__name__ in names]
 
 
-def shard(prm: nn.Module, offload: bool) -> int:
+def shard(prm: nn.Module, offload: bool, compute_dtype: torch.dtype | None = None) -> int:
     """Shard `prm` in place across the process group, a unit per decoder layer and the rest in the root;
-    the number of layer units. The optimizer must be made after this (the parameters are replaced)."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard, register_fsdp_forward_method
+    the number of layer units. `compute_dtype` (bf16-mixed's bfloat16): gather the weights in it, reduce the
+    gradients in float32. The optimizer must be made after this (the parameters are replaced)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 
     options = {"offload_policy": CPUOffloadPolicy()} if offload else {}
+    if compute_dtype is not None:
+        options["mp_policy"] = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     layers = decoder_layers(prm.backbone)
     if not layers:
         log.warning("%s names no decoder layer class: the whole PRM is one FSDP unit (gathered whole at each step)", type(prm.backbone).__name__)

@@ -65,7 +65,7 @@ from labeler.prm.data import (
     weighted_loss,
 )
 from labeler.prm.distributed import Processes
-from labeler.prm.lora import LoRAError, add_adapters, trainable_names
+from labeler.prm.lora import LoRAError, add_adapters, frozen_fingerprint, trainable_names
 from labeler.prm import sharding
 from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
@@ -168,8 +168,10 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         step_prior, trajectory_prior = _priors(train_set)
         offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
         prm.start_at_prior(step_prior, trajectory_prior, step_offset=offset)
+    base_fingerprint = None
     if lora:
         _add_lora(prm, config, state)
+        base_fingerprint = frozen_fingerprint(prm)  # before sharding splits the weights
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
@@ -192,7 +194,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     if config.gradient_checkpointing:
         prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if config.sharding != "none":
-        units = sharding.shard(prm, offload=config.sharding == "fsdp-offload")
+        units = sharding.shard(prm, offload=config.sharding == "fsdp-offload", compute_dtype=placement.autocast_dtype)
         log.info("sharded across %d processes with FSDP2: %d decoder-layer units and the root", processes.world_size, units)
     heads = {id(p) for p in prm.head_parameters()}
     groups = [
@@ -204,10 +206,14 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         sharding.load_full_optimizer_state(prm, optimizer, state["optimizer"])
     elif state is not None:
         optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        if "cuda_rng" in state and torch.cuda.is_available():
+    if state is not None:  # this process's random state (dropout draws differ between processes), or process 0's in older runs
+        by_rank = state.get("rng_by_rank") or [state["rng"]]
+        torch.set_rng_state(by_rank[processes.rank] if processes.rank < len(by_rank) else by_rank[0])
+        if state.get("cuda_rng_by_rank") and torch.cuda.is_available():  # this process's own GPU's
+            torch.cuda.set_rng_state(state["cuda_rng_by_rank"][processes.rank])
+        elif "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-    loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, data, validation_set, fingerprint, state, processes, batching)
+    loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, data, validation_set, fingerprint, state, processes, batching, base_fingerprint)
     return loop.run()
 
 
@@ -229,6 +235,11 @@ def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) 
         missing = sorted(set(trainable_names(prm)) - set(saved))
         if missing:
             raise TrainingError(f"the saved run's adapters do not match this backbone (missing {missing[0]}): use the same settings, or another --output")
+        if state.get("frozen_fingerprint") is not None and state["frozen_fingerprint"] != frozen_fingerprint(prm):
+            raise TrainingError(
+                f"{config.model} is not the base model the saved adapters were trained on (its frozen weights changed since: "
+                "a hub model updated?): resume with that base, or start another --output"
+            )
         prm.load_state_dict(saved, strict=False)
 
 
@@ -391,7 +402,7 @@ class _BothHeads(torch.nn.Module):
 
 class _TrainingLoop:
     def __init__(self, config, prm, optimizer, placement: Placement, run_dir, data: ExampleTensors, validation_set, fingerprint, state,
-                 processes: Processes, batching: str):  # fmt: skip
+                 processes: Processes, batching: str, base_fingerprint: list[float] | None = None):  # fmt: skip
         self.config = config
         self.prm = prm
         self.optimizer = optimizer
@@ -435,6 +446,7 @@ class _TrainingLoop:
         self._warned_no_auc = False
         self.best_metric_name = state.get("best_metric_name")
         self.trainable = trainable_names(prm)  # LoRA: the adapters and heads, saved unmerged for a resume
+        self.frozen_fingerprint = base_fingerprint  # LoRA: the frozen base's, that a resume checks
         if self.resumed and processes.is_main:
             restore_metrics(run_dir, self.epoch, state.get("epoch_record"))
 
@@ -538,8 +550,7 @@ class _TrainingLoop:
         weight = in_step / self.processes.world_size  # DistributedDataParallel and FSDP average over processes
         if self.sharded:  # every process gathers each layer for each pass: all make as many passes (the extra ones count 0)
             passes = math.ceil(in_step / self.processes.world_size)
-            for k in range(passes):
-                self.prm.set_requires_gradient_sync(k == passes - 1)
+            for k in range(passes):  # each pass's gradients reduced to the shards at once (sharding.py)
                 if k < len(mine):
                     self._train_on(mine[k], weight)
                 else:
@@ -717,6 +728,8 @@ class _TrainingLoop:
         loss_sum, loss_count = self.processes.sum([self.loss_sum.item(), self.loss_count])
         model_state = self._model_state()
         optimizer_state = sharding.full_optimizer_state(self.prm, self.optimizer) if self.sharded else self.optimizer.state_dict()
+        rng_by_rank = self.processes.gather(torch.get_rng_state())
+        cuda_rng_by_rank = self.processes.gather(torch.cuda.get_rng_state()) if torch.cuda.is_available() else None
         if not self.processes.is_main:
             return
         state = {
@@ -732,13 +745,16 @@ class _TrainingLoop:
             "data_fingerprint": self.fingerprint,
             "optimizer": optimizer_state,
             "rng": torch.get_rng_state(),
+            "rng_by_rank": rng_by_rank,
             "epoch_record": json.dumps(epoch_record) if epoch_record is not None else None,
         }
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
+            state["cuda_rng_by_rank"] = cuda_rng_by_rank
         if self.config.lora_rank:  # the adapters and heads as they are, unmerged: what a resume starts from (last/ holds them merged)
             whole = self.prm.state_dict() if model_state is None else model_state
             state["trainable"] = {name: whole[name].detach().cpu().clone() for name in self.trainable}
+            state["frozen_fingerprint"] = self.frozen_fingerprint
         save_checkpoint(self.run_dir, LAST, self.prm, state, model_state=model_state)
 
     def _model_state(self) -> dict | None:
@@ -752,7 +768,15 @@ def restore_metrics(run_dir: Path, epochs: int, epoch_record: str | None) -> Non
     the saved epochs (none are written before last/ is saved) are dropped."""
     path = run_dir / METRICS_NAME
     lines = path.read_text().splitlines() if path.is_file() else []
-    kept = [line for line in lines if line.strip() and json.loads(line).get("epoch", 0) <= epochs]
+    kept = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line cut by a kill mid-write (or a full disk): dropped, and written again below when it is the saved epoch's
+            log.warning("metrics.jsonl: dropped a line that is not JSON (cut by a stop mid-write?): %r", line[:80])
+            continue
+        if isinstance(record, dict) and record.get("epoch", 0) <= epochs:
+            kept.append(line)
     if epoch_record is not None and not any(json.loads(line).get("epoch") == epochs for line in kept):
         log.info("metrics.jsonl lacked epoch %d (the run stopped before writing it): written from last/", epochs)
         kept.append(epoch_record)
