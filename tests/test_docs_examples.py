@@ -151,7 +151,7 @@ RUNS = [
         "docs/guides/review.md#2",
         "docs/guides/review.md#1",
         "docs/guides/best-of-n.md#1",
-        "docs/guides/rl-rewards.md#2",
+        "docs/guides/rl-rewards.md#3",
     ],
 ]
 RUN_KEYS = {key for group in RUNS for key in group}

@@ -244,12 +244,47 @@ def test_openrlhf_requests_get_rewards_scores_and_extra_logs(server, label):
     assert per_step.json()["rewards"][0]["value"] == pytest.approx(data["rewards"][0], abs=1e-6)  # chat tokens stripped
 
 
+LONG_PROMPT = "<|im_start|>system\n" + "Read carefully. " * 12 + "<|im_end|>\n" + CHAT_PROMPT  # the PRM reads the user turn
+
+
+@pytest.mark.parametrize(
+    "query, prompt",
+    [
+        (CHAT_PROMPT + RESPONSE + "<|im_end|>", CHAT_PROMPT),  # OpenRLHF 0.8.3 on: prompt and response, its end token
+        ("<|endoftext|>" * 3 + CHAT_PROMPT + RESPONSE + "<|im_end|><|endoftext|><|endoftext|>", CHAT_PROMPT),  # 0.5-0.7: padded
+        (LONG_PROMPT[70:] + RESPONSE + "<|im_end|>", LONG_PROMPT),  # 0.9.1 on: the prompt cut from the left to fit
+        (LONG_PROMPT[73:] + RESPONSE, LONG_PROMPT),  # cut mid-word, the response cut by max_new_tokens (no end token)
+    ],
+)
+def test_openrlhfs_query_forms_get_the_reward_of_their_response(server, query, prompt):
+    body = {"query": [query], "prompts": [prompt], "labels": ["5"]}
+    answer = httpx.post(f"{server.url}/get_reward", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    per_step = httpx.post(f"{server.url}/rewards", json={"problems": [PROBLEM], "completions": [RESPONSE], "references": ["5"]}, timeout=60)
+    assert answer.json()["rewards"][0] == pytest.approx(per_step.json()["rewards"][0]["value"], abs=1e-6)
+
+
+def test_empty_lists_get_empty_lists_and_labels_are_read_only_with_an_answer_weight(server, qwen_prm):
+    """OpenRLHF sends empty lists to all but one of several reward URLs; a dataset's label can be any JSON."""
+    empty = httpx.post(f"{server.url}/get_reward", json={"query": [], "prompts": [], "labels": []}, timeout=60)
+    assert empty.status_code == 200 and empty.json() == {"rewards": [], "scores": [], "extra_logs": {"prm_process": [], "prm_unmeasured": []}}
+    body = {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT], "labels": [{"answer": "5"}]}
+    refused = httpx.post(f"{server.url}/get_reward", json=body, timeout=60)
+    assert refused.status_code == 400 and "labels[0]: a dict is not a reference answer" in refused.text
+    with ServedHere("--prm", qwen_prm, "--max-length", "256", "--prm-backend", "torch") as served:  # no answer weight
+        answer = httpx.post(f"{served.url}/get_reward", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+
+
 @pytest.mark.parametrize(
     "path, body, status, says",
     [
         ("/get_reward", {"query": ["x"]}, 400, "prompts: needed"),
         ("/get_reward", {"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}, 400, "lists of different lengths"),
         ("/get_reward", {"query": ["abc"], "prompts": ["zz"], "labels": ["1"]}, 400, "does not start with its prompt"),
+        # the prompt's end is there, but what comes before it is not the prompt's: not a cut prompt
+        ("/get_reward", {"query": ["Another problem entirely. " + LONG_PROMPT[-70:] + RESPONSE], "prompts": [LONG_PROMPT], "labels": ["5"]},
+         400, "nor with its end"),  # fmt: skip
         ("/get_reward", {"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT], "labels": ["5"]}, 422, "empty completion"),
         ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}, 400, "labels: the reference answers"),
         # a blank label is a missing reference: an unmeasured reward, 422 here (/rewards: value null and the reason)

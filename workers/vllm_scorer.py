@@ -140,7 +140,7 @@ def load_step_scorer(
 def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_remote_code: bool, max_length: int | None):
     kind, model = parse_spec(spec)
     try:  # what the PRM is, before vLLM is imported: a spec that cannot load fails on the torch path, with its message
-        folder, sequences, reading, context, render_problem = _prepare(kind, model, spec, trust_remote_code, max_length)
+        folder, sequences, reading, context, render_problem = prepare_pooling(kind, model, spec, trust_remote_code, max_length)
     except VLLMCannotServe:
         raise
     except Exception as error:  # PRMLoadError, and whatever a tokenizer raises
@@ -178,7 +178,7 @@ def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_
     return scorer
 
 
-def _prepare(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):
+def prepare_pooling(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):
     """(the folder vLLM loads, how to render solutions, how to read the logits, the context length, the
     adapter's render check: None for our checkpoints, which render every solution)."""
     from labeler.prm.adapters import load_public_scorer

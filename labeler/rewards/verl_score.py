@@ -14,8 +14,16 @@ is the number you choose for them instead (each such sample logs a warning with 
 metric prm_unmeasured counts them); a missing ground truth (None, NaN) is one of them, never checked as
 "nan". verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
 manager), and the reward loop's, which adds reward_router_address, reward_model_tokenizer and reward_model
-(verl's own reward model, unused here: the PRM named by reward_kwargs scores) and calls from a thread pool:
-the PRM loads once per config, whichever thread asks first.
+and calls from a thread pool: the PRM loads once per config, whichever thread asks first.
+
+verl's reward loop serves reward models with `vllm serve` behind a router and passes its address as
+reward_router_address. Serve our PRM there (format 2: `vllm serve runs/prm/best --runner pooling
+--pooler-config '{"task": "token_classify", "tok_pooling_type": "ALL"}'`, more replicas behind the
+router to scale) and the steps are scored by that server (workers/pooling_client.py), rendered here
+with reward_kwargs.prm's own tokenizer and settings, the folder the server must be serving (checked
+once: another model is refused with both named); reward_model_tokenizer is not needed for that. Without
+an address, or with `+custom_reward_function.reward_kwargs.score_locally=true`, the PRM runs in the
+reward worker.
 """
 
 from __future__ import annotations
@@ -27,22 +35,23 @@ from labeler.rewards.config import RewardConfig
 from labeler.rewards.process_reward import ProcessReward, Reward
 
 logger = logging.getLogger(__name__)
-_loaded: dict[RewardConfig, ProcessReward] = {}  # one PRM per config in a reward worker
+_loaded: dict[tuple[RewardConfig, str | None], ProcessReward] = {}  # one PRM per config (and server) in a reward worker
 _loading = threading.Lock()  # verl's reward loop calls from an executor's threads: one load, not one per thread
 # what verl's reward loop passes besides the sample: its own reward model, which this reward does not use
-VERL_REWARD_MODEL_KWARGS = ("reward_router_address", "reward_model_tokenizer", "reward_model")
+VERL_REWARD_MODEL_KWARGS = ("reward_model_tokenizer", "reward_model")
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, data_sources=None,
                   solution_strs=None, ground_truths=None, extra_infos=None, unmeasured_score: float | None = None,
-                  **reward_kwargs):  # fmt: skip
+                  reward_router_address: str | None = None, score_locally: bool = False, **reward_kwargs):  # fmt: skip
     batch = solution_strs is not None
     solutions = list(solution_strs) if batch else [solution_str]
     truths = list(ground_truths) if batch else [ground_truth]
     infos = list(extra_infos) if batch else [extra_info]
     for name in VERL_REWARD_MODEL_KWARGS:
         reward_kwargs.pop(name, None)
-    reward = _reward(RewardConfig(**reward_kwargs))
+    address = None if score_locally else reward_router_address
+    reward = _reward(RewardConfig(**reward_kwargs), address)
     problems = []
     for i, info in enumerate(infos):
         question = info.get("question") if isinstance(info, dict) else None
@@ -75,8 +84,14 @@ def _score(result: Reward, unmeasured_score: float | None, i: int, answers_asked
     return score
 
 
-def _reward(config: RewardConfig) -> ProcessReward:
+def _reward(config: RewardConfig, address: str | None = None) -> ProcessReward:
+    """The reward of `config`, its PRM in this process or (with an address) served by `vllm serve` there."""
     with _loading:
-        if config not in _loaded:
-            _loaded[config] = ProcessReward(config)
-        return _loaded[config]
+        if (config, address) not in _loaded:
+            scorer = None
+            if address is not None:
+                from workers.pooling_client import PoolingServerScorer
+
+                scorer = PoolingServerScorer(config.prm, address, max_length=config.max_length)
+            _loaded[(config, address)] = ProcessReward(config, scorer=scorer)
+        return _loaded[(config, address)]

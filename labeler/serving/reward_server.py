@@ -4,10 +4,15 @@
                        {"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [reference, ...]}
                        -> {"rewards": [float, ...], "scores": [reward / (1 + W), ...] (in [0, 1], as OpenRLHF's
                        dynamic filtering reads them), "extra_logs": {"prm_process": [...], "prm_unmeasured": [...]}}
-                       Each query must start with its prompt: the response is the rest, cut into steps;
-                       the problem the PRM reads is the prompt's last user turn (ChatML, Llama 3 chats),
-                       else the prompt, without special tokens (<|...|>).
-                       labels are the references when --answer-weight > 0.
+                       The response is what follows the prompt in the query, cut into steps, in each form
+                       OpenRLHF sends (response_of_query): the query starts with its prompt (0.8.3 on), or
+                       with pad tokens and then the prompt (0.5-0.7 left-padded batches), or, its prompt
+                       cut from the left to fit (0.9.1 on), with the prompt's end; pad and end tokens
+                       around the response are dropped. Any other query is refused (400), never guessed.
+                       The problem the PRM reads is the prompt's last user turn (ChatML, Llama 3 chats),
+                       else the prompt, without special tokens (<|...|>). labels are the references when
+                       --answer-weight > 0 (text or numbers; other JSON refused then, ignored without it).
+                       Empty lists (OpenRLHF sends them to all but one of several URLs) get empty lists.
     POST /rewards      {"problems": [...], "completions": [...], "references": [...] (optional)}
                        -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason"}, ...]}:
                        every step's score (null past the PRM's length limit) and, for a reward that could not
@@ -33,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from typing import Any
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, HTTPException
@@ -49,10 +55,41 @@ log = logging.getLogger("labeler.serve")
 _SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,64}\|>|<｜[^｜<>]{1,64}｜>|</?s>|<(?:bos|eos|pad|start_of_turn|end_of_turn)>|\[/?INST\]")
 # the start of a chat turn and its role: ChatML <|im_start|>user, Llama 3 <|start_header_id|>user<|end_header_id|>,
 # Gemma <start_of_turn>user, DeepSeek <｜User｜> / <｜Assistant｜>, Phi <|user|> / <|assistant|> / <|system|>
+_LEADING_SPECIAL = re.compile(rf"^(?:\s*(?:{_SPECIAL_TOKEN.pattern}))+")
 _TURN = re.compile(
     r"<\|(?:im_start|start_header_id)\|>\s*(\w+)\s*(?:<\|end_header_id\|>)?|<start_of_turn>(\w+)|<｜(User|Assistant)｜>"
     r"|<\|(user|assistant|system)\|>"
 )
+
+
+# A prompt cut from the left (OpenRLHF 0.9.1 on, to fit max_len) is found by its last characters, and may start
+# mid-token: its first few characters can decode differently from the whole prompt's.
+PROMPT_TAIL_CHARS = 64
+CUT_TOKEN_CHARS = 16
+
+
+def response_of_query(query: str, prompt: str) -> str | None:
+    """The response in an OpenRLHF query (its decoded prompt and response) given the prompt, or None when the
+    query holds no recognisable form of its prompt: the query starts with the prompt; or with pad tokens (special
+    tokens only) and then the prompt; or with the prompt's end (the prompt cut from the left): the query up to
+    the first occurrence of the prompt's last PROMPT_TAIL_CHARS characters, leading special tokens dropped, is
+    the end of the prompt, but for at most CUT_TOKEN_CHARS characters of a cut first token."""
+    if query.startswith(prompt):
+        return query[len(prompt) :]
+    at = query.find(prompt)
+    if at > 0 and not _SPECIAL_TOKEN.sub("", query[:at]).strip():
+        return query[at + len(prompt) :]
+    tail = prompt[-PROMPT_TAIL_CHARS:]
+    found, start = None, 0
+    while tail and (at := query.find(tail, start)) >= 0:  # the last such end: a prompt may hold its own tail earlier
+        end = at + len(tail)
+        head = _LEADING_SPECIAL.sub("", query[:end])
+        if len(head) > len(prompt) + CUT_TOKEN_CHARS:
+            break
+        if any(prompt.endswith(head[skip:]) for skip in range(min(CUT_TOKEN_CHARS, len(head) - len(tail)) + 1)):
+            found = end
+        start = at + 1
+    return None if found is None else query[found:]
 
 
 def problem_from_prompt(prompt: str) -> str:
@@ -69,7 +106,7 @@ class OpenRLHFRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     query: list[str]
     prompts: list[str] | None = None
-    labels: list[str | int | float | None] | None = None  # a dataset's answer column may hold numbers
+    labels: list[Any] | None = None  # the dataset's label as it is: text, numbers, or other JSON (read only with an answer weight)
 
 
 class RewardsRequest(BaseModel):
@@ -131,15 +168,28 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         if request.prompts is None:
             raise HTTPException(400, "prompts: needed beside query, to tell the prompt from the response (OpenRLHF sends both)")
         _same_length(query=request.query, prompts=request.prompts, labels=request.labels)
+        if not request.query:  # OpenRLHF splits its samples over several URLs: the others get empty lists
+            return JSONResponse({"rewards": [], "scores": [], "extra_logs": {"prm_process": [], "prm_unmeasured": []}})
         responses = []
         for i, (query, prompt) in enumerate(zip(request.query, request.prompts)):
-            if not query.startswith(prompt):
-                raise HTTPException(400, f"query {i} does not start with its prompt: cannot tell the response from it")
-            responses.append(_SPECIAL_TOKEN.sub("", query[len(prompt) :]))
+            response = response_of_query(query, prompt)
+            if response is None:
+                raise HTTPException(
+                    400,
+                    f"query {i} does not start with its prompt, nor with pad tokens and then it, nor with its end (a prompt "
+                    "cut from the left): cannot tell the response from it",
+                )
+            responses.append(_SPECIAL_TOKEN.sub("", response))
         problems = [problem_from_prompt(prompt) for prompt in request.prompts]
-        if reward.config.answer_weight > 0 and request.labels is None:
-            raise HTTPException(400, "labels: the reference answers, needed with --answer-weight > 0")
-        results = await rewards_of(problems, responses, request.labels)
+        references = None
+        if reward.config.answer_weight > 0:
+            if request.labels is None:
+                raise HTTPException(400, "labels: the reference answers, needed with --answer-weight > 0")
+            odd = next((i for i, label in enumerate(request.labels) if not isinstance(label, str | int | float | type(None))), None)
+            if odd is not None:
+                raise HTTPException(400, f"labels[{odd}]: a {type(request.labels[odd]).__name__} is not a reference answer (text or a number)")
+            references = request.labels
+        results = await rewards_of(problems, responses, references)
         unmeasured = [(i, r.reason) for i, r in enumerate(results) if r.value is None]
         if unmeasured and config.unmeasured_score is None:
             i, reason = unmeasured[0]

@@ -1,0 +1,121 @@
+"""Step scores from a PRM that `vllm serve` runs elsewhere: verl's reward loop serves reward models so,
+behind its router, and hands the reward function the router's address.
+
+    vllm serve runs/prm/best --runner pooling --pooler-config '{"task": "token_classify", "tok_pooling_type": "ALL"}'
+
+The solutions are rendered to token ids here exactly as `labeler score` renders them for its own vLLM
+engine (workers/vllm_scorer.py: the same PRM folder or public PRM, read without weights), sent to the
+server's `/pooling` endpoint as token ids with `task` token_classify and no activation, and the raw
+per-token logits that come back are read at the same positions the same way. So a served PRM gives
+the scores the in-process one gives (tests/test_verl_pooling.py: a real `vllm serve` over HTTP).
+
+The server must run the PRM this side renders for: `/v1/models` is read once and a server whose
+model is another folder is refused, with both named. A request that fails, or an answer with the
+wrong number of token outputs, raises with the server's reason: a reward computed from a partial
+answer is never returned.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from labeler.evaluation.solutions import SolutionToScore
+from labeler.prm.scorers import parse_spec
+from workers.vllm_scorer import REQUESTS_PER_CALL, Reading, prepare_pooling
+
+TIMEOUT_SECONDS = 600
+
+
+class PoolingServerError(RuntimeError):
+    """The server cannot score, or answered something that is not the scores asked for; the message says which."""
+
+
+class PoolingServerScorer:
+    """A StepScorer (labeler/prm/scorers.py) whose PRM runs in a `vllm serve` process at `address` (host:port or a URL)."""
+
+    def __init__(self, spec: str, address: str, *, trust_remote_code: bool = False, max_length: int | None = None):
+        kind, model = parse_spec(spec)
+        folder, sequences, reading, _, render_problem = prepare_pooling(kind, model, spec, trust_remote_code, max_length)
+        self.name = spec
+        self.backend = "vllm-server"
+        self.url = address.rstrip("/") if "://" in address else f"http://{address.rstrip('/')}"
+        self._sequences = sequences
+        self.reading: Reading = reading
+        self.served_model = self._served_model(folder)
+        if reading.trajectory_column is not None:  # what score_solutions looks for
+            self.step_and_trajectory_scores = self._scores
+        if render_problem is not None:
+            self.render_problem = render_problem
+
+    def _served_model(self, folder: str) -> str:
+        """The server's model id, after checking it serves `folder` (its `root`, or the id, names the same folder)."""
+        models = _request(f"{self.url}/v1/models", None).get("data") or []
+        if len(models) != 1:
+            raise PoolingServerError(f"{self.url} serves {len(models)} models; expected the one PRM {folder}")
+        served = models[0]
+        names = {str(served.get("root") or ""), str(served.get("id") or "")}
+        if not any(name and _same_folder(name, folder) for name in names):
+            raise PoolingServerError(
+                f"{self.url} serves {served.get('root') or served.get('id')}, not the PRM {folder} whose rendering this reward uses: "
+                "serve that folder (vllm serve FOLDER --runner pooling), or name the served one in reward_kwargs.prm"
+            )
+        return served["id"]
+
+    def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
+        return [steps for steps, _ in self._scores(solutions)]
+
+    def _scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
+        sequences = self._sequences(solutions)
+        results: list[tuple[list[float | None], float | None]] = [([None] * len(s.steps), None) for s in solutions]
+        wanted = [i for i, (ids, positions, _) in enumerate(sequences) if ids and positions]
+        for start in range(0, len(wanted), REQUESTS_PER_CALL):
+            chunk = wanted[start : start + REQUESTS_PER_CALL]
+            body = {"model": self.served_model, "input": [sequences[i][0] for i in chunk], "task": "token_classify", "use_activation": False}
+            data = _request(f"{self.url}/pooling", body).get("data")
+            if not isinstance(data, list) or len(data) != len(chunk):
+                raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(chunk)} solutions")
+            for i, item in zip(chunk, sorted(data, key=lambda d: d.get("index", 0)), strict=True):
+                ids, positions, trajectory_position = sequences[i]
+                logits = torch.tensor(item.get("data"), dtype=torch.float32)
+                if logits.dim() != 2 or logits.shape[0] != len(ids):
+                    raise PoolingServerError(
+                        f"{self.url}/pooling returned {tuple(logits.shape)} for the {len(ids)} tokens of solution {solutions[i].solution_id} "
+                        "(expected one row per token: serve with --pooler-config '{\"task\": \"token_classify\", \"tok_pooling_type\": \"ALL\"}')"
+                    )
+                steps = self.reading.step_probability(logits[positions]).tolist()
+                trajectory = None
+                if self.reading.trajectory_column is not None and trajectory_position is not None:
+                    trajectory = torch.sigmoid(logits[trajectory_position, self.reading.trajectory_column]).item()
+                results[i] = (steps + [None] * (len(solutions[i].steps) - len(steps)), trajectory)
+        return results
+
+    def close(self) -> None:
+        pass  # the server is not ours to stop
+
+
+def _same_folder(name: str, folder: str) -> bool:
+    try:
+        return Path(name).resolve() == Path(folder).resolve() or name == folder
+    except OSError:
+        return name == folder
+
+
+def _request(url: str, body: dict | None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode(errors="replace")[:500]
+        raise PoolingServerError(f"{url}: HTTP {error.code}: {detail}") from error
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        raise PoolingServerError(f"{url}: cannot reach the PRM server: {error}") from error
+    except ValueError as error:
+        raise PoolingServerError(f"{url}: the answer is not JSON: {error}") from error
