@@ -66,7 +66,7 @@ def test_a_step_surprise_logit_is_the_lowest_log_probability_of_the_steps_tokens
 
 
 def test_vllm_refuses_a_step_surprise_prm_in_one_line_the_user_can_act_on(tiny_model_dir, tmp_path):
-    from workers.vllm_scorer import VLLMCannotServe, _checkpoint
+    from labeler.prm.pooling import VLLMCannotServe, _checkpoint
 
     ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft", step_surprise=True).save(tmp_path / "prm")
     with pytest.raises(VLLMCannotServe, match="--no-step-surprise"):
@@ -257,7 +257,7 @@ def test_a_prm_saved_with_a_max_length_past_the_context_reads_no_further_on_eith
 
     from transformers import AutoConfig
 
-    from workers.vllm_scorer import _checkpoint
+    from labeler.prm.pooling import _checkpoint
 
     context = AutoConfig.from_pretrained(tiny_model_dir).max_position_embeddings
     prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft")

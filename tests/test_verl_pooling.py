@@ -115,7 +115,7 @@ def test_threads_of_the_reward_loop_share_one_client_and_get_the_same_scores(ser
 
 
 def test_a_server_of_another_model_is_refused_with_both_named(served, tiny_model_dir, tmp_path):
-    from workers.pooling_client import PoolingServerError, PoolingServerScorer
+    from labeler.prm.pooling_client import PoolingServerError, PoolingServerScorer
 
     other = tmp_path / "other"
     ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").save(other)

@@ -23,39 +23,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.backends import TORCH, BackendConfig
 from labeler.prm.devices import Placement
-from labeler.prm.scorers import CHECKPOINT, StepScorer, checkpoint_folder, load_scorer, parse_spec
+from labeler.prm.pooling import REQUESTS_PER_CALL, Reading, VLLMCannotServe, prepare_pooling
+from labeler.prm.scorers import StepScorer, load_scorer, parse_spec
 from workers.vllm_generator import platform_engine_kwargs, register_engine, shutdown_engine
 
 log = logging.getLogger("labeler.score")
-REQUESTS_PER_CALL = 1024  # solutions per encode call: bounds the per-token outputs held at once
-
-
-class VLLMCannotServe(Exception):
-    """vLLM cannot run this PRM; the message says why (the caller scores with torch instead)."""
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How vLLM runs a kind of PRM, and how its per-token logits become P(step is right)."""
-
-    engine: dict  # LLM keyword arguments besides the platform's (convert, hf_overrides)
-    step_probability: Callable[[torch.Tensor], torch.Tensor]  # logits [n, classes] -> [n]
-    trajectory_column: int | None = None  # our checkpoints with a trajectory head: its logit's column
-
-
-def _softmax_column(column: int):
-    return lambda logits: torch.softmax(logits.float(), dim=-1)[:, column]
-
-
-def _sigmoid_column(column: int):
-    return lambda logits: torch.sigmoid(logits[:, column].float())
 
 
 # A sequence to score: (token ids, score positions of the steps that fit, the trajectory position or None).
@@ -176,59 +154,6 @@ def _vllm_scorer(spec: str, backend: BackendConfig, placement: Placement, trust_
     scorer = VLLMStepScorer(llm, name=spec, sequences=sequences, reading=reading, render_problem=render_problem)
     register_engine(scorer, llm)
     return scorer
-
-
-def prepare_pooling(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):
-    """(the folder vLLM loads, how to render solutions, how to read the logits, the context length, the
-    adapter's render check: None for our checkpoints, which render every solution)."""
-    from labeler.prm.adapters import load_public_scorer
-    from labeler.prm.devices import place
-
-    if kind == CHECKPOINT:
-        return (*_checkpoint(model, trust_remote_code), None)
-    if kind == "logprob":
-        raise VLLMCannotServe("the logprob baseline reads token log-probabilities, which vLLM's pooling runner does not give; --prm-backend torch says so quietly")
-    renderer = load_public_scorer(
-        kind, model, placement=place("cpu", "fp32"), batch_size=1, trust_remote_code=trust_remote_code, max_length=max_length, name=spec,
-        weights=False,
-    )  # fmt: skip
-    sequences = lambda solutions: [(ids, positions, None) for ids, positions, _ in renderer.sequences(solutions)]
-    if kind == "qwen-prm":
-        reading = Reading({}, _softmax_column(1))
-    else:  # math-shepherd, rlhflow: the output layer's rows of the good and bad tokens, as vLLM names them
-        tokens = renderer.tokenizer.convert_ids_to_tokens(renderer.token_ids)
-        reading = Reading({"convert": "classify", "hf_overrides": {"classifier_from_token": tokens, "method": "no_post_processing"}}, _softmax_column(0))
-    return model, sequences, reading, renderer.max_length, renderer.render_problem
-
-
-def _checkpoint(model: str, trust_remote_code: bool):
-    from transformers import AutoTokenizer
-
-    from labeler.prm.model import LABELS, declared_context, read_settings
-    from labeler.prm.scoring import checkpoint_sequences
-
-    folder = checkpoint_folder(model)
-    settings = read_settings(folder)
-    if settings.step_surprise:
-        raise VLLMCannotServe(
-            f"{folder} has a step-surprise term (it reads its language model's token log-probabilities, which vLLM's "
-            "pooling runner does not give); train with --no-step-surprise for a PRM vLLM serves"
-        )
-    if settings.format_version < 2:
-        raise VLLMCannotServe(
-            f"{folder} was saved in format {settings.format_version}, not as a token classifier (saved before 2026-12-04, "
-            "or its backbone has no token classifier with a `score` head in transformers)"
-        )
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    from transformers import AutoConfig
-
-    # a PRM saved with a max length past its backbone's context (before 2026-12-06) reads no further than the
-    # context, as ProcessRewardModel.load reads it: sequences are cut there and the engine is sized to it
-    context = declared_context(AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code))
-    max_length = min(settings.max_length, context or settings.max_length)
-    sequences = lambda solutions: checkpoint_sequences(tokenizer, max_length, solutions, settings.rendering)
-    trajectory = LABELS.index("trajectory") if settings.trajectory_head else None
-    return folder, sequences, Reading({}, _sigmoid_column(LABELS.index("step")), trajectory), max_length
 
 
 def _kv_cache_gib(model: str, tokens: int, trust_remote_code: bool) -> float:

@@ -19,7 +19,7 @@ and calls from a thread pool: the PRM loads once per config, whichever thread as
 verl's reward loop serves reward models with `vllm serve` behind a router and passes its address as
 reward_router_address. Serve our PRM there (format 2: `vllm serve runs/prm/best --runner pooling
 --pooler-config '{"task": "token_classify", "tok_pooling_type": "ALL"}'`, more replicas behind the
-router to scale) and the steps are scored by that server (workers/pooling_client.py), rendered here
+router to scale) and the steps are scored by that server (labeler/prm/pooling_client.py), rendered here
 with reward_kwargs.prm's own tokenizer and settings, the folder the server must be serving (checked
 once: another model is refused with both named); reward_model_tokenizer is not needed for that. Without
 an address, or with `+custom_reward_function.reward_kwargs.score_locally=true`, the PRM runs in the
@@ -90,7 +90,7 @@ def _reward(config: RewardConfig, address: str | None = None) -> ProcessReward:
         if (config, address) not in _loaded:
             scorer = None
             if address is not None:
-                from workers.pooling_client import PoolingServerScorer
+                from labeler.prm.pooling_client import PoolingServerScorer
 
                 scorer = PoolingServerScorer(config.prm, address, max_length=config.max_length)
             _loaded[(config, address)] = ProcessReward(config, scorer=scorer)

@@ -4,7 +4,7 @@ behind its router, and hands the reward function the router's address.
     vllm serve runs/prm/best --runner pooling --pooler-config '{"task": "token_classify", "tok_pooling_type": "ALL"}'
 
 The solutions are rendered to token ids here exactly as `labeler score` renders them for its own vLLM
-engine (workers/vllm_scorer.py: the same PRM folder or public PRM, read without weights), sent to the
+engine (labeler/prm/pooling.py: the same PRM folder or public PRM, read without weights), sent to the
 server's `/pooling` endpoint as token ids with `task` token_classify and no activation, and the raw
 per-token logits that come back are read at the same positions the same way. So a served PRM gives
 the scores the in-process one gives (tests/test_verl_pooling.py: a real `vllm serve` over HTTP).
@@ -27,7 +27,7 @@ import torch
 
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.scorers import parse_spec
-from workers.vllm_scorer import REQUESTS_PER_CALL, Reading, prepare_pooling
+from labeler.prm.pooling import REQUESTS_PER_CALL, Reading, prepare_pooling
 
 TIMEOUT_SECONDS = 600
 
