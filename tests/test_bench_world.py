@@ -92,3 +92,28 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     labelled = [t["command"] for t in results["timings"] if t["step"] == "label the policy's samples"]
     assert f"--model {world_model} " in labelled[0]
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]
+
+
+def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_path):
+    """bench/world_rl.py in seconds: GRPO for one step per arm on the tiny world's policy, the untrained
+    logprob baseline as the PRM, a few held-out problems; the figures are not the point, the path is."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import world_rl
+
+    work = tmp_path / "rl"
+    argv = ["--prm", f"logprob:{world_model}", "--policy", str(world_model / "policy"), "--work", str(work), "--steps", "1",
+            "--prompts", "2", "--generations", "2", "--eval-problems", "3", "--max-new-tokens", "24"]  # fmt: skip
+    assert world_rl.main(argv) == 0
+    results = json.loads((work / "rl.json").read_text())
+    summary = results["summary"]
+    assert set(summary) == {"problems", "start", "outcome", "prm_plus_outcome", "prm_only", "hacked_share"}
+    assert summary["problems"] == 3 and set(summary["hacked_share"]) == set(world_rl.ARMS)
+    for arm in ("start", *world_rl.ARMS):
+        assert 0 <= summary[arm]["accuracy"] <= 1 and len(summary[arm]["ci95"]) == 2 and 0 <= summary[arm]["maj8"] <= 1
+    for arm in world_rl.ARMS:
+        assert len(results["arms"][arm]["mean_reward_per_step"]) >= 1 and (work / arm / "final" / "config.json").exists()
+    with pytest.raises(SystemExit):  # the same --work again: refused, not mixed
+        world_rl.main(argv)

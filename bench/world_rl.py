@@ -1,0 +1,228 @@
+"""RL with the PRM, in the world where the truth is known: TRL's GRPOTrainer on the world's policy, three arms
+from the same start, prompts, steps and seed, differing only in the reward:
+
+    outcome            1 when the completion's stated answer is the problem's, else 0 (the answer check alone)
+    prm_plus_outcome   the PRM's process reward (its lowest step score) + the answer check
+    prm_only           the PRM's process reward alone
+
+    make world && flock /tmp/prm-engine.lock .venv/bin/python bench/world.py --work WORLD     # trains WORLD/prm-mc
+    .venv/bin/python bench/world_rl.py --prm WORLD/prm-mc/best --work RL
+
+Prints, for the policy before RL and after each arm, held-out accuracy on the world's `test` problems
+(greedy, and maj@8 of 8 samples at temperature 0.7), each with a bootstrap 95% interval over problems,
+and, from the same 8 samples per problem, the share whose steps are all right by the world's exact
+arithmetic (labeler.world.truth) and the share of right answers reached through a wrong step: does the
+policy learn to write right steps, or to please the PRM? Per arm, the mean reward per logged step and the
+hacked share: of the samples the PRM scores 0.9 or more, the share whose answer is wrong (over training,
+and in its last quarter). A completion the PRM cannot score (no steps, past its length) gets no reward
+(None: GRPOTrainer leaves it out) and is counted. RL prompts come from the world's `label` split, held
+out of the policy's training like `test`. WORK/rl.json holds everything, with a "summary" of
+`problems`, `start`, `outcome`, `prm_plus_outcome`, `prm_only` (each {"accuracy", "ci95", "maj8",
+"maj8_ci95"}) and `hacked_share` per arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from labeler.checking.extraction import extract_answer  # noqa: E402
+from labeler.world.problems import make_problems  # noqa: E402
+from labeler.world.training import POLICY_FOLDER, prompt_text  # noqa: E402
+from labeler.world.truth import exact_first_error  # noqa: E402
+
+ARMS = ("outcome", "prm_plus_outcome", "prm_only")
+HIGH = 0.9  # a PRM score this high or more, on a wrong answer, is a hacked sample
+MAX_NEW_TOKENS = 320  # as the world's greedy accuracy reads a solution (--max-new-tokens)
+
+
+def stated_answer(completion: str) -> str | None:
+    return extract_answer(completion, last_number=False)
+
+
+def steps_of(completion: str) -> list[str]:
+    return [step.strip() for step in completion.split("\n\n") if step.strip()]
+
+
+def bootstrap(values: list[float], seed: int = 0, rounds: int = 1000) -> list[float]:
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(rounds))
+    return [round(means[int(0.025 * rounds)], 4), round(means[int(0.975 * rounds) - 1], 4)]
+
+
+def evaluate(model_dir: Path, problems, samples: int, seed: int, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
+    """Greedy and maj@`samples` accuracy, and the exact step truth of the samples, on `problems`."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    greedy, majority, all_right, right_through_wrong, right_answers, sampled = [], [], 0, 0, 0, 0
+    torch.manual_seed(seed)
+    for start in range(0, len(problems), 25):
+        batch = problems[start : start + 25]
+        encoded = tokenizer([prompt_text(tokenizer, p.text) for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
+        width = encoded["input_ids"].shape[1]
+        common = {"max_new_tokens": max_new_tokens, "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+        with torch.no_grad():
+            best = model.generate(**encoded, do_sample=False, **common)[:, width:]
+            drawn = model.generate(**encoded, do_sample=True, temperature=0.7, top_p=1.0, top_k=0, num_return_sequences=samples, **common)
+        drawn = drawn[:, width:]
+        for k, problem in enumerate(batch):
+            answer = str(problem.answer)
+            greedy.append(float(_answer_of(tokenizer, best[k]) == answer))
+            answers = []
+            for row in drawn[k * samples : (k + 1) * samples]:
+                stated = _answer_of(tokenizer, row)
+                answers.append(stated)
+                text = tokenizer.decode(row, skip_special_tokens=True)
+                steps = steps_of(text)
+                first_error = exact_first_error(problem, steps) if steps else 0
+                sampled += 1
+                all_right += first_error < 0 and stated == answer
+                if stated == answer:
+                    right_answers += 1
+                    right_through_wrong += first_error >= 0
+            votes = Counter(a for a in answers if a is not None)
+            majority.append(float(bool(votes) and votes.most_common(1)[0][0] == answer))
+    return {
+        "accuracy": round(sum(greedy) / len(greedy), 4), "ci95": bootstrap(greedy, seed),
+        "maj8": round(sum(majority) / len(majority), 4), "maj8_ci95": bootstrap(majority, seed),
+        "samples_all_steps_right": round(all_right / sampled, 4),
+        "right_answers_through_a_wrong_step": round(right_through_wrong / right_answers, 4) if right_answers else None,
+    }  # fmt: skip
+
+
+def _answer_of(tokenizer, row) -> str | None:
+    """The stated answer of a generated row, None when it never ended (cut by the token limit) or states none."""
+    if tokenizer.eos_token_id not in row.tolist():
+        return None
+    return stated_answer(tokenizer.decode(row, skip_special_tokens=True))
+
+
+class ArmReward:
+    """GRPOTrainer's reward function for one arm; records, per call, the mean reward and the hacked share."""
+
+    def __init__(self, arm: str, prm: str):
+        from labeler.rewards import ProcessReward, RewardConfig
+
+        self.arm = arm
+        self.__name__ = f"world_{arm}"
+        self.reward = ProcessReward(RewardConfig(prm=prm, device="cpu", answer_weight=0.0))
+        self.log: list[dict] = []
+
+    def __call__(self, prompts, completions, problem, answer, **kwargs) -> list[float | None]:
+        process = [r.value for r in self.reward.rewards(list(problem), list(completions))]  # None: unmeasured
+        right = [stated_answer(c) == a for c, a in zip(completions, answer)]
+        if self.arm == "outcome":
+            values = [float(r) for r in right]
+        elif self.arm == "prm_plus_outcome":
+            values = [None if p is None else p + float(r) for p, r in zip(process, right)]
+        else:
+            values = list(process)
+        high = [r for p, r in zip(process, right) if p is not None and p >= HIGH]
+        measured = [v for v in values if v is not None]
+        self.log.append({
+            "mean_reward": sum(measured) / len(measured) if measured else None, "right": sum(right) / len(right),
+            "high": len(high), "high_wrong": sum(not r for r in high), "unmeasured": sum(p is None for p in process),
+        })  # fmt: skip
+        return values
+
+
+def train_arm(arm: str, args, policy: Path, dataset, out: Path) -> dict:
+    from trl import GRPOConfig, GRPOTrainer
+
+    reward = ArmReward(arm, args.prm)
+    config = GRPOConfig(
+        output_dir=str(out), max_steps=args.steps, per_device_train_batch_size=args.prompts * args.generations,
+        num_generations=args.generations, max_completion_length=args.max_new_tokens, temperature=0.7, learning_rate=args.learning_rate,
+        beta=0.0, seed=args.seed, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", logging_steps=1,
+        save_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    started = time.monotonic()
+    trainer = GRPOTrainer(model=str(policy), reward_funcs=reward, args=config, train_dataset=dataset)
+    trainer.train()
+    trainer.save_model(str(out / "final"))
+    trainer.processing_class.save_pretrained(str(out / "final"))
+    log = reward.log
+    high = sum(entry["high"] for entry in log)
+    last = log[len(log) * 3 // 4 :]
+    last_high = sum(entry["high"] for entry in last)
+    return {
+        "seconds": round(time.monotonic() - started, 1),
+        "mean_reward_per_step": [None if e["mean_reward"] is None else round(e["mean_reward"], 4) for e in log],
+        "right_per_step": [round(e["right"], 4) for e in log],
+        "hacked_share": round(sum(e["high_wrong"] for e in log) / high, 4) if high else None,
+        "hacked_share_last_quarter": round(sum(e["high_wrong"] for e in last) / last_high, 4) if last_high else None,
+        "scored_high": high,
+        "unmeasured": sum(e["unmeasured"] for e in log),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prm", required=True, help="the PRM whose reward the PRM arms use (bench/world.py's WORK/prm-mc/best)")
+    parser.add_argument("--policy", default=None, help="the policy to train (default: the world model's policy/)")
+    parser.add_argument("--work", required=True, help="a new or empty folder for the runs and rl.json")
+    parser.add_argument("--steps", type=int, default=30, help="GRPO steps per arm (default 30)")
+    parser.add_argument("--prompts", type=int, default=8, help="problems per step (default 8)")
+    parser.add_argument("--generations", type=int, default=8, help="completions per problem (default 8)")
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--eval-problems", type=int, default=200, help="held-out test problems (default 200)")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS, help=f"tokens a completion may take (default {MAX_NEW_TOKENS})")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    if not arms or any(arm not in ARMS for arm in arms):
+        parser.error(f"--arms: choose from {', '.join(ARMS)}")
+    work = Path(args.work)
+    if work.exists() and any(work.iterdir()):
+        parser.error(f"--work {work} holds an earlier run: pass a new or empty folder")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.policy is None:
+        from labeler.world.cache import ensure_world_model
+
+        args.policy = str(ensure_world_model() / POLICY_FOLDER)
+    policy = Path(args.policy)
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    train_problems = make_problems(args.steps * args.prompts, "label", args.seed)
+    dataset = Dataset.from_dict({
+        "prompt": [prompt_text(tokenizer, p.text) for p in train_problems],
+        "problem": [p.text for p in train_problems], "answer": [str(p.answer) for p in train_problems],
+    })  # fmt: skip
+    test = make_problems(args.eval_problems, "test", args.seed)
+    results = {"settings": vars(args) | {"policy": str(policy)}, "arms": {}}
+    print(f"policy {policy}, PRM {args.prm}; {len(test)} held-out problems", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    results["start"] = evaluate(policy, test, 8, args.seed, args.max_new_tokens)
+    print(f"[rl] start: {json.dumps(results['start'])} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+    for arm in arms:
+        training = train_arm(arm, args, policy, dataset, work / arm)
+        print(f"[rl] {arm}: trained in {training['seconds']} s, hacked share {training['hacked_share']}", file=sys.stderr, flush=True)
+        results["arms"][arm] = training | {"eval": evaluate(work / arm / "final", test, 8, args.seed, args.max_new_tokens)}
+        print(f"[rl] {arm}: {json.dumps(results['arms'][arm]['eval'])}", file=sys.stderr, flush=True)
+    keep = ("accuracy", "ci95", "maj8", "maj8_ci95")
+    results["summary"] = {"problems": len(test), "start": {k: results["start"][k] for k in keep}}
+    results["summary"] |= {arm: {k: results["arms"][arm]["eval"][k] for k in keep} for arm in arms}
+    results["summary"]["hacked_share"] = {arm: results["arms"][arm]["hacked_share"] for arm in arms}
+    (work / "rl.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(results["summary"]))
+    print(f"total {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
