@@ -22,11 +22,23 @@ def test_every_form_openrlhf_sends_gives_the_response_back(question, response, p
 
 
 @settings(max_examples=200, deadline=None)
-@given(question=text, response=text)
-def test_a_prompt_that_repeats_its_own_end_is_still_split_at_its_end(question, response):
-    shot = f"<|im_start|>user\n{question}{CHAT_END}"
-    prompt = shot * 3  # few-shot prompts of one template: the tail occurs more than once
-    assert response_of_query(prompt[len(shot) // 2 :] + response, prompt) == response
+@given(response=text, cut=st.integers(0, 55))
+def test_a_few_shot_prompt_whose_shots_end_alike_is_split_at_its_end(response, cut):
+    ending = "Think step by step and give the answer at the end." + CHAT_END  # the same 64-character end after every shot
+    questions = ["A baker has 12 loaves and sells 5 of them.", "Name a prime number above 10.", "What is 7*8?"]
+    prompt = "".join(f"<|im_start|>user\n{q}\n\n{ending}" for q in questions)
+    assert response_of_query(prompt[cut:] + response, prompt) == response  # cut within the first shot's question
+
+
+def test_a_kept_prompt_that_repeats_itself_is_ambiguous_and_refused():
+    prompt = "Q: repeat after me " + "la " * 40
+    assert response_of_query(prompt[30:] + "la la la la The answer is 3.", prompt) is None  # where does the prompt end?
+
+
+def test_a_query_of_another_short_question_with_the_same_end_is_refused():
+    ending = " Please reason step by step, and put your final answer in a box." + CHAT_END
+    asked, other = f"<|im_start|>user\nWhat is 2+3?{ending}", f"<|im_start|>user\nWhat is 7*8?{ending}"
+    assert response_of_query(other + "56", asked) is None
 
 
 @given(question=text, other=st.text(min_size=CUT_TOKEN_CHARS + 1, max_size=80).filter(lambda t: "<" not in t))

@@ -287,6 +287,7 @@ def test_empty_lists_get_empty_lists_and_labels_are_read_only_with_an_answer_wei
          400, "nor with its end"),  # fmt: skip
         ("/get_reward", {"query": [CHAT_PROMPT], "prompts": [CHAT_PROMPT], "labels": ["5"]}, 422, "empty completion"),
         ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT]}, 400, "labels: the reference answers"),
+        ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT], "labels": [True]}, 400, "a bool is not a reference answer"),
         # a blank label is a missing reference: an unmeasured reward, 422 here (/rewards: value null and the reason)
         ("/get_reward", {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT], "labels": [""]}, 422, "no reference answer"),
         ("/rewards", {"problems": [PROBLEM], "completions": [3]}, 422, "completions"),

@@ -112,6 +112,9 @@ def test_threads_of_the_reward_loop_share_one_client_and_get_the_same_scores(ser
         scores = list(pool.map(call, range(12)))
     assert len(verl_score._loaded) == 1
     assert all(s == scores[i % 2] for i, s in enumerate(scores))
+    for solution, served_score in ((WRONG, scores[0]), (TWO_STEPS, scores[1])):  # and they are the in-process PRM's
+        here = verl_score.compute_score("a", solution, "5", {"question": QUESTION}, prm=token_classifier_prm, device="cpu", answer_weight=1.0)
+        assert served_score["prm_process"] == pytest.approx(here["prm_process"], abs=1e-3)
 
 
 def test_a_server_of_another_model_is_refused_with_both_named(served, tiny_model_dir, tmp_path):
@@ -121,5 +124,67 @@ def test_a_server_of_another_model_is_refused_with_both_named(served, tiny_model
     ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft").save(other)
     with pytest.raises(PoolingServerError, match=f"not the PRM {other}"):
         PoolingServerScorer(str(other), served)
-    with pytest.raises(PoolingServerError, match="cannot reach the PRM server"):
+    with pytest.raises(PoolingServerError, match="cannot reach the PRM server.*score_locally=true"):
         PoolingServerScorer(str(other), f"127.0.0.1:{free_port()}")
+
+
+class FakeModels:
+    """An HTTP server on a thread whose /v1/models says it serves `root` with a context of `context` tokens."""
+
+    def __init__(self, root: str, context: int):
+        import http.server
+        import threading
+
+        body = json.dumps({"data": [{"id": root, "root": root, "max_model_len": context}]}).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+def test_a_server_whose_context_is_shorter_than_the_prms_max_length_is_refused_at_once(token_classifier_prm):
+    from labeler.prm.pooling_client import PoolingServerError, PoolingServerScorer
+
+    with FakeModels(token_classifier_prm, 128) as short:
+        with pytest.raises(PoolingServerError, match="context of 128 tokens, under the PRM's max length of 384"):
+            PoolingServerScorer(token_classifier_prm, short.address)
+    with FakeModels(token_classifier_prm, 384) as enough:
+        assert PoolingServerScorer(token_classifier_prm, enough.address).served_model == token_classifier_prm
+
+
+def test_the_remote_client_gets_the_rewards_trust_remote_code(token_classifier_prm, monkeypatch):
+    import labeler.prm.pooling_client as pooling_client
+
+    seen = {}
+
+    class Recording:
+        def __init__(self, spec, address, **kwargs):
+            seen.update(kwargs)
+
+        def step_scores(self, solutions):
+            return [[0.5] * len(s.steps) for s in solutions]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pooling_client, "PoolingServerScorer", Recording)
+    monkeypatch.setattr(verl_score, "_loaded", {})
+    verl_score.compute_score("a", TWO_STEPS, "5", {"question": QUESTION}, reward_router_address="127.0.0.1:1", prm=token_classifier_prm,
+                             device="cpu", trust_remote_code=True)  # fmt: skip
+    assert seen["trust_remote_code"] is True

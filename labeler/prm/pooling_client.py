@@ -9,14 +9,16 @@ server's `/pooling` endpoint as token ids with `task` token_classify and no acti
 per-token logits that come back are read at the same positions the same way. So a served PRM gives
 the scores the in-process one gives (tests/test_verl_pooling.py: a real `vllm serve` over HTTP).
 
-The server must run the PRM this side renders for: `/v1/models` is read once and a server whose
-model is another folder is refused, with both named. A request that fails, or an answer with the
-wrong number of token outputs, raises with the server's reason: a reward computed from a partial
-answer is never returned.
+The server must run the PRM this side renders for: `/v1/models` is read once, and a server whose
+model is another folder, or whose context is shorter than the PRM's max length (it would refuse a
+long solution mid-run rather than score the steps that fit), is refused at once, with both named. A
+request that fails, or an answer of the wrong shape, raises with the server's reason (behind verl's
+router, which re-raises, an HTTP 500): a reward computed from a partial answer is never returned.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -30,6 +32,8 @@ from labeler.prm.scorers import parse_spec
 from labeler.prm.pooling import REQUESTS_PER_CALL, Reading, prepare_pooling
 
 TIMEOUT_SECONDS = 600
+# how to score without the server when verl passes an address for a reward model of its own
+OPT_OUT = " (to score in the reward worker instead, set +custom_reward_function.reward_kwargs.score_locally=true)"
 
 
 class PoolingServerError(RuntimeError):
@@ -41,29 +45,37 @@ class PoolingServerScorer:
 
     def __init__(self, spec: str, address: str, *, trust_remote_code: bool = False, max_length: int | None = None):
         kind, model = parse_spec(spec)
-        folder, sequences, reading, _, render_problem = prepare_pooling(kind, model, spec, trust_remote_code, max_length)
+        folder, sequences, reading, context, render_problem = prepare_pooling(kind, model, spec, trust_remote_code, max_length)
         self.name = spec
         self.backend = "vllm-server"
         self.url = address.rstrip("/") if "://" in address else f"http://{address.rstrip('/')}"
         self._sequences = sequences
         self.reading: Reading = reading
-        self.served_model = self._served_model(folder)
+        self.served_model = self._served_model(folder, context)
         if reading.trajectory_column is not None:  # what score_solutions looks for
             self.step_and_trajectory_scores = self._scores
         if render_problem is not None:
             self.render_problem = render_problem
 
-    def _served_model(self, folder: str) -> str:
-        """The server's model id, after checking it serves `folder` (its `root`, or the id, names the same folder)."""
+    def _served_model(self, folder: str, context: int) -> str:
+        """The server's model id, after checking it serves `folder` (its `root`, or the id, names the same folder)
+        with a context of at least the PRM's max length `context`."""
         models = _request(f"{self.url}/v1/models", None).get("data") or []
-        if len(models) != 1:
-            raise PoolingServerError(f"{self.url} serves {len(models)} models; expected the one PRM {folder}")
+        if not isinstance(models, list) or len(models) != 1 or not isinstance(models[0], dict):
+            count = len(models) if isinstance(models, list) else "no"
+            raise PoolingServerError(f"{self.url} serves {count} models; expected the one PRM {folder}{OPT_OUT}")
         served = models[0]
         names = {str(served.get("root") or ""), str(served.get("id") or "")}
         if not any(name and _same_folder(name, folder) for name in names):
             raise PoolingServerError(
                 f"{self.url} serves {served.get('root') or served.get('id')}, not the PRM {folder} whose rendering this reward uses: "
-                "serve that folder (vllm serve FOLDER --runner pooling), or name the served one in reward_kwargs.prm"
+                f"serve that folder (vllm serve FOLDER --runner pooling), or name the served one in reward_kwargs.prm{OPT_OUT}"
+            )
+        served_context = served.get("max_model_len")
+        if isinstance(served_context, int) and served_context < context:
+            raise PoolingServerError(
+                f"{self.url} serves {folder} with a context of {served_context} tokens, under the PRM's max length of {context}: "
+                f"it would refuse longer solutions mid-run; serve it with --max-model-len {context} or more"
             )
         return served["id"]
 
@@ -78,6 +90,8 @@ class PoolingServerScorer:
             chunk = wanted[start : start + REQUESTS_PER_CALL]
             body = {"model": self.served_model, "input": [sequences[i][0] for i in chunk], "task": "token_classify", "use_activation": False}
             data = _request(f"{self.url}/pooling", body).get("data")
+            if isinstance(data, list) and not all(isinstance(item, dict) and isinstance(item.get("data"), list) for item in data):
+                raise PoolingServerError(f"{self.url}/pooling answered items without per-token data")
             if not isinstance(data, list) or len(data) != len(chunk):
                 raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(chunk)} solutions")
             for i, item in zip(chunk, sorted(data, key=lambda d: d.get("index", 0)), strict=True):
@@ -111,11 +125,14 @@ def _request(url: str, body: dict | None) -> dict:
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST")
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-            return json.loads(response.read())
+            answer = json.loads(response.read())
     except urllib.error.HTTPError as error:
         detail = error.read().decode(errors="replace")[:500]
         raise PoolingServerError(f"{url}: HTTP {error.code}: {detail}") from error
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-        raise PoolingServerError(f"{url}: cannot reach the PRM server: {error}") from error
-    except ValueError as error:
-        raise PoolingServerError(f"{url}: the answer is not JSON: {error}") from error
+        raise PoolingServerError(f"{url}: cannot reach the PRM server: {error}{OPT_OUT}") from error
+    except (ValueError, http.client.HTTPException) as error:  # not JSON, or cut off (IncompleteRead)
+        raise PoolingServerError(f"{url}: no readable answer: {error}") from error
+    if not isinstance(answer, dict):
+        raise PoolingServerError(f"{url}: answered a JSON {type(answer).__name__}, not an object")
+    return answer

@@ -92,6 +92,6 @@ def _reward(config: RewardConfig, address: str | None = None) -> ProcessReward:
             if address is not None:
                 from labeler.prm.pooling_client import PoolingServerScorer
 
-                scorer = PoolingServerScorer(config.prm, address, max_length=config.max_length)
+                scorer = PoolingServerScorer(config.prm, address, trust_remote_code=config.trust_remote_code, max_length=config.max_length)
             _loaded[(config, address)] = ProcessReward(config, scorer=scorer)
         return _loaded[(config, address)]

@@ -5,10 +5,11 @@
                        -> {"rewards": [float, ...], "scores": [reward / (1 + W), ...] (in [0, 1], as OpenRLHF's
                        dynamic filtering reads them), "extra_logs": {"prm_process": [...], "prm_unmeasured": [...]}}
                        The response is what follows the prompt in the query, cut into steps, in each form
-                       OpenRLHF sends (response_of_query): the query starts with its prompt (0.8.3 on), or
-                       with pad tokens and then the prompt (0.5-0.7 left-padded batches), or, its prompt
+                       OpenRLHF sends (response_of_query): the query starts with its prompt (0.8.0 on), or
+                       with pad tokens and then the prompt (0.5.9-0.7 left-padded batches), or, its prompt
                        cut from the left to fit (0.9.1 on), with the prompt's end; pad and end tokens
-                       around the response are dropped. Any other query is refused (400), never guessed.
+                       around the response are dropped. Any other query (0.8.3-0.9.0 cut long prompts from
+                       the right) is refused (400), never guessed.
                        The problem the PRM reads is the prompt's last user turn (ChatML, Llama 3 chats),
                        else the prompt, without special tokens (<|...|>). labels are the references when
                        --answer-weight > 0 (text or numbers; other JSON refused then, ignored without it).
@@ -63,33 +64,36 @@ _TURN = re.compile(
 
 
 # A prompt cut from the left (OpenRLHF 0.9.1 on, to fit max_len) is found by its last characters, and may start
-# mid-token: its first few characters can decode differently from the whole prompt's.
+# at a token that decodes a little differently alone (a leading space, a partial UTF-8 character as U+FFFD): its
+# first few characters (never a line break) may differ from the whole prompt's.
 PROMPT_TAIL_CHARS = 64
-CUT_TOKEN_CHARS = 16
+CUT_TOKEN_CHARS = 3
 
 
 def response_of_query(query: str, prompt: str) -> str | None:
     """The response in an OpenRLHF query (its decoded prompt and response) given the prompt, or None when the
-    query holds no recognisable form of its prompt: the query starts with the prompt; or with pad tokens (special
-    tokens only) and then the prompt; or with the prompt's end (the prompt cut from the left): the query up to
-    the first occurrence of the prompt's last PROMPT_TAIL_CHARS characters, leading special tokens dropped, is
-    the end of the prompt, but for at most CUT_TOKEN_CHARS characters of a cut first token."""
+    query holds no recognisable form of its prompt, or more than one: the query starts with the prompt; or with
+    pad tokens (special tokens only) and then the prompt; or with the prompt's end (the prompt cut from the left):
+    the query up to an occurrence of the prompt's last PROMPT_TAIL_CHARS characters, leading special tokens
+    dropped, is the end of the prompt but for at most CUT_TOKEN_CHARS characters of a cut first token. When
+    several occurrences qualify (a kept prompt that repeats itself), where the prompt ends is ambiguous: None."""
     if query.startswith(prompt):
         return query[len(prompt) :]
     at = query.find(prompt)
     if at > 0 and not _SPECIAL_TOKEN.sub("", query[:at]).strip():
         return query[at + len(prompt) :]
     tail = prompt[-PROMPT_TAIL_CHARS:]
-    found, start = None, 0
-    while tail and (at := query.find(tail, start)) >= 0:  # the last such end: a prompt may hold its own tail earlier
+    ends, start = [], 0
+    while tail and (at := query.find(tail, start)) >= 0:
         end = at + len(tail)
         head = _LEADING_SPECIAL.sub("", query[:end])
         if len(head) > len(prompt) + CUT_TOKEN_CHARS:
             break
-        if any(prompt.endswith(head[skip:]) for skip in range(min(CUT_TOKEN_CHARS, len(head) - len(tail)) + 1)):
-            found = end
+        skips = range(min(CUT_TOKEN_CHARS, len(head) - len(tail)) + 1)
+        if any(prompt.endswith(head[skip:]) and "\n" not in head[:skip] for skip in skips):
+            ends.append(end)
         start = at + 1
-    return None if found is None else query[found:]
+    return query[ends[0] :] if len(ends) == 1 else None
 
 
 def problem_from_prompt(prompt: str) -> str:
@@ -185,7 +189,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         if reward.config.answer_weight > 0:
             if request.labels is None:
                 raise HTTPException(400, "labels: the reference answers, needed with --answer-weight > 0")
-            odd = next((i for i, label in enumerate(request.labels) if not isinstance(label, str | int | float | type(None))), None)
+            odd = next((i for i, label in enumerate(request.labels) if isinstance(label, bool) or not isinstance(label, str | int | float | type(None))), None)
             if odd is not None:
                 raise HTTPException(400, f"labels[{odd}]: a {type(request.labels[odd]).__name__} is not a reference answer (text or a number)")
             references = request.labels
