@@ -13,8 +13,9 @@ Prints, for the policy before RL and after each arm, held-out accuracy on the wo
 and, from the same 8 samples per problem, the share whose steps are all right by the world's exact
 arithmetic (labeler.world.truth) and the share of right answers reached through a wrong step: does the
 policy learn to write right steps, or to please the PRM? Per arm, the mean reward per logged step and the
-hacked share: of the samples the PRM scores 0.9 or more, the share whose answer is wrong (over training,
-and in its last quarter). A completion the PRM cannot score (no steps, past its length) gets no reward
+hacked share: of the training samples the PRM judges right (every step's score at or above the threshold
+`labeler train` chose on validation and stored with the checkpoint; 0.5 for a PRM without one), the share
+whose answer is wrong, over training and in its last quarter. A completion the PRM cannot score (no steps, past its length) gets no reward
 (None: GRPOTrainer leaves it out) and is counted. RL prompts come from the world's `label` split, held
 out of the policy's training like `test`. WORK/rl.json holds everything, with a "summary" of
 `problems`, `start`, `outcome`, `prm_plus_outcome`, `prm_only` (each {"accuracy", "ci95", "maj8",
@@ -40,7 +41,6 @@ from labeler.world.training import POLICY_FOLDER, prompt_text  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
 
 ARMS = ("outcome", "prm_plus_outcome", "prm_only")
-HIGH = 0.9  # a PRM score this high or more, on a wrong answer, is a hacked sample
 MAX_NEW_TOKENS = 320  # as the world's greedy accuracy reads a solution (--max-new-tokens)
 
 
@@ -109,6 +109,21 @@ def _answer_of(tokenizer, row) -> str | None:
     return stated_answer(tokenizer.decode(row, skip_special_tokens=True))
 
 
+def judged_right_at(prm: str) -> float:
+    """The step score at or above which the PRM calls a step right: its checkpoint's stored threshold, else 0.5."""
+    from labeler.prm.model import PRMLoadError, read_settings
+    from labeler.prm.scorers import CHECKPOINT, checkpoint_folder, parse_spec
+
+    kind, model = parse_spec(prm)
+    if kind != CHECKPOINT:
+        return 0.5
+    try:
+        threshold = read_settings(Path(checkpoint_folder(model))).threshold
+    except PRMLoadError:
+        return 0.5
+    return 0.5 if threshold is None else threshold
+
+
 class ArmReward:
     """GRPOTrainer's reward function for one arm; records, per call, the mean reward and the hacked share."""
 
@@ -118,6 +133,7 @@ class ArmReward:
         self.arm = arm
         self.__name__ = f"world_{arm}"
         self.reward = ProcessReward(RewardConfig(prm=prm, device="cpu", answer_weight=0.0))
+        self.judged_right_at = judged_right_at(prm)
         self.log: list[dict] = []
 
     def __call__(self, prompts, completions, problem, answer, **kwargs) -> list[float | None]:
@@ -129,7 +145,7 @@ class ArmReward:
             values = [None if p is None else p + float(r) for p, r in zip(process, right)]
         else:
             values = list(process)
-        high = [r for p, r in zip(process, right) if p is not None and p >= HIGH]
+        high = [r for p, r in zip(process, right) if p is not None and p >= self.judged_right_at]
         measured = [v for v in values if v is not None]
         self.log.append({
             "mean_reward": sum(measured) / len(measured) if measured else None, "right": sum(right) / len(right),
@@ -163,7 +179,8 @@ def train_arm(arm: str, args, policy: Path, dataset, out: Path) -> dict:
         "right_per_step": [round(e["right"], 4) for e in log],
         "hacked_share": round(sum(e["high_wrong"] for e in log) / high, 4) if high else None,
         "hacked_share_last_quarter": round(sum(e["high_wrong"] for e in last) / last_high, 4) if last_high else None,
-        "scored_high": high,
+        "judged_right_at": reward.judged_right_at,
+        "judged_right": high,
         "unmeasured": sum(e["unmeasured"] for e in log),
     }
 
