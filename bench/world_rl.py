@@ -9,15 +9,20 @@ from the same start, prompts, steps and seed, differing only in the reward:
     .venv/bin/python bench/world_rl.py --prm WORLD/prm-mc/best --work RL
 
 Prints, for the policy before RL and after each arm, held-out accuracy on the world's `test` problems
-(greedy, and maj@8 of 8 samples at temperature 0.7), each with a bootstrap 95% interval over problems,
+(greedy, and maj@8 of 8 samples at temperature 0.7, a tie for the most votes counting 1/k to each of its
+k answers), each with a bootstrap 95% interval over problems, and each arm's greedy accuracy against the
+answer-check arm's on the same problems (a paired bootstrap interval of the difference),
 and, from the same 8 samples per problem, the share whose steps are all right by the world's exact
 arithmetic (labeler.world.truth) and the share of right answers reached through a wrong step: does the
 policy learn to write right steps, or to please the PRM? Per arm, the mean reward per logged step and the
 hacked share: of the training samples the PRM judges right (every step's score at or above the threshold
 `labeler train` chose on validation and stored with the checkpoint; 0.5 for a PRM without one), the share
-whose answer is wrong, over training and in its last quarter. A completion the PRM cannot score (no steps, past its length) gets no reward
-(None: GRPOTrainer leaves it out) and is counted. RL prompts come from the world's `label` split, held
-out of the policy's training like `test`. WORK/rl.json holds everything, with a "summary" of
+whose answer is wrong, over training and in its last quarter. A completion cut by --max-new-tokens (no
+end token) is wrong, as in the evaluation, and gets reward 0 in every arm; one the PRM cannot score (no
+steps, past its length) gets no reward (None: GRPOTrainer leaves it out); both are counted. RL prompts
+are the last of the world's held-out `label` split, out of the policy's training like `test`, and apart
+from the first 1,000, among which bench/world.py draws the problems its PRM is trained on (its
+--policy-problems, 500). WORK/rl.json holds everything, with a "summary" of
 `problems`, `start`, `outcome`, `prm_plus_outcome`, `prm_only` (each {"accuracy", "ci95", "maj8",
 "maj8_ci95"}) and `hacked_share` per arm.
 """
@@ -36,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from labeler.checking.extraction import extract_answer  # noqa: E402
+from labeler.world.cache import HELD_OUT_SPLITS  # noqa: E402
 from labeler.world.problems import make_problems  # noqa: E402
 from labeler.world.training import POLICY_FOLDER, prompt_text  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
@@ -50,6 +56,9 @@ def stated_answer(completion: str) -> str | None:
 
 def steps_of(completion: str) -> list[str]:
     return [step.strip() for step in completion.split("\n\n") if step.strip()]
+
+
+RL_PROBLEMS_FROM = 1000  # the held-out `label` problems before this index are bench/world.py's (its PRM's training)
 
 
 def bootstrap(values: list[float], seed: int = 0, rounds: int = 1000) -> list[float]:
@@ -93,13 +102,22 @@ def evaluate(model_dir: Path, problems, samples: int, seed: int, max_new_tokens:
                     right_answers += 1
                     right_through_wrong += first_error >= 0
             votes = Counter(a for a in answers if a is not None)
-            majority.append(float(bool(votes) and votes.most_common(1)[0][0] == answer))
+            top = max(votes.values(), default=0)
+            leaders = [a for a, n in votes.items() if n == top]
+            majority.append(1 / len(leaders) if answer in leaders else 0.0)  # a tie: 1/k credit, not the first drawn
     return {
         "accuracy": round(sum(greedy) / len(greedy), 4), "ci95": bootstrap(greedy, seed),
         "maj8": round(sum(majority) / len(majority), 4), "maj8_ci95": bootstrap(majority, seed),
         "samples_all_steps_right": round(all_right / sampled, 4),
         "right_answers_through_a_wrong_step": round(right_through_wrong / right_answers, 4) if right_answers else None,
+        "greedy_per_problem": greedy,
     }  # fmt: skip
+
+
+def paired(arm: list[float], reference: list[float], seed: int = 0) -> dict:
+    """The mean difference arm - reference over the same problems, with a bootstrap 95% interval."""
+    differences = [a - b for a, b in zip(arm, reference, strict=True)]
+    return {"difference": round(sum(differences) / len(differences), 4), "ci95": bootstrap(differences, seed)}
 
 
 def _answer_of(tokenizer, row) -> str | None:
@@ -127,29 +145,32 @@ def judged_right_at(prm: str) -> float:
 class ArmReward:
     """GRPOTrainer's reward function for one arm; records, per call, the mean reward and the hacked share."""
 
-    def __init__(self, arm: str, prm: str):
+    def __init__(self, arm: str, prm: str, eos: int):
         from labeler.rewards import ProcessReward, RewardConfig
 
         self.arm = arm
         self.__name__ = f"world_{arm}"
         self.reward = ProcessReward(RewardConfig(prm=prm, device="cpu", answer_weight=0.0))
         self.judged_right_at = judged_right_at(prm)
+        self.eos = eos
         self.log: list[dict] = []
 
-    def __call__(self, prompts, completions, problem, answer, **kwargs) -> list[float | None]:
+    def __call__(self, prompts, completions, problem, answer, completion_ids, **kwargs) -> list[float | None]:
         process = [r.value for r in self.reward.rewards(list(problem), list(completions))]  # None: unmeasured
-        right = [stated_answer(c) == a for c, a in zip(completions, answer)]
+        ended = [self.eos in ids for ids in completion_ids]  # cut by --max-new-tokens: wrong, reward 0, as evaluated
+        right = [e and stated_answer(c) == a for e, c, a in zip(ended, completions, answer)]
         if self.arm == "outcome":
             values = [float(r) for r in right]
         elif self.arm == "prm_plus_outcome":
-            values = [None if p is None else p + float(r) for p, r in zip(process, right)]
+            values = [0.0 if not e else None if p is None else p + float(r) for e, p, r in zip(ended, process, right)]
         else:
-            values = list(process)
+            values = [0.0 if not e else p for e, p in zip(ended, process)]
         high = [r for p, r in zip(process, right) if p is not None and p >= self.judged_right_at]
         measured = [v for v in values if v is not None]
         self.log.append({
             "mean_reward": sum(measured) / len(measured) if measured else None, "right": sum(right) / len(right),
             "high": len(high), "high_wrong": sum(not r for r in high), "unmeasured": sum(p is None for p in process),
+            "cut": sum(not e for e in ended),
         })  # fmt: skip
         return values
 
@@ -157,7 +178,9 @@ class ArmReward:
 def train_arm(arm: str, args, policy: Path, dataset, out: Path) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
-    reward = ArmReward(arm, args.prm)
+    from transformers import AutoTokenizer
+
+    reward = ArmReward(arm, args.prm, AutoTokenizer.from_pretrained(policy).eos_token_id)
     config = GRPOConfig(
         output_dir=str(out), max_steps=args.steps, per_device_train_batch_size=args.prompts * args.generations,
         num_generations=args.generations, max_completion_length=args.max_new_tokens, temperature=0.7, learning_rate=args.learning_rate,
@@ -171,7 +194,7 @@ def train_arm(arm: str, args, policy: Path, dataset, out: Path) -> dict:
     trainer.processing_class.save_pretrained(str(out / "final"))
     log = reward.log
     high = sum(entry["high"] for entry in log)
-    last = log[len(log) * 3 // 4 :]
+    last = log[len(log) - max(1, len(log) // 4) :]  # the last quarter of the reward calls (one per step here)
     last_high = sum(entry["high"] for entry in last)
     return {
         "seconds": round(time.monotonic() - started, 1),
@@ -182,6 +205,7 @@ def train_arm(arm: str, args, policy: Path, dataset, out: Path) -> dict:
         "judged_right_at": reward.judged_right_at,
         "judged_right": high,
         "unmeasured": sum(e["unmeasured"] for e in log),
+        "cut": sum(e["cut"] for e in log),
     }
 
 
@@ -199,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS, help=f"tokens a completion may take (default {MAX_NEW_TOKENS})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    for name in ("steps", "prompts", "generations", "eval_problems", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.steps * args.prompts > HELD_OUT_SPLITS["label"] - RL_PROBLEMS_FROM:
+        parser.error(f"--steps x --prompts: at most {HELD_OUT_SPLITS['label'] - RL_PROBLEMS_FROM} problems (the held-out label split's last)")
     arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
     if not arms or any(arm not in ARMS for arm in arms):
         parser.error(f"--arms: choose from {', '.join(ARMS)}")
@@ -215,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(policy)
-    train_problems = make_problems(args.steps * args.prompts, "label", args.seed)
+    held_out = make_problems(HELD_OUT_SPLITS["label"], "label", args.seed)
+    train_problems = held_out[len(held_out) - args.steps * args.prompts :]
     dataset = Dataset.from_dict({
         "prompt": [prompt_text(tokenizer, p.text) for p in train_problems],
         "problem": [p.text for p in train_problems], "answer": [str(p.answer) for p in train_problems],
@@ -225,16 +255,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy {policy}, PRM {args.prm}; {len(test)} held-out problems", file=sys.stderr, flush=True)
     started = time.monotonic()
     results["start"] = evaluate(policy, test, 8, args.seed, args.max_new_tokens)
-    print(f"[rl] start: {json.dumps(results['start'])} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+    shown = lambda figures: json.dumps({k: v for k, v in figures.items() if k != "greedy_per_problem"})  # noqa: E731
+    print(f"[rl] start: {shown(results['start'])} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     for arm in arms:
         training = train_arm(arm, args, policy, dataset, work / arm)
         print(f"[rl] {arm}: trained in {training['seconds']} s, hacked share {training['hacked_share']}", file=sys.stderr, flush=True)
         results["arms"][arm] = training | {"eval": evaluate(work / arm / "final", test, 8, args.seed, args.max_new_tokens)}
-        print(f"[rl] {arm}: {json.dumps(results['arms'][arm]['eval'])}", file=sys.stderr, flush=True)
+        print(f"[rl] {arm}: {shown(results['arms'][arm]['eval'])}", file=sys.stderr, flush=True)
     keep = ("accuracy", "ci95", "maj8", "maj8_ci95")
     results["summary"] = {"problems": len(test), "start": {k: results["start"][k] for k in keep}}
     results["summary"] |= {arm: {k: results["arms"][arm]["eval"][k] for k in keep} for arm in arms}
     results["summary"]["hacked_share"] = {arm: results["arms"][arm]["hacked_share"] for arm in arms}
+    if "outcome" in arms:  # each arm against the answer check alone, on the same problems
+        reference = results["arms"]["outcome"]["eval"]["greedy_per_problem"]
+        results["paired_vs_outcome"] = {
+            arm: paired(results["arms"][arm]["eval"]["greedy_per_problem"], reference, args.seed) for arm in arms if arm != "outcome"
+        }
+        print(f"[rl] greedy accuracy against the answer check alone: {json.dumps(results['paired_vs_outcome'])}", file=sys.stderr)
     (work / "rl.json").write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["summary"]))
     print(f"total {time.monotonic() - started:.0f} s", file=sys.stderr)

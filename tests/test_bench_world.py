@@ -94,13 +94,12 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]
 
 
-def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_path):
+def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_path, monkeypatch):
     """bench/world_rl.py in seconds: GRPO for one step per arm on the tiny world's policy, the untrained
     logprob baseline as the PRM, a few held-out problems; the figures are not the point, the path is."""
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
     import world_rl
 
     work = tmp_path / "rl"
@@ -114,6 +113,11 @@ def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_p
     for arm in ("start", *world_rl.ARMS):
         assert 0 <= summary[arm]["accuracy"] <= 1 and len(summary[arm]["ci95"]) == 2 and 0 <= summary[arm]["maj8"] <= 1
     for arm in world_rl.ARMS:
-        assert len(results["arms"][arm]["mean_reward_per_step"]) >= 1 and (work / arm / "final" / "config.json").exists()
+        training = results["arms"][arm]
+        assert len(training["mean_reward_per_step"]) == 1 and (work / arm / "final" / "config.json").exists()
+        assert training["judged_right_at"] == 0.5  # the logprob baseline stores no threshold
+        assert 0 <= training["cut"] <= 4  # completions cut by the 24 tokens are counted
+        assert training["hacked_share"] is None or 0 <= training["hacked_share"] <= 1
+    assert set(results["paired_vs_outcome"]) == {"prm_plus_outcome", "prm_only"}
     with pytest.raises(SystemExit):  # the same --work again: refused, not mixed
         world_rl.main(argv)
