@@ -258,9 +258,9 @@ class TrainConfig:
             )
 
     @property
-    def lora_scaling(self) -> float:
-        """What an adapter's update B @ A is multiplied by: --lora-alpha / --lora-rank (alpha defaults to twice the rank)."""
-        return (self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank) / self.lora_rank
+    def resolved_lora_alpha(self) -> float:
+        """--lora-alpha, or twice --lora-rank when not given: an adapter's update B @ A is scaled by it / the rank."""
+        return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
 
     @property
     def sources(self) -> tuple[LabelSource, ...]:

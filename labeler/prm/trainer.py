@@ -168,10 +168,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         step_prior, trajectory_prior = _priors(train_set)
         offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
         prm.start_at_prior(step_prior, trajectory_prior, step_offset=offset)
-    base_fingerprint = None
-    if lora:
-        _add_lora(prm, config, state)
-        base_fingerprint = frozen_fingerprint(prm)  # before sharding splits the weights
+    base_fingerprint = _add_lora(prm, config, state) if lora else None  # before sharding splits the weights
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
         raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
@@ -217,9 +214,10 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     return loop.run()
 
 
-def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) -> None:
-    """LoRA adapters in the backbone (labeler.prm.lora); on resume, the adapters and heads as last/'s state holds them."""
-    alpha = config.lora_scaling * config.lora_rank
+def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) -> list[float]:
+    """LoRA adapters in the backbone (labeler.prm.lora); on resume, the adapters and heads as last/'s state holds them.
+    The frozen base's fingerprint, which last/ keeps for a resume to check."""
+    alpha = config.resolved_lora_alpha
     try:
         frozen = (prm.output_layer,) if prm.output_layer is not None else ()
         layers = add_adapters(prm.backbone, config.lora_rank, alpha, config.lora_dropout, config.lora_target_modules, frozen)
@@ -228,6 +226,7 @@ def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) 
     trained = sum(p.numel() for p in prm.parameters() if p.requires_grad)
     whole = sum(p.numel() for p in prm.parameters())
     log.info("LoRA rank %d, alpha %g on %d layers: %d of %d parameters train (%.2f%%)", config.lora_rank, alpha, layers, trained, whole, 100 * trained / whole)
+    fingerprint = frozen_fingerprint(prm)
     if state is not None:
         saved = state.get("trainable")
         if saved is None:
@@ -235,12 +234,13 @@ def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) 
         missing = sorted(set(trainable_names(prm)) - set(saved))
         if missing:
             raise TrainingError(f"the saved run's adapters do not match this backbone (missing {missing[0]}): use the same settings, or another --output")
-        if state.get("frozen_fingerprint") is not None and state["frozen_fingerprint"] != frozen_fingerprint(prm):
+        if state.get("frozen_fingerprint") is not None and state["frozen_fingerprint"] != fingerprint:
             raise TrainingError(
                 f"{config.model} is not the base model the saved adapters were trained on (its frozen weights changed since: "
                 "a hub model updated?): resume with that base, or start another --output"
             )
         prm.load_state_dict(saved, strict=False)
+    return fingerprint
 
 
 @torch.no_grad()
@@ -676,11 +676,10 @@ class _TrainingLoop:
         self.loss_sum.zero_()
         self._reset_throughput()
         first = self.processes.broadcast(checkpoint_dir(self.run_dir, BEST) is None)
-        if improved or first:
-            model_state = self._model_state()
-            if self.processes.is_main:
-                save_checkpoint(self.run_dir, BEST, self.prm, model_state=model_state)
-        self._save_last(record)
+        model_state = self._model_state()  # gathered once (sharded) for best/ and last/
+        if (improved or first) and self.processes.is_main:
+            save_checkpoint(self.run_dir, BEST, self.prm, model_state=model_state)
+        self._save_last(record, model_state)
         if self.processes.is_main:
             append_metrics(self.run_dir, record)
         self.history.append(record)
@@ -721,12 +720,13 @@ class _TrainingLoop:
             record["val_loss_by_source"] = by_source
         return record
 
-    def _save_last(self, epoch_record: dict | None = None) -> None:
+    def _save_last(self, epoch_record: dict | None = None, model_state: dict | None = None) -> None:
         """last/ with the training state; every process takes part (the loss so far is summed over them), process 0 writes.
         `epoch_record`: the metrics line of the epoch just finished, kept so that a run killed before it reached
-        metrics.jsonl writes it on resume (restore_metrics)."""
+        metrics.jsonl writes it on resume (restore_metrics); `model_state`: the PRM's state already gathered for it."""
         loss_sum, loss_count = self.processes.sum([self.loss_sum.item(), self.loss_count])
-        model_state = self._model_state()
+        if model_state is None:
+            model_state = self._model_state()
         optimizer_state = sharding.full_optimizer_state(self.prm, self.optimizer) if self.sharded else self.optimizer.state_dict()
         rng_by_rank = self.processes.gather(torch.get_rng_state())
         cuda_rng_by_rank = self.processes.gather(torch.cuda.get_rng_state()) if torch.cuda.is_available() else None
