@@ -3,15 +3,8 @@
 A solution is rendered to token ids exactly as the torch path renders it (the same adapter, or our
 checkpoint's rendering, loaded without weights), sent to vLLM as token ids, and vLLM returns the
 raw per-token logits of the PRM's classifier (token_classify with ALL pooling and no activation);
-the scores are read at the same positions and turned into probabilities the same way:
-
-    checkpoint   our format-2 folder is a *ForTokenClassification: sigmoid of column 0 ("step") after
-                 each step, sigmoid of column 1 ("trajectory") after the last, when it has that head
-    qwen-prm     vLLM's Qwen2ForProcessRewardModel: softmax over its two classes, class 1
-    math-shepherd, rlhflow
-                 the causal LM converted to a token classifier whose two rows are the output layer's
-                 rows of the "+" and "-" tokens (vLLM's `classifier_from_token`, no post-processing):
-                 softmax over the two, column 0
+the scores are read at the same positions and turned into probabilities the same way, per kind of
+PRM (labeler/prm/pooling.py, which the client of a `vllm serve` process shares).
 
 Reading every token (ALL pooling) rather than vLLM's STEP pooling keeps the positions ours: a step
 tag can also occur where no step ends (the blank line after our problem text).
@@ -29,7 +22,7 @@ import torch
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.backends import TORCH, BackendConfig
 from labeler.prm.devices import Placement
-from labeler.prm.pooling import REQUESTS_PER_CALL, Reading, VLLMCannotServe, prepare_pooling
+from labeler.prm.pooling import Reading, VLLMCannotServe, pooled_scores, prepare_pooling
 from labeler.prm.scorers import StepScorer, load_scorer, parse_spec
 from workers.vllm_generator import platform_engine_kwargs, register_engine, shutdown_engine
 
@@ -64,26 +57,16 @@ class VLLMStepScorer:
         from vllm import PoolingParams
         from vllm.inputs import TokensPrompt
 
-        sequences = self._sequences(solutions)
-        results: list[tuple[list[float | None], float | None]] = [([None] * len(s.steps), None) for s in solutions]
-        wanted = [i for i, (ids, positions, _) in enumerate(sequences) if ids and positions]
         params = PoolingParams(use_activation=False)  # raw logits: the probability is read as the torch path reads it
-        for start in range(0, len(wanted), REQUESTS_PER_CALL):
-            chunk = wanted[start : start + REQUESTS_PER_CALL]
-            outputs = self.llm.encode(
-                [TokensPrompt(prompt_token_ids=sequences[i][0]) for i in chunk], params, pooling_task="token_classify", use_tqdm=False
-            )
-            for i, output in zip(chunk, outputs, strict=True):
-                ids, positions, trajectory_position = sequences[i]
-                logits = output.outputs.data
-                if logits.shape[0] != len(ids):
-                    raise RuntimeError(f"vLLM returned {logits.shape[0]} token outputs for {len(ids)} tokens of solution {solutions[i].solution_id}")
-                steps = self.reading.step_probability(logits[positions]).tolist()
-                trajectory = None
-                if self.reading.trajectory_column is not None and trajectory_position is not None:
-                    trajectory = torch.sigmoid(logits[trajectory_position, self.reading.trajectory_column].float()).item()
-                results[i] = (steps + [None] * (len(solutions[i].steps) - len(steps)), trajectory)
-        return results
+
+        def encode(token_ids: list[list[int]]) -> list[torch.Tensor]:
+            prompts = [TokensPrompt(prompt_token_ids=ids) for ids in token_ids]
+            return [output.outputs.data for output in self.llm.encode(prompts, params, pooling_task="token_classify", use_tqdm=False)]
+
+        shape_error = lambda solution, shape, tokens: RuntimeError(  # noqa: E731
+            f"vLLM returned {shape[0] if shape else 0} token outputs for {tokens} tokens of solution {solution}"
+        )
+        return pooled_scores(solutions, self._sequences(solutions), self.reading, encode, shape_error)
 
     def close(self) -> None:
         llm, self.llm = self.llm, None

@@ -13,7 +13,7 @@ engine (workers/vllm_scorer.py) and the client of a `vllm serve` process (labele
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +42,30 @@ def _softmax_column(column: int):
 
 def _sigmoid_column(column: int):
     return lambda logits: torch.sigmoid(logits[:, column].float())
+
+
+def pooled_scores(
+    solutions: Sequence, sequences: list[tuple[list[int], list[int], int | None]], reading: Reading,
+    encode: Callable[[list[list[int]]], list[torch.Tensor]], shape_error: Callable[[str, tuple, int], Exception],
+) -> list[tuple[list[float | None], float | None]]:  # fmt: skip
+    """Each solution's step probabilities (None for steps past its sequence's score positions) and trajectory
+    probability (None without one), read from the per-token logits [tokens, classes] that `encode` returns for
+    each token-id list it is given, in order, REQUESTS_PER_CALL at a time. A solution with no tokens or no score
+    position is not sent. Logits that are not one row per token raise shape_error(solution id, shape, tokens)."""
+    results: list[tuple[list[float | None], float | None]] = [([None] * len(s.steps), None) for s in solutions]
+    wanted = [i for i, (ids, positions, _) in enumerate(sequences) if ids and positions]
+    for start in range(0, len(wanted), REQUESTS_PER_CALL):
+        chunk = wanted[start : start + REQUESTS_PER_CALL]
+        for i, logits in zip(chunk, encode([sequences[i][0] for i in chunk]), strict=True):
+            ids, positions, trajectory_position = sequences[i]
+            if logits.dim() != 2 or logits.shape[0] != len(ids):
+                raise shape_error(solutions[i].solution_id, tuple(logits.shape), len(ids))
+            steps = reading.step_probability(logits[positions]).tolist()
+            trajectory = None
+            if reading.trajectory_column is not None and trajectory_position is not None:
+                trajectory = torch.sigmoid(logits[trajectory_position, reading.trajectory_column].float()).item()
+            results[i] = (steps + [None] * (len(solutions[i].steps) - len(steps)), trajectory)
+    return results
 
 
 def prepare_pooling(kind: str, model: str, spec: str, trust_remote_code: bool, max_length: int | None):

@@ -29,7 +29,7 @@ import torch
 
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.prm.scorers import parse_spec
-from labeler.prm.pooling import REQUESTS_PER_CALL, Reading, prepare_pooling
+from labeler.prm.pooling import Reading, pooled_scores, prepare_pooling
 
 TIMEOUT_SECONDS = 600
 # how to score without the server when verl passes an address for a reward model of its own
@@ -83,31 +83,20 @@ class PoolingServerScorer:
         return [steps for steps, _ in self._scores(solutions)]
 
     def _scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
-        sequences = self._sequences(solutions)
-        results: list[tuple[list[float | None], float | None]] = [([None] * len(s.steps), None) for s in solutions]
-        wanted = [i for i, (ids, positions, _) in enumerate(sequences) if ids and positions]
-        for start in range(0, len(wanted), REQUESTS_PER_CALL):
-            chunk = wanted[start : start + REQUESTS_PER_CALL]
-            body = {"model": self.served_model, "input": [sequences[i][0] for i in chunk], "task": "token_classify", "use_activation": False}
+        def encode(token_ids: list[list[int]]) -> list[torch.Tensor]:
+            body = {"model": self.served_model, "input": token_ids, "task": "token_classify", "use_activation": False}
             data = _request(f"{self.url}/pooling", body).get("data")
             if isinstance(data, list) and not all(isinstance(item, dict) and isinstance(item.get("data"), list) for item in data):
                 raise PoolingServerError(f"{self.url}/pooling answered items without per-token data")
-            if not isinstance(data, list) or len(data) != len(chunk):
-                raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(chunk)} solutions")
-            for i, item in zip(chunk, sorted(data, key=lambda d: d.get("index", 0)), strict=True):
-                ids, positions, trajectory_position = sequences[i]
-                logits = torch.tensor(item.get("data"), dtype=torch.float32)
-                if logits.dim() != 2 or logits.shape[0] != len(ids):
-                    raise PoolingServerError(
-                        f"{self.url}/pooling returned {tuple(logits.shape)} for the {len(ids)} tokens of solution {solutions[i].solution_id} "
-                        "(expected one row per token: serve with --pooler-config '{\"task\": \"token_classify\", \"tok_pooling_type\": \"ALL\"}')"
-                    )
-                steps = self.reading.step_probability(logits[positions]).tolist()
-                trajectory = None
-                if self.reading.trajectory_column is not None and trajectory_position is not None:
-                    trajectory = torch.sigmoid(logits[trajectory_position, self.reading.trajectory_column]).item()
-                results[i] = (steps + [None] * (len(solutions[i].steps) - len(steps)), trajectory)
-        return results
+            if not isinstance(data, list) or len(data) != len(token_ids):
+                raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(token_ids)} solutions")
+            return [torch.tensor(item["data"], dtype=torch.float32) for item in sorted(data, key=lambda d: d.get("index", 0))]
+
+        shape_error = lambda solution, shape, tokens: PoolingServerError(  # noqa: E731
+            f"{self.url}/pooling returned {shape} for the {tokens} tokens of solution {solution} "
+            "(expected one row per token: serve with --pooler-config '{\"task\": \"token_classify\", \"tok_pooling_type\": \"ALL\"}')"
+        )
+        return pooled_scores(solutions, self._sequences(solutions), self.reading, encode, shape_error)
 
     def close(self) -> None:
         pass  # the server is not ours to stop
