@@ -52,10 +52,10 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeler.checking.extraction import extract_answer  # noqa: E402
 from labeler.decoding.comparison import format_summary  # noqa: E402
 from labeler.decoding.reranking import format_table  # noqa: E402
 from labeler.store.reader import read_labels_table  # noqa: E402
+from labeler.world.accuracy import stated_answer  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
 from labeler.world.training import POLICY_FOLDER  # noqa: E402
@@ -294,7 +294,7 @@ def exact_samples(labels_dir: Path, problems) -> tuple[list[dict], dict[str, int
         problem = by_text[row["problem"].strip()]
         if not row["steps"]:
             raise SystemExit(f"{labels_dir}: solution {key} has no steps: it has no first error to score a PRM against")
-        stated = extract_answer("\n\n".join(row["steps"]), last_number=False)  # as the world model's accuracy reads it
+        stated = stated_answer("\n\n".join(row["steps"]))
         samples.append({"key": key, "problem_id": row["problem_id"], "problem": row["problem"], "answer": str(problem.answer),
                         "steps": list(row["steps"]), "answer_right": stated == str(problem.answer)})  # fmt: skip
         truth[key] = exact_first_error(problem, row["steps"])

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeler.checking.extraction import extract_answer  # noqa: E402
+from labeler.world.accuracy import generated_answer, stated_answer  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS  # noqa: E402
 from labeler.world.problems import make_problems  # noqa: E402
 from labeler.world.training import POLICY_FOLDER, prompt_text  # noqa: E402
@@ -48,10 +48,6 @@ from labeler.world.truth import exact_first_error  # noqa: E402
 
 ARMS = ("outcome", "prm_plus_outcome", "prm_only")
 MAX_NEW_TOKENS = 320  # as the world's greedy accuracy reads a solution (--max-new-tokens)
-
-
-def stated_answer(completion: str) -> str | None:
-    return extract_answer(completion, last_number=False)
 
 
 def steps_of(completion: str) -> list[str]:
@@ -88,10 +84,10 @@ def evaluate(model_dir: Path, problems, samples: int, seed: int, max_new_tokens:
         drawn = drawn[:, width:]
         for k, problem in enumerate(batch):
             answer = str(problem.answer)
-            greedy.append(float(_answer_of(tokenizer, best[k]) == answer))
+            greedy.append(float(generated_answer(tokenizer, best[k]) == answer))
             answers = []
             for row in drawn[k * samples : (k + 1) * samples]:
-                stated = _answer_of(tokenizer, row)
+                stated = generated_answer(tokenizer, row)
                 answers.append(stated)
                 text = tokenizer.decode(row, skip_special_tokens=True)
                 steps = steps_of(text)
@@ -118,13 +114,6 @@ def paired(arm: list[float], reference: list[float], seed: int = 0) -> dict:
     """The mean difference arm - reference over the same problems, with a bootstrap 95% interval."""
     differences = [a - b for a, b in zip(arm, reference, strict=True)]
     return {"difference": round(sum(differences) / len(differences), 4), "ci95": bootstrap(differences, seed)}
-
-
-def _answer_of(tokenizer, row) -> str | None:
-    """The stated answer of a generated row, None when it never ended (cut by the token limit) or states none."""
-    if tokenizer.eos_token_id not in row.tolist():
-        return None
-    return stated_answer(tokenizer.decode(row, skip_special_tokens=True))
 
 
 def judged_right_at(prm: str) -> float:

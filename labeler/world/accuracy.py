@@ -7,7 +7,19 @@ from pathlib import Path
 from labeler.checking.extraction import extract_answer
 from labeler.world.problems import Problem
 
-__all__ = ["greedy_accuracy"]
+__all__ = ["generated_answer", "greedy_accuracy", "stated_answer"]
+
+
+def stated_answer(text: str) -> str | None:
+    """The answer a world solution states (its "The answer is" line), as every world figure reads it."""
+    return extract_answer(text, last_number=False)
+
+
+def generated_answer(tokenizer, row) -> str | None:
+    """The stated answer of a generated row of token ids; None when it never ended (cut by the token limit)."""
+    if tokenizer.eos_token_id not in row.tolist():
+        return None
+    return stated_answer(tokenizer.decode(row, skip_special_tokens=True))
 
 
 def greedy_accuracy(model_dir: Path, problems: list[Problem], batch_size: int = 50, max_new_tokens: int = 320) -> dict:
@@ -29,7 +41,5 @@ def greedy_accuracy(model_dir: Path, problems: list[Problem], batch_size: int = 
             generated = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
                                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
         for problem, row in zip(batch, generated[:, encoded["input_ids"].shape[1] :]):
-            ended = tokenizer.eos_token_id in row.tolist()
-            answer = extract_answer(tokenizer.decode(row, skip_special_tokens=True), last_number=False)
-            correct += ended and answer == str(problem.answer)
+            correct += generated_answer(tokenizer, row) == str(problem.answer)
     return {"problems": len(problems), "correct": correct, "accuracy": correct / len(problems) if problems else None}
