@@ -22,14 +22,19 @@ with --batch-size x tokens per row, and --gradient-checkpointing cuts them to a 
 
 Then, for the same model, accelerate's own estimate (accelerate.commands.estimate, what `accelerate
 estimate-memory` prints): its training total for float32 (model + gradients + optimizer) and for
-bfloat16 mixed precision, beside ours for one process and no sharding.
+bfloat16 mixed precision, beside ours for one process and no sharding; and DeepSpeed's ZeRO-3
+estimate for the processes (deepspeed's estimate_zero3_model_states_mem_needs, no offload: 18 bytes
+per parameter split across them, plus the largest layer in float32) beside ours for bf16-mixed under
+`--sharding fsdp`, which `--sharding deepspeed` (DeepSpeed's bf16 mode) partitions alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
+import sys
 
 import torch
 
@@ -81,6 +86,17 @@ def accelerate_estimate(counts: dict) -> dict:
     return {dtype: sum(v for k, v in estimate_training_usage(size, dtype).items() if k != "step") for dtype in ("float32", "bfloat16")}
 
 
+def deepspeed_estimate(counts: dict, processes: int) -> float | None:
+    """DeepSpeed's ZeRO-3 per-GPU estimate, in bytes, for `processes` GPUs on one node without offload (None: no deepspeed)."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # deepspeed logs to stdout on import; stdout is the figures
+            from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    except ImportError:
+        return None
+    _, gpu_bytes, _ = estimate_zero3_model_states_mem_needs(counts["total"], counts["largest_layer"], num_gpus_per_node=processes, cpu_offload=False)
+    return gpu_bytes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="hub id or folder of the backbone (its config alone is read)")
@@ -98,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     ours_one = {"float32": per_process_bytes(counts, "fp32", 1, "none") / GB, "bfloat16": per_process_bytes(counts, "bf16-mixed", 1, "none") / GB}
     theirs = {dtype: value / GB for dtype, value in accelerate_estimate(counts).items()}
+    zero3 = deepspeed_estimate(counts, args.processes)
+    zero3_gb = None if zero3 is None else zero3 / GB
     if args.json:
-        print(json.dumps({"parameters": counts, "per_process_gb": rows, "one_process_gb": ours_one, "accelerate_gb": theirs}))
+        print(json.dumps({"parameters": counts, "per_process_gb": rows, "one_process_gb": ours_one, "accelerate_gb": theirs,
+                          "deepspeed_zero3_gb": zero3_gb}))  # fmt: skip
         return 0
     print(f"{args.model}: {counts['total'] / 1e9:.2f}B parameters ({counts['trained'] / 1e9:.3f}B trained), {counts['layers']} decoder layers "
           f"of {counts['largest_layer'] / 1e6:.0f}M; GB per process before activations, {args.processes} processes under fsdp")  # fmt: skip
@@ -109,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         print("accelerate's estimate for the whole model on one process (model + gradients + optimizer), beside ours:")
         for dtype in ("float32", "bfloat16"):
             print(f"  {dtype:<9} accelerate {theirs[dtype]:8.1f}   ours {ours_one[dtype]:8.1f}")
+        if zero3_gb is None:
+            print("DeepSpeed's ZeRO-3 estimate: deepspeed is not installed (pip install '.[train]')")
+        else:
+            ours = rows["bf16-mixed fsdp"]
+            print(f"DeepSpeed's ZeRO-3 estimate per process ({args.processes} processes, no offload) beside ours for bf16-mixed sharded:")
+            print(f"  deepspeed {zero3_gb:8.1f}   ours {ours:8.1f}")
     return 0
 
 

@@ -128,14 +128,19 @@ def test_bad_lora_targets_and_accelerate_engines_are_refused_with_what_to_do(tin
     with pytest.raises(TrainingError, match="pass --sharding fsdp"):
         train(small_config(labels, tmp_path / "run", tiny_model_dir))
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    with pytest.raises(TrainingError, match="does not run DeepSpeed"):
+    with pytest.raises(TrainingError, match="pass --sharding deepspeed"):
         train(small_config(labels, tmp_path / "run", tiny_model_dir))
+    with pytest.raises(TrainingError, match="launch with torchrun"):  # asked for by the flag as well: on to the launch check
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed"))
+    with pytest.raises(ValueError, match="DeepSpeed's bf16 mode keeps float32 master weights"):
+        small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed", precision="bf16")
 
 
 # make faults, not make test: make test keeps the sharded stop and resume by --max-steps (above).
 @pytest.mark.slow
-def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrupted_one(tiny_model_dir, tmp_path):
-    """torchrun with two processes and --sharding fsdp, SIGKILLed (the whole group) once last/ holds step 4 or
+@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
+def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrupted_one(tiny_model_dir, tmp_path, engine):
+    """torchrun with two processes and --sharding fsdp (or deepspeed), SIGKILLed (the whole group) once last/ holds step 4 or
     more; the same command run again ends where one unsharded process with twice the accumulation ends."""
     import json
     import os
@@ -150,7 +155,7 @@ def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrup
     two = tmp_path / "two"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "labeler.cli", "train", "--labels", str(labels),
-        "--output", str(two), "--model", str(tiny_model_dir), "--sharding", "fsdp", "--device", "cpu", "--epochs", str(epochs),
+        "--output", str(two), "--model", str(tiny_model_dir), "--sharding", engine, "--device", "cpu", "--epochs", str(epochs),
         "--batch-size", "4", "--learning-rate", "1e-3", "--max-length", "384", "--min-steps", "0", "--validation-fraction", "0.15",
         "--save-steps", "1", "--quiet",
     ]  # fmt: skip
@@ -178,10 +183,11 @@ def test_a_sharded_run_killed_mid_training_resumes_to_the_model_of_an_uninterrup
     assert epochs_written == list(range(1, epochs + 1))  # no epoch's line lost or written twice by the kill
 
 
-def test_a_sharded_lora_run_with_dropout_resumes_to_the_uninterrupted_one(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
+def test_a_sharded_lora_run_with_dropout_resumes_to_the_uninterrupted_one(tiny_model_dir, tmp_path, engine):
     """Each process's own random state comes back on resume (dropout draws differ between processes)."""
     labels = data_parallel_labels(tmp_path)
-    settings = {"validation_fraction": 0.15, "sharding": "fsdp", "lora_dropout": 0.3}
+    settings = {"validation_fraction": 0.15, "sharding": engine, "lora_dropout": 0.3}
     train_data_parallel(lora_config(labels, tmp_path / "whole", tiny_model_dir, **settings))
     train_data_parallel(lora_config(labels, tmp_path / "cut", tiny_model_dir, max_steps=2, **settings))
     resumed = train_data_parallel(lora_config(labels, tmp_path / "cut", tiny_model_dir, **settings))
@@ -191,13 +197,15 @@ def test_a_sharded_lora_run_with_dropout_resumes_to_the_uninterrupted_one(tiny_m
         assert torch.equal(whole[name], cut[name]), name
 
 
-def test_two_sharded_processes_in_bf16_mixed_train_near_one_unsharded(tiny_model_dir, tmp_path):
-    """bf16-mixed sharded gathers the weights in bfloat16 (FSDP's mixed precision), not autocast's copies: close, not equal."""
+@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
+def test_two_sharded_processes_in_bf16_mixed_train_near_one_unsharded(tiny_model_dir, tmp_path, engine):
+    """bf16-mixed sharded gathers the weights in bfloat16 (FSDP's mixed precision; DeepSpeed's bf16 mode keeps them so),
+    not autocast's copies: close, not equal."""
     labels = data_parallel_labels(tmp_path)
     one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15,
                              precision="bf16-mixed"))  # fmt: skip
     two = train_data_parallel(small_config(labels, tmp_path / "two", tiny_model_dir, validation_fraction=0.15, precision="bf16-mixed",
-                                           sharding="fsdp"))  # fmt: skip
+                                           sharding=engine))  # fmt: skip
     for a, b in zip(one.history, two["history"], strict=True):
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=0.02) and b["train_loss"] == pytest.approx(a["train_loss"], rel=0.02)
 
@@ -231,3 +239,60 @@ def test_a_lora_resume_on_a_base_whose_weights_changed_is_refused(tiny_model_dir
     model.save_pretrained(base)
     with pytest.raises(TrainingError, match="not the base model the saved adapters were trained on"):
         train(lora_config(labels, tmp_path / "run", base))
+
+
+def test_two_deepspeed_zero3_processes_train_the_model_of_one_unsharded_and_resume_to_it(tiny_model_dir, tmp_path):
+    labels = data_parallel_labels(tmp_path)
+    train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, validation_fraction=0.15))
+    two = tmp_path / "two"
+    settings = {"validation_fraction": 0.15, "sharding": "deepspeed", "gradient_checkpointing": True}  # recomputed layers gathered again
+    stopped = train_data_parallel(small_config(labels, two, tiny_model_dir, max_steps=4, **settings))
+    assert stopped["global_step"] == 4 and stopped["stopped_early"]
+    assert sorted(p.name for p in (two / "last" / "deepspeed" / "state").glob("*optim_states.pt")) == [
+        f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt" for rank in (0, 1)
+    ]  # each process's partition of the optimizer, beside the whole PRM
+    resumed = train_data_parallel(small_config(labels, two, tiny_model_dir, **settings))
+    assert resumed["resumed"] and resumed["global_step"] == 6
+    assert_same_training(tmp_path / "one", two)
+    assert ProcessRewardModel.load(two / "best").settings.threshold is not None
+
+
+def test_deepspeed_trains_when_processes_read_their_step_tokens_in_different_numbers_of_chunks(tiny_model_dir, tmp_path):
+    """ProcessBench solutions, four a micro-batch: a process's step tokens fill one to three chunks of the output
+    layer's log-probabilities (model.py LOG_PROB_CHUNK), and ZeRO-3 gathers that layer at each call, so the processes
+    agree on a count (they stopped on a mismatched collective before)."""
+    import math
+    import sys
+    from pathlib import Path
+
+    from labeler.prm.model import LOG_PROB_CHUNK
+    from tests.synthetic_labels import write_labels
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from trainer import DEFAULT_INPUT, processbench_rows
+
+    labels = write_labels(tmp_path / "labels", processbench_rows(DEFAULT_INPUT, 16))
+    settings = {"max_length": 2048, "epochs": 1, "validation_fraction": 0.0}
+    one = train(small_config(labels, tmp_path / "one", tiny_model_dir, gradient_accumulation_steps=2, **settings))
+    prm = ProcessRewardModel.load(tmp_path / "one" / "last")
+    counts = [sum(len(step) for step in prm.tokenizer(row["steps"])["input_ids"]) for row in processbench_rows(DEFAULT_INPUT, 16)]
+    fewest, most = (math.ceil(sum(four) / LOG_PROB_CHUNK) for four in (sorted(counts)[:4], sorted(counts)[-4:]))
+    assert fewest < most  # micro-batches of 4 need different numbers of chunks
+    two = train_data_parallel(small_config(labels, tmp_path / "two", tiny_model_dir, sharding="deepspeed", **settings))
+    assert two["global_step"] == one.global_step
+    assert two["history"][-1]["train_loss"] == pytest.approx(one.history[-1]["train_loss"], rel=1e-4)
+
+
+def test_log_probabilities_read_in_extra_chunks_are_the_same_and_call_the_layer_as_often_as_asked(monkeypatch):
+    from labeler.prm import model
+
+    monkeypatch.setattr(model, "LOG_PROB_CHUNK", 3)
+    layer, calls = torch.nn.Linear(4, 7), []
+    layer.register_forward_hook(lambda *args: calls.append(1))
+    hidden, targets = torch.randn(5, 4), torch.randint(0, 7, (5,))
+    alone = model.token_log_probs(layer, hidden, targets)
+    assert len(calls) == 2
+    padded = model.token_log_probs(layer, hidden, targets, chunks=4)
+    assert len(calls) == 2 + 4 and torch.equal(alone, padded)
+    with pytest.raises(ValueError, match="need 2 chunks"):
+        model.token_log_probs(layer, hidden, targets, chunks=1)

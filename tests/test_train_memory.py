@@ -1,5 +1,5 @@
 """bench/train_memory.py: the memory arithmetic of docs/guides/train.md, checked against accelerate's own
-estimate on a config of Qwen2.5-Math-7B-Instruct's shapes (built here: no hub)."""
+estimate and DeepSpeed's ZeRO-3 estimate on a config of Qwen2.5-Math-7B-Instruct's shapes (built here: no hub)."""
 
 import json
 import sys
@@ -33,6 +33,9 @@ def test_the_arithmetic_agrees_with_accelerates_estimate_and_the_docs(qwen_7b_co
     # docs/guides/train.md: a whole 7B PRM does not fit one 80 GB GPU; sharded over 8 it leaves room for activations
     assert per_gpu["fp32 none"] > 80 and per_gpu["bf16-mixed none"] > 80
     assert per_gpu["bf16-mixed fsdp"] == pytest.approx(18.0, abs=0.05) and per_gpu["bf16 fsdp"] == pytest.approx(10.4, abs=0.05)
+    # DeepSpeed's own ZeRO-3 estimate (18 bytes a parameter over 8, plus the largest layer in float32): within 10% of ours
+    assert figures["deepspeed_zero3_gb"] == pytest.approx(18.1, abs=0.05)
+    assert figures["deepspeed_zero3_gb"] == pytest.approx(per_gpu["bf16-mixed fsdp"], rel=0.1)
 
 
 def test_lora_trains_the_adapters_and_heads_alone(qwen_7b_config, capsys):

@@ -28,11 +28,14 @@ def checkpoint_dir(run_dir: Path, name: str) -> Path | None:
     return None
 
 
-def save_checkpoint(run_dir: Path, name: str, prm: ProcessRewardModel, state: dict | None = None, model_state: dict | None = None) -> Path:
-    """`model_state`: the PRM's weights to write instead of its own (a sharded run's, gathered on process 0)."""
+def save_checkpoint(run_dir: Path, name: str, prm: ProcessRewardModel, state: dict | None = None, model_state: dict | None = None,
+                    started: bool = False) -> Path:  # fmt: skip
+    """`model_state`: the PRM's weights to write instead of its own (a sharded run's, gathered on process 0);
+    `started`: the hidden folder was made by `start_checkpoint` and holds files of other writers already."""
     final = run_dir / name
-    temp, old = run_dir / f".{name}.tmp", run_dir / f".{name}.old"
-    shutil.rmtree(temp, ignore_errors=True)
+    temp, old = staging_dir(run_dir, name), run_dir / f".{name}.old"
+    if not started:
+        start_checkpoint(run_dir, name)
     prm.save(temp, model_state)
     if state is not None:
         torch.save(state, temp / STATE_NAME)
@@ -42,6 +45,19 @@ def save_checkpoint(run_dir: Path, name: str, prm: ProcessRewardModel, state: di
     temp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def staging_dir(run_dir: Path, name: str) -> Path:
+    """Where checkpoint `name` is written before it is swapped in."""
+    return run_dir / f".{name}.tmp"
+
+
+def start_checkpoint(run_dir: Path, name: str) -> Path:
+    """An empty staging folder for checkpoint `name` (a leftover of a crashed write removed)."""
+    temp = staging_dir(run_dir, name)
+    shutil.rmtree(temp, ignore_errors=True)
+    temp.mkdir(parents=True)
+    return temp
 
 
 def load_training_state(run_dir: Path) -> dict | None:

@@ -24,7 +24,8 @@ BATCHING = ("packed", "padded")
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
 LR_SCHEDULERS = ("linear", "cosine", "constant")
 RENDERING_CHOICES = ("auto", "chat", "plain")
-SHARDING = ("none", "fsdp", "fsdp-offload")
+SHARDING = ("none", "fsdp", "fsdp-offload", "deepspeed")
+FSDP = ("fsdp", "fsdp-offload")  # the --sharding values run by torch's FSDP2 (labeler.prm.sharding)
 
 DATA, MODEL, OPTIMISATION, RUN = "data and output", "model", "optimisation", "run"
 SCALE = "multi-GPU and LoRA"
@@ -187,7 +188,8 @@ class TrainConfig:
         help="under torchrun (or accelerate launch): none keeps a whole model in each process (DistributedDataParallel); "
         "fsdp shards parameters, gradients and AdamW state across the processes with torch's FSDP2 (fully_shard, one unit "
         "per decoder layer: what DeepSpeed calls ZeRO-3); fsdp-offload also keeps the shards in CPU memory between uses "
-        "(GPUs only). Checkpoints are gathered whole, so every reader loads them as they are",
+        "(GPUs only); deepspeed shards the same way with DeepSpeed's ZeRO stage 3. Checkpoints are gathered whole, so every "
+        "reader loads them as they are",
         group=SCALE,
     )
     lora_rank: int = setting(
@@ -208,6 +210,13 @@ class TrainConfig:
         help="the backbone's layers that get adapters: all-linear (every linear layer of the decoder), or comma-separated "
         "module names such as q_proj,k_proj,v_proj,o_proj",
         metavar="NAMES",
+        group=SCALE,
+    )
+    load_in_4bit: bool = setting(
+        False,
+        help="QLoRA (TRL's load_in_4bit): load the backbone's linear layers frozen in 4 bits under the --lora-rank adapters "
+        "(bitsandbytes NF4 with double quantization, computed in bfloat16 under bf16-mixed, float32 otherwise); checkpoints "
+        "hold the dequantized base with the adapters merged, a full PRM. One process or DDP, not --sharding",
         group=SCALE,
     )
     save_steps: int | None = setting(
@@ -251,6 +260,20 @@ class TrainConfig:
         given = [flag for flag, set_ in lora_settings.items() if set_]
         if self.lora_rank == 0 and given:
             raise ValueError(f"{', '.join(given)} without --lora-rank: give the adapters' rank, or drop {'them' if len(given) > 1 else 'it'}")
+        if self.sharding == "deepspeed" and self.precision == "bf16":
+            raise ValueError(
+                "--sharding deepspeed with --precision bf16: DeepSpeed's bf16 mode keeps float32 master weights in the optimizer, "
+                "which is --precision bf16-mixed; use that (or fp32)"
+            )
+        if self.load_in_4bit and not self.lora_rank:
+            raise ValueError(
+                "--load-in-4bit without --lora-rank: a 4-bit base is frozen, only LoRA adapters can train on it; give --lora-rank R"
+            )
+        if self.load_in_4bit and self.sharding != "none":
+            raise ValueError(
+                f"--load-in-4bit with --sharding {self.sharding}: QLoRA runs on one process or with DDP (--sharding none); "
+                "sharded QLoRA is not built"
+            )
         if self.lora_rank and self.precision == "bf16":
             raise ValueError(
                 "--lora-rank with --precision bf16: bfloat16 weights round away most of an adapter's update when it is merged into "
@@ -294,6 +317,7 @@ def _weights(weights: list[float]) -> str:
 ADDED_LATER = {
     "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
     "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
+    "load_in_4bit": False,
 }  # fmt: skip
 
 # Settings a resumed run may change: they do not alter what the finished model is.

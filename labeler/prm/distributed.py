@@ -61,6 +61,16 @@ class Processes:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
+    def most(self, value: int) -> int:
+        """The largest of every process's `value` (the value itself when there is one)."""
+        if not self.distributed:
+            return value
+        import torch.distributed as dist
+
+        tensor = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+
     def broadcast(self, value):
         """Process 0's `value` (a picklable object), on every process."""
         if not self.distributed:

@@ -10,12 +10,17 @@ A checkpoint holds the adapters merged: each W + (B A) x scaling under the layer
 computed from the state dict, out of place: the model in training is never merged and unmerged (which
 would round its weights and break an exact resume). A resumed run rebuilds the backbone from --model
 and takes the adapters and heads from last/'s training state, exactly as they were.
+
+With --load-in-4bit (QLoRA) the frozen base is 4-bit: labeler.prm.qlora loads it, dequantizes it for the merge and
+fingerprints it.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from labeler.prm.qlora import dequantized_state, frozen_values, is_four_bit
 
 ADAPTER = "default"  # peft's adapter name
 _A, _B, _BASE = f".lora_A.{ADAPTER}.weight", f".lora_B.{ADAPTER}.weight", ".base_layer.weight"
@@ -38,6 +43,8 @@ def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, t
     names = [name.strip() for name in target_modules.split(",") if name.strip()]
     targets = "all-linear" if [name.lower() for name in names] == ["all-linear"] else names
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none")
+    if any(is_four_bit(module) for module in backbone.modules()):  # QLoRA: peft's cue to wrap them in its bnb LoRA layer
+        backbone.is_loaded_in_4bit = True
     try:
         inject_adapter_in_model(config, backbone, adapter_name=ADAPTER)
     except ValueError as error:  # peft's "Target modules ... not found in the base model", or a module it cannot adapt
@@ -62,14 +69,16 @@ def add_adapters(backbone: nn.Module, rank: int, alpha: float, dropout: float, t
 def merged_state(state: dict[str, torch.Tensor], scaling: float) -> dict[str, torch.Tensor]:
     """A state dict with LoRA adapters (peft's names) as the plain model's: each adapted layer's weight
     W + (B @ A) x scaling in W's dtype, computed in float32, under the layer's own name; the adapters
-    dropped. A state without adapters comes back as it is."""
+    dropped. A 4-bit (QLoRA) W is dequantized first (labeler.prm.qlora), its quantization entries refused
+    where unknown, never written. A state without adapters comes back as it is."""
+    state = dequantized_state(state)
     merged = {}
     for key, value in state.items():
         if ".lora_A." in key or ".lora_B." in key:
             continue
         if key.endswith(_BASE):
             stem = key[: -len(_BASE)]
-            a, b = state[stem + _A], state[stem + _B]
+            a, b = state[stem + _A].to(value.device), state[stem + _B].to(value.device)  # W: on the CPU where it was 4-bit
             merged[stem + ".weight"] = (value.float() + (b.float() @ a.float()) * scaling).to(value.dtype)
         else:
             merged[key.replace(".base_layer.", ".")] = value
@@ -77,10 +86,11 @@ def merged_state(state: dict[str, torch.Tensor], scaling: float) -> dict[str, to
 
 
 def frozen_fingerprint(module: nn.Module) -> list[float]:
-    """Per frozen parameter, the sum of its values (float64): a LoRA resume rebuilds the frozen base from --model,
-    and this tells it whether that is still the base the adapters were trained on (a hub id updated since, ...)."""
+    """Per frozen parameter, the sum of its values (float64; a 4-bit weight's dequantized values): a LoRA resume rebuilds
+    the frozen base from --model, and this tells it whether that is still the base the adapters were trained on (a hub
+    id updated since, ...)."""
     with torch.no_grad():
-        return [float(p.detach().sum(dtype=torch.float64)) for p in module.parameters() if not p.requires_grad]
+        return [float(frozen_values(p).sum(dtype=torch.float64)) for p in module.parameters() if not p.requires_grad]
 
 
 def trainable_names(module: nn.Module) -> list[str]:

@@ -95,6 +95,10 @@ class ProcessRewardModel(nn.Module):
         self._causal_lm = [causal_lm]
         self.output_layer = causal_lm.get_output_embeddings() if settings.step_surprise else None
         self.surprise_weight = nn.Parameter(torch.ones(1)) if settings.step_surprise else None
+        # None, or a function giving the most of a count over all training processes: under DeepSpeed ZeRO-3 every call
+        # of the output layer gathers its weights, a collective, so each process must call it as often as the others
+        # (labeler.prm.zero sets this); the step tokens' log-probabilities are then read in as many chunks everywhere.
+        self.most_across_processes = None
         if settings.step_surprise and self.output_layer is None:
             raise PRMLoadError(f"{settings.base_model}: a step-surprise PRM needs a causal LM with an output layer")
 
@@ -112,19 +116,29 @@ class ProcessRewardModel(nn.Module):
         trajectory_head: bool = False,
         rendering: str = "auto",
         step_surprise: bool = False,
+        quantization_config=None,
+        device: torch.device | None = None,
     ) -> ProcessRewardModel:
         """A new PRM on the pretrained backbone `model` (hub id or folder), with a fresh head (and
         trajectory head): weights near 0, bias 0 (`start_at_prior` sets it), the surprise weight 1.
         `attention`: the attention kernels transformers runs (sdpa, flash_attention_2, eager; None: its
-        default). `rendering`: labeler.prm.rendering's, or auto (chat where the tokenizer has a template)."""
+        default). `rendering`: labeler.prm.rendering's, or auto (chat where the tokenizer has a template).
+        `quantization_config`: QLoRA's 4-bit base (labeler.prm.qlora.four_bit_config), loaded onto `device`."""
         from labeler.prm.rendering import rendering_for
 
         causal = None
+        quantized = {}
+        if quantization_config is not None:  # bitsandbytes quantizes the weights as they are placed
+            quantized = {"quantization_config": quantization_config, "device_map": {"": device or torch.device("cpu")}}
         if step_surprise:
-            causal, tokenizer = _load_causal_lm(model, dtype, trust_remote_code, attention)
+            causal, tokenizer = _load_causal_lm(model, dtype, trust_remote_code, attention, quantized)
             backbone = causal.base_model
         else:
-            backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention)
+            backbone, tokenizer = _load_backbone(model, dtype, trust_remote_code, attention, quantized=quantized)
+        if quantization_config is not None:
+            from labeler.prm.qlora import settle
+
+            settle(causal if step_surprise else backbone)
         context = declared_context(backbone.config)
         if context and max_length > context:  # positions past it were never trained; vLLM refuses such a length
             logging.getLogger("labeler.train").warning(
@@ -218,16 +232,20 @@ class ProcessRewardModel(nn.Module):
         """Format 2, a token classifier that transformers and vLLM load (the module's docstring), where
         transformers has one for the backbone with its head named `score`; format 1 otherwise. `state`: the
         PRM's whole state dict to write instead of the module's own (names as `state_dict()` spells them),
-        what a sharded run gathers on process 0. LoRA adapters in it are written merged (labeler.prm.lora)."""
+        what a sharded run gathers on process 0. LoRA adapters in it are written merged (labeler.prm.lora), into
+        the dequantized base where it is 4-bit (labeler.prm.qlora)."""
         from huggingface_hub import save_torch_state_dict
 
         from labeler.prm.lora import merged_state
+        from labeler.prm.qlora import dequantized_state
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = self.state_dict() if state is None else state
         if any(".lora_A." in name for name in state):
             state = merged_state(state, self._lora_scaling())
+        else:  # a 4-bit base without adapters is written dequantized too (labeler.prm.qlora)
+            state = dequantized_state(state)
         backbone = {name[len("backbone.") :]: tensor for name, tensor in state.items() if name.startswith("backbone.")}
         layout = None if self.step_surprise else token_classifier_layout(self.backbone.config)
         if layout is None:
@@ -335,7 +353,11 @@ class ProcessRewardModel(nn.Module):
     def step_surprises(self, flat_hidden: torch.Tensor, flat_ids: torch.Tensor, spans: StepSpans, steps: int) -> torch.Tensor:
         """Per scored step, the lowest log-probability the output layer gives a token of its span (the token
         read from the hidden state before it); 0 for a step with no tokens. [steps], float32."""
-        log_probs = token_log_probs(self.output_layer, flat_hidden.index_select(0, spans.tokens - 1), flat_ids.index_select(0, spans.tokens))
+        targets = flat_ids.index_select(0, spans.tokens)
+        chunks = math.ceil(len(targets) / LOG_PROB_CHUNK)
+        if self.most_across_processes is not None:
+            chunks = self.most_across_processes(chunks)
+        log_probs = token_log_probs(self.output_layer, flat_hidden.index_select(0, spans.tokens - 1), targets, chunks)
         lowest = torch.zeros(steps, dtype=torch.float32, device=flat_hidden.device)
         return lowest.scatter_reduce(0, spans.owners, log_probs, reduce="amin", include_self=True)
 
@@ -369,17 +391,21 @@ class StepSpans:
 LOG_PROB_CHUNK = 1024  # tokens whose vocabulary-wide logits are held at once
 
 
-def token_log_probs(output_layer: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def token_log_probs(output_layer: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, chunks: int | None = None) -> torch.Tensor:
     """log p(targets[i] | hidden[i]) under the output layer, in float32, a chunk of tokens at a time (with
     gradients, each chunk's logits are recomputed in the backward pass rather than kept: a vocabulary of
-    150,000 would otherwise hold 0.6 MB per token)."""
+    150,000 would otherwise hold 0.6 MB per token). `chunks`: call the output layer this many times (the
+    ones past the tokens on nothing), at least as many as the tokens need."""
 
     def chunk_log_probs(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         logits = output_layer(h).float()
         return logits.gather(1, t[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
 
+    needed = math.ceil(len(targets) / LOG_PROB_CHUNK)
+    if chunks is not None and chunks < needed:
+        raise ValueError(f"{len(targets)} tokens need {needed} chunks of {LOG_PROB_CHUNK}, not {chunks}")
     pieces = []
-    for start in range(0, len(targets), LOG_PROB_CHUNK):
+    for start in range(0, LOG_PROB_CHUNK * (needed if chunks is None else chunks), LOG_PROB_CHUNK):
         h, t = hidden[start : start + LOG_PROB_CHUNK], targets[start : start + LOG_PROB_CHUNK]
         if torch.is_grad_enabled() and h.requires_grad:
             from torch.utils.checkpoint import checkpoint
@@ -390,11 +416,12 @@ def token_log_probs(output_layer: nn.Module, hidden: torch.Tensor, targets: torc
     return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
 
 
-def _load_causal_lm(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None):
-    """The causal LM (its transformer and output layer) and the tokenizer."""
+def _load_causal_lm(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None, quantized: dict | None = None):
+    """The causal LM (its transformer and output layer) and the tokenizer; `quantized`: from_pretrained's quantization
+    arguments (from_backbone's)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kernels = {"attn_implementation": attention} if attention else {}
+    kernels = ({"attn_implementation": attention} if attention else {}) | (quantized or {})
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         causal, loading = AutoModelForCausalLM.from_pretrained(
@@ -414,11 +441,13 @@ def _load_causal_lm(model: str, dtype: torch.dtype, trust_remote_code: bool, att
     return causal, tokenizer
 
 
-def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None, token_classifier: bool = False):
-    """The bare transformer and the tokenizer; from a saved token classifier (format 2), its base model."""
+def _load_backbone(model: str, dtype: torch.dtype, trust_remote_code: bool, attention: str | None = None, token_classifier: bool = False,
+                   quantized: dict | None = None):  # fmt: skip
+    """The bare transformer and the tokenizer; from a saved token classifier (format 2), its base model. `quantized`:
+    from_pretrained's quantization arguments (from_backbone's)."""
     from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
-    kernels = {"attn_implementation": attention} if attention else {}
+    kernels = ({"attn_implementation": attention} if attention else {}) | (quantized or {})
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         # AutoModel gives the bare transformer of a causal LM checkpoint: no vocabulary-sized output layer.

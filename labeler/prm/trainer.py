@@ -45,6 +45,8 @@ from labeler.prm.checkpoints import (
     load_training_state,
     read_saved_config,
     save_checkpoint,
+    staging_dir,
+    start_checkpoint,
     write_config,
 )
 from labeler.prm.devices import Placement, place
@@ -66,12 +68,13 @@ from labeler.prm.data import (
 )
 from labeler.prm.distributed import Processes
 from labeler.prm.lora import LoRAError, add_adapters, frozen_fingerprint, trainable_names
-from labeler.prm import sharding
+from labeler.prm.qlora import QuantizationError, four_bit_config, weight_count
+from labeler.prm import sharding, zero
 from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import sigmoid, step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
-from labeler.prm.config import TrainConfig
+from labeler.prm.config import FSDP, TrainConfig
 
 log = logging.getLogger("labeler.train")
 
@@ -116,7 +119,12 @@ def train(config: TrainConfig) -> TrainResult:
             placement = replace(placement, device=processes.device)  # this process's GPU
         if not processes.is_main:
             log.setLevel(logging.WARNING)  # process 0 reports for all
-        return _train(config, run_dir, placement, processes)
+        result = _train(config, run_dir, placement, processes)
+        # Finished processes leave together: one tearing its group down while another still exchanged (DeepSpeed
+        # on gloo) made that one abort at exit, "terminate called without an active exception". (Not on an error:
+        # the others may never arrive; torchrun stops them.)
+        processes.barrier()
+        return result
     finally:
         processes.close()
 
@@ -124,10 +132,10 @@ def train(config: TrainConfig) -> TrainResult:
 def _refuse_accelerate_engines(config: TrainConfig) -> None:
     """`accelerate launch` with an FSDP or DeepSpeed config file sets these for the script; labeler train reads
     --sharding instead, and says so rather than train unsharded."""
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true" and config.sharding != "deepspeed":
         raise TrainingError(
-            "accelerate launch asks for DeepSpeed: labeler train does not run DeepSpeed; --sharding fsdp shards parameters, "
-            "gradients and optimizer state across the processes as ZeRO-3 does (launch without the DeepSpeed config)"
+            "accelerate launch asks for DeepSpeed, but labeler train does not read accelerate's DeepSpeed config: pass "
+            "--sharding deepspeed (ZeRO stage 3), or launch without the DeepSpeed config"
         )
     if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and config.sharding == "none":
         raise TrainingError("accelerate launch asks for FSDP, but labeler train does not read accelerate's config: pass --sharding fsdp")
@@ -149,7 +157,11 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         )
     else:  # a new run, or a LoRA run's resume: its backbone is --model's, its adapters and heads in the training state
         torch.manual_seed(config.seed)  # the head's (and the adapters') initialisation
-        log.info("loading backbone %s", config.model_name or config.model)
+        log.info("loading backbone %s%s", config.model_name or config.model, " in 4 bits (QLoRA)" if config.load_in_4bit else "")
+        try:  # QLoRA: the same weights quantize to the same codes, so a resume rebuilds the base the adapters trained on
+            quantization = four_bit_config(placement.autocast_dtype or torch.float32) if config.load_in_4bit else None
+        except QuantizationError as error:
+            raise TrainingError(str(error)) from error
         prm = ProcessRewardModel.from_backbone(
             config.model,
             max_length=config.max_length,
@@ -161,6 +173,8 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
             trajectory_head=_wants_trajectory_head(config, rows),
             rendering=config.rendering,
             step_surprise=config.step_surprise,
+            quantization_config=quantization,
+            device=placement.device,
         )
 
     train_set, validation_set = _examples(config, prm, rows)
@@ -190,7 +204,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
 
     if config.gradient_checkpointing:
         prm.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if config.sharding != "none":
+    if config.sharding in FSDP:
         units = sharding.shard(prm, offload=config.sharding == "fsdp-offload", compute_dtype=placement.autocast_dtype)
         log.info("sharded across %d processes with FSDP2: %d decoder-layer units and the root", processes.world_size, units)
     heads = {id(p) for p in prm.head_parameters()}
@@ -199,9 +213,9 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         {"params": prm.head_parameters(), "lr": config.head_learning_rate, "peak_lr": config.head_learning_rate, "weight_decay": 0.0},
     ]  # fmt: skip
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
-    if state is not None and config.sharding != "none":
+    if state is not None and config.sharding in FSDP:
         sharding.load_full_optimizer_state(prm, optimizer, state["optimizer"])
-    elif state is not None:
+    elif state is not None and config.sharding != "deepspeed":  # DeepSpeed's engine reads its own checkpoint (_TrainingLoop)
         optimizer.load_state_dict(state["optimizer"])
     if state is not None:  # this process's random state (dropout draws differ between processes), or process 0's in older runs
         by_rank = state.get("rng_by_rank") or [state["rng"]]
@@ -224,7 +238,7 @@ def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) 
     except LoRAError as error:
         raise TrainingError(str(error)) from error
     trained = sum(p.numel() for p in prm.parameters() if p.requires_grad)
-    whole = sum(p.numel() for p in prm.parameters())
+    whole = sum(weight_count(p) for p in prm.parameters())  # a 4-bit weight counted unpacked
     log.info("LoRA rank %d, alpha %g on %d layers: %d of %d parameters train (%.2f%%)", config.lora_rank, alpha, layers, trained, whole, 100 * trained / whole)
     fingerprint = frozen_fingerprint(prm)
     if state is not None:
@@ -417,8 +431,18 @@ class _TrainingLoop:
         self.pack_length = config.pack_length  # None: rows as wide as pads least within the padded batch's attention work
         # What the training steps call: both heads' logits, through DistributedDataParallel under torchrun.
         self.model = _BothHeads(prm)
-        self.sharded = config.sharding != "none"  # FSDP2's hooks on the PRM itself: no wrapper
-        if processes.distributed and not self.sharded:
+        self.sharded = config.sharding != "none"  # the PRM's weights split across the processes (FSDP2 or ZeRO-3)
+        self.deepspeed = config.sharding == "deepspeed"
+        if self.deepspeed:  # the engine runs forward, backward and the optimizer step
+            bf16 = placement.autocast_dtype == torch.bfloat16
+            try:
+                self.model = zero.engine(self.model, prm, optimizer, config.batch_size, processes.world_size, config.max_grad_norm, bf16)
+                prm.most_across_processes = processes.most  # as many calls of the output layer everywhere (model.py)
+                if state:
+                    zero.load(self.model, checkpoint_dir(run_dir, LAST) / zero.CHECKPOINT_FOLDER)
+            except (zero.DeepSpeedUnavailable, FileNotFoundError) as error:
+                raise TrainingError(str(error)) from error
+        elif processes.distributed and not self.sharded:  # FSDP2's hooks are on the PRM itself: no wrapper
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(self.model, device_ids=[placement.device.index] if placement.device.type == "cuda" else None)
@@ -554,7 +578,7 @@ class _TrainingLoop:
                 if k < len(mine):
                     self._train_on(mine[k], weight)
                 else:
-                    (self._dummy_logits().sum() * 0).backward()
+                    self._backward(self._dummy_logits().sum() * 0)
             return
         if not mine and distributed:  # more processes than micro-batches left: join the gradient exchange with nothing
             (self._dummy_logits().sum() * 0).backward()
@@ -569,9 +593,15 @@ class _TrainingLoop:
         batch = self._batch(indices)
         with self.placement.autocast():
             loss = self._loss(batch)
-        (loss / weight).backward()
+        self._backward(loss / weight)
         self.loss_sum += loss.detach()
         self.loss_count += 1
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        if self.deepspeed:  # the engine's backward reduces the gradients to their shards; the loop has scaled the loss
+            self.model.backward(loss, scale_wrt_gas=False)
+        else:
+            loss.backward()
 
     def _batch(self, indices: list[int]):
         if self.batching == "packed":
@@ -628,11 +658,15 @@ class _TrainingLoop:
         self.real_tokens = self.padded_tokens = self.solutions = 0
 
     def _optimizer_step(self) -> None:
-        torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
+        if not self.deepspeed:  # DeepSpeed clips at --max-grad-norm in its step (gradient_clipping)
+            torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.config.max_grad_norm)
         for group in self.optimizer.param_groups:  # the backbone's and the heads' peaks, on one schedule
             group["lr"] = self._learning_rate(self.global_step, group["peak_lr"])
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.deepspeed:
+            self.model.step()  # clips, steps the optimizer on this process's shards, zeroes the gradients
+        else:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
 
     def _learning_rate(self, step: int, peak: float | None = None) -> float:
@@ -704,7 +738,8 @@ class _TrainingLoop:
         if not self.validation_set:
             return {}
         sequences = [(e.input_ids, e.score_positions, e.trajectory_position, e.step_spans) for e in self.validation_set]
-        logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
+        with zero.gathered_parameters(self.prm) if self.deepspeed else contextlib.nullcontext():
+            logits, trajectory_logits = step_and_trajectory_logits(self.prm, sequences, self.config.batch_size, self.placement)
         record = _validation_metrics(logits, self.validation_set)
         threshold = choose_threshold([[sigmoid(x) for x in row] for row in logits], self.validation_set)
         record |= {"val_threshold": threshold.threshold, "val_first_error_f1": threshold.f1}
@@ -727,7 +762,17 @@ class _TrainingLoop:
         loss_sum, loss_count = self.processes.sum([self.loss_sum.item(), self.loss_count])
         if model_state is None:
             model_state = self._model_state()
-        optimizer_state = sharding.full_optimizer_state(self.prm, self.optimizer) if self.sharded else self.optimizer.state_dict()
+        if self.deepspeed:  # DeepSpeed's own checkpoint of the partitioned optimizer, into last/'s staging folder
+            if self.processes.is_main:
+                start_checkpoint(self.run_dir, LAST)
+            self.processes.barrier()
+            zero.save(self.model, staging_dir(self.run_dir, LAST) / zero.CHECKPOINT_FOLDER)
+            self.processes.barrier()
+            optimizer_state = None
+        elif self.sharded:
+            optimizer_state = sharding.full_optimizer_state(self.prm, self.optimizer)
+        else:
+            optimizer_state = self.optimizer.state_dict()
         rng_by_rank = self.processes.gather(torch.get_rng_state())
         cuda_rng_by_rank = self.processes.gather(torch.cuda.get_rng_state()) if torch.cuda.is_available() else None
         if not self.processes.is_main:
@@ -755,10 +800,12 @@ class _TrainingLoop:
             whole = self.prm.state_dict() if model_state is None else model_state
             state["trainable"] = {name: whole[name].detach().cpu().clone() for name in self.trainable}
             state["frozen_fingerprint"] = self.frozen_fingerprint
-        save_checkpoint(self.run_dir, LAST, self.prm, state, model_state=model_state)
+        save_checkpoint(self.run_dir, LAST, self.prm, state, model_state=model_state, started=self.deepspeed)
 
     def _model_state(self) -> dict | None:
         """A sharded PRM's whole state, gathered on process 0 (every process calls this); None: the PRM saves its own."""
+        if self.deepspeed:
+            return zero.full_model_state(self.prm, self.processes.is_main)
         return sharding.full_model_state(self.prm) if self.sharded else None
 
 
