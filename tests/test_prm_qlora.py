@@ -228,3 +228,18 @@ def test_two_data_parallel_processes_train_qlora_as_one_process_with_twice_the_a
     two = train_data_parallel(qlora_config(labels, tmp_path / "two", tiny_model_dir, validation_fraction=0.15))
     assert two["global_step"] == 6 and not two["resumed"]
     assert_same_training(tmp_path / "one", tmp_path / "two")
+
+
+def test_qlora_on_gpt2_conv1d_layers_is_refused_as_lora_is(tiny_model_dir, tmp_path):
+    """transformers turns GPT-2's Conv1D (weight stored transposed) into 4-bit Linear layers; merged and saved under
+    GPT-2's names they would not load (or, square, load transposed): refused before training, as plain LoRA is."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=64, n_layer=1, n_head=2, n_positions=512)).save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    labels = small_labels(tmp_path)
+    with pytest.raises(TrainingError, match="adapters on Conv1D layers are not supported"):
+        train(lora_config(labels, tmp_path / "q", tmp_path / "gpt2", epochs=1, load_in_4bit=True))
+    assert not (tmp_path / "q" / "best").exists()

@@ -127,6 +127,7 @@ def test_bad_lora_targets_and_accelerate_engines_are_refused_with_what_to_do(tin
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     with pytest.raises(TrainingError, match="pass --sharding fsdp"):
         train(small_config(labels, tmp_path / "run", tiny_model_dir))
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
     with pytest.raises(TrainingError, match="pass --sharding deepspeed"):
         train(small_config(labels, tmp_path / "run", tiny_model_dir))
@@ -134,6 +135,19 @@ def test_bad_lora_targets_and_accelerate_engines_are_refused_with_what_to_do(tin
         train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed"))
     with pytest.raises(ValueError, match="DeepSpeed's bf16 mode keeps float32 master weights"):
         small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed", precision="bf16")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu")
+    with pytest.raises(TrainingError, match="asks for ZeRO stage 2, optimizer offload: --sharding deepspeed runs ZeRO stage 3"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed"))
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(TrainingError, match="asks for FSDP"):  # an FSDP config is not run as DeepSpeed either
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed"))
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    monkeypatch.setenv("DS_ACCELERATOR", "cuda")
+    with pytest.raises(TrainingError, match="DS_ACCELERATOR=cuda but the run trains on cpu"):
+        train(small_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed"))
 
 
 # make faults, not make test: make test keeps the sharded stop and resume by --max-steps (above).
@@ -296,3 +310,22 @@ def test_log_probabilities_read_in_extra_chunks_are_the_same_and_call_the_layer_
     assert len(calls) == 2 + 4 and torch.equal(alone, padded)
     with pytest.raises(ValueError, match="need 2 chunks"):
         model.token_log_probs(layer, hidden, targets, chunks=1)
+
+
+def test_lora_under_deepspeed_bf16_merges_its_adapters_in_float32(tiny_model_dir, tmp_path):
+    """DeepSpeed's bf16 mode holds the frozen base in bfloat16 (no master copy): the checkpoint keeps those values in
+    float32 and adds the adapters' update to them in float32, rather than rounding the merge to bfloat16."""
+    from transformers import AutoModelForCausalLM
+
+    labels = data_parallel_labels(tmp_path)
+    config = lora_config(labels, tmp_path / "run", tiny_model_dir, sharding="deepspeed", precision="bf16-mixed", epochs=1,
+                         validation_fraction=0.15)  # fmt: skip
+    train_data_parallel(config)
+    saved = model_state(tmp_path / "run" / "last")
+    assert {tensor.dtype for tensor in saved.values()} == {torch.float32}
+    state = torch.load(tmp_path / "run" / "last" / "training_state.pt", weights_only=True)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
+    name = "layers.0.mlp.down_proj"
+    a, b = (state["trainable"][f"backbone.{name}.lora_{x}.default.weight"].float() for x in "AB")
+    wanted = base[f"model.{name}.weight"].bfloat16().float() + (b @ a) * (config.resolved_lora_alpha / config.lora_rank)
+    torch.testing.assert_close(saved[f"backbone.{name}.weight"], wanted, rtol=0, atol=1e-6)

@@ -63,6 +63,11 @@ def settle(model: nn.Module) -> int:
     layers = [module for module in model.modules() if isinstance(module, Linear4bit)]
     if not layers:
         raise QuantizationError("--load-in-4bit: bitsandbytes quantized no linear layer of this model")
+    from transformers.pytorch_utils import Conv1D
+
+    transposed = sorted({layer.source_cls.__name__ for layer in layers if issubclass(getattr(layer, "source_cls", nn.Linear), Conv1D)})
+    if transposed:  # GPT-2's Conv1D stores its weight transposed; the 4-bit copy is not, and the merge would save it so
+        raise QuantizationError(f"--load-in-4bit: adapters on {', '.join(transposed)} layers are not supported (as with --lora-rank alone)")
     for layer in layers:
         layer.support_avx512bf16_for_cpu = False
     quantizer = getattr(model, "hf_quantizer", None)

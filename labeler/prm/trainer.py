@@ -106,6 +106,11 @@ def train(config: TrainConfig) -> TrainResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     placement = place(config.device, config.precision)
     _refuse_accelerate_engines(config)
+    if config.sharding == "deepspeed":
+        try:
+            zero.check_available(placement.device.type)
+        except zero.DeepSpeedUnavailable as error:
+            raise TrainingError(str(error)) from error
     if config.sharding == "fsdp-offload" and placement.device.type != "cuda":
         raise TrainingError("--sharding fsdp-offload keeps the shards in CPU memory between uses of a GPU: on the CPU, use --sharding fsdp")
     processes = Processes.from_environment(placement.device.type)
@@ -137,8 +142,21 @@ def _refuse_accelerate_engines(config: TrainConfig) -> None:
             "accelerate launch asks for DeepSpeed, but labeler train does not read accelerate's DeepSpeed config: pass "
             "--sharding deepspeed (ZeRO stage 3), or launch without the DeepSpeed config"
         )
-    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and config.sharding == "none":
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and config.sharding not in FSDP:
         raise TrainingError("accelerate launch asks for FSDP, but labeler train does not read accelerate's config: pass --sharding fsdp")
+    if config.sharding == "deepspeed":  # what --sharding deepspeed runs: ZeRO-3, no offload, settings from flags
+        asked = {
+            "a DeepSpeed config file": os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "") not in ("", "none"),
+            f"ZeRO stage {os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE')}": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3") != "3",
+            "optimizer offload": os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none") != "none",
+            "parameter offload": os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none") != "none",
+        }
+        unmet = [name for name, given in asked.items() if given]
+        if unmet:
+            raise TrainingError(
+                f"accelerate's DeepSpeed config asks for {', '.join(unmet)}: --sharding deepspeed runs ZeRO stage 3 without offload, "
+                "its settings from labeler train's flags; launch without that config (or with one that asks for just that)"
+            )
 
 
 def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: Processes) -> TrainResult:
@@ -160,22 +178,22 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         log.info("loading backbone %s%s", config.model_name or config.model, " in 4 bits (QLoRA)" if config.load_in_4bit else "")
         try:  # QLoRA: the same weights quantize to the same codes, so a resume rebuilds the base the adapters trained on
             quantization = four_bit_config(placement.autocast_dtype or torch.float32) if config.load_in_4bit else None
-        except QuantizationError as error:
+            prm = ProcessRewardModel.from_backbone(
+                config.model,
+                max_length=config.max_length,
+                target=config.target,
+                dtype=placement.weight_dtype,
+                trust_remote_code=config.trust_remote_code,
+                name=config.model_name,
+                attention=config.attention,
+                trajectory_head=_wants_trajectory_head(config, rows),
+                rendering=config.rendering,
+                step_surprise=config.step_surprise,
+                quantization_config=quantization,
+                device=placement.device,
+            )
+        except QuantizationError as error:  # no bitsandbytes, or layers a 4-bit base cannot be merged back into
             raise TrainingError(str(error)) from error
-        prm = ProcessRewardModel.from_backbone(
-            config.model,
-            max_length=config.max_length,
-            target=config.target,
-            dtype=placement.weight_dtype,
-            trust_remote_code=config.trust_remote_code,
-            name=config.model_name,
-            attention=config.attention,
-            trajectory_head=_wants_trajectory_head(config, rows),
-            rendering=config.rendering,
-            step_surprise=config.step_surprise,
-            quantization_config=quantization,
-            device=placement.device,
-        )
 
     train_set, validation_set = _examples(config, prm, rows)
     if state is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -36,15 +37,33 @@ class DeepSpeedUnavailable(RuntimeError):
     """DeepSpeed is not installed or cannot run here; the message says what to do."""
 
 
+MINIMUM_VERSION = (0, 19, 4)  # the first with managed_gradient_accumulation under ZeRO-3; older ones ignore the key
+
+
+def check_available(device_type: str) -> None:
+    """Fail before any model is loaded: deepspeed importable, recent enough, and on the device the run asked for
+    (DeepSpeed picks its accelerator itself: on a GPU machine it would move a --device cpu run's model to the GPU)."""
+    accelerator = "cpu" if device_type == "cpu" else "cuda"
+    chosen = os.environ.setdefault("DS_ACCELERATOR", accelerator)
+    if chosen != accelerator:
+        raise DeepSpeedUnavailable(f"DS_ACCELERATOR={chosen} but the run trains on {device_type}: unset it, or pass the matching --device")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # its import logs to stdout
+            import deepspeed
+    except ImportError as error:
+        raise DeepSpeedUnavailable(f"--sharding deepspeed needs the deepspeed package ({error}): pip install '.[train]'") from error
+    version = tuple(int(part) for part in deepspeed.__version__.split("+")[0].split(".")[:3] if part.isdigit())
+    if version < MINIMUM_VERSION:
+        wanted = ".".join(map(str, MINIMUM_VERSION))
+        raise DeepSpeedUnavailable(f"--sharding deepspeed needs deepspeed >= {wanted} (found {deepspeed.__version__}): pip install '.[train]'")
+
+
 def engine(module: nn.Module, prm: nn.Module, optimizer: torch.optim.Optimizer, micro_batch: int, world_size: int,
            max_grad_norm: float, bf16: bool):  # fmt: skip
     """`module` (the PRM's forward as a module, holding `prm`) on a DeepSpeed ZeRO-3 engine with `optimizer`
     (the loop's AdamW, whose parameter groups carry the learning rates the loop sets at each step)."""
-    try:
-        import deepspeed
-        from deepspeed.utils import logger as deepspeed_logger
-    except ImportError as error:
-        raise DeepSpeedUnavailable(f"--sharding deepspeed needs the deepspeed package ({error}): pip install '.[train]'") from error
+    import deepspeed
+    from deepspeed.utils import logger as deepspeed_logger
 
     deepspeed_logger.setLevel(logging.WARNING)
     config = {
@@ -62,8 +81,11 @@ def engine(module: nn.Module, prm: nn.Module, optimizer: torch.optim.Optimizer, 
     # submodule's forward: gathered with the wrapper's forward.
     for parameter in prm.parameters(recurse=False):
         deepspeed.zero.register_external_parameter(module, parameter)
-    with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints its build notes; stdout is the command's result
-        wrapped, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, config=config, dist_init_required=False)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints its build notes; stdout is the command's result
+            wrapped, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, config=config, dist_init_required=False)
+    except (ImportError, OSError, RuntimeError) as error:  # e.g. its CPU communication op could not be compiled
+        raise DeepSpeedUnavailable(f"DeepSpeed could not start: {' '.join(str(error).split())[:600]}") from error
     return wrapped
 
 
@@ -78,16 +100,18 @@ def gathered_parameters(prm: nn.Module):
 def full_model_state(prm: nn.Module, is_main: bool) -> dict[str, torch.Tensor]:
     """The PRM's whole state dict on the CPU of process 0 (empty elsewhere), a parameter at a time: the
     optimizer's float32 master of each trained one (bf16 mode keeps the module's weights in bfloat16),
-    the gathered weights of a frozen one (LoRA's base); every process must call it."""
+    the gathered weights of a frozen one (LoRA's base) in float32; every process must call it."""
     import deepspeed
     from deepspeed.utils import safe_get_full_fp32_param
 
     whole: dict[int, torch.Tensor] = {}
     for name, parameter in prm.named_parameters():  # each tensor once (tied weights share one)
         value = safe_get_full_fp32_param(parameter) if parameter.requires_grad else None
-        if value is None:
+        if value is None:  # frozen (LoRA's base): no master; in bf16 mode its bfloat16 values, what the run computed with
             with deepspeed.zero.GatheredParameters([parameter], modifier_rank=None):
                 value = parameter.data.clone()
+            if value.is_floating_point():  # float32, so that adapters merged into it are not rounded to bfloat16
+                value = value.float()
         if is_main:
             whole[id(parameter)] = value.detach().to("cpu", copy=True)
         del value
