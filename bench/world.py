@@ -11,15 +11,16 @@ hard domain or a large model (the GPU recipes in the README are for that).
 
 Each command runs in its own process (its imports and engine start in its wall time):
 1. `labeler label` (the completer) on the label split's solutions (half with an injected error) with
-   exhaustive at N = 2, 4, 8, 16, first-error and adaptive; `labeler eval` scores every labels
+   exhaustive at N = 2, 4, 8, 16, first-error, adaptive and posterior; `labeler eval` scores every labels
    output against the known first errors (ProcessBench accuracy on erroneous and on correct
    solutions, F1), beside the tokens each spent. The completer's accuracy from right and from wrong
    prefixes is read off exhaustive's largest N (its rollout counts).
 2. The PRMs, with `labeler train`'s defaults (no training flag but the model, device and seed): the
    policy samples --solutions-per-problem solutions of --policy-problems label-split problems
-   (`labeler label --strategy final-answer`), the completer labels them (first-error at N=8: their
-   Monte-Carlo labels, scored against their exact first errors by `labeler eval`). One PRM trains on
-   the Monte-Carlo labels, one on the exact labels, and an ORM (the same base, every step labelled with
+   (`labeler label --strategy final-answer`), the completer labels them three times (exhaustive,
+   first-error and posterior at N=8: their Monte-Carlo labels, each scored against their exact first
+   errors by `labeler eval`, beside its tokens). A PRM trains on each labelling (first-error's is "the
+   Monte-Carlo PRM" of what follows), one on the exact labels, and an ORM (the same base, every step labelled with
    the final answer's correctness, trained on the last step alone: --train-on-last-step-only), and, as
    an ablation, the Monte-Carlo PRM without its step-surprise term (--no-step-surprise). `labeler eval
    --prm` scores the PRMs, and the completer's own lowest token log-probability per step
@@ -62,7 +63,7 @@ from labeler.world.training import POLICY_FOLDER  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
 
 SUMMARY_KEYS = ("bon_problems", "n", "pass_at_n", "majority", "random", "orm_select", "prm_select", "prm_weighted_vote",
-                "prm_weighted_vote_ci95", "prm_mc", "prm_true", "labels")  # fmt: skip
+                "prm_weighted_vote_ci95", "prm_mc", "prm_true", "labels", "label_split")  # fmt: skip
 SELECTION_AGGREGATES = ("min", "product", "last")  # prm_select is the best of these at the largest N
 VOTE_AGGREGATE = "min"  # the weighted vote the summary reports: by the product's default aggregate
 
@@ -120,12 +121,24 @@ def checked(args: argparse.Namespace) -> list[int]:
 
 
 def strategies(rollouts: list[int]) -> list[tuple[str, list[str]]]:
-    """(name, flags) of each labelling run: exhaustive at every N (ascending), first-error and adaptive at the largest."""
+    """(name, flags) of each labelling run: exhaustive at every N (ascending), first-error, adaptive and posterior at
+    the largest."""
     top = max(rollouts)
     runs = [(f"exhaustive-{n}", ["--strategy", "exhaustive", "--rollouts", str(n)]) for n in sorted(rollouts)]
     runs.append((f"first-error-{top}", ["--strategy", "first-error", "--rollouts", str(top)]))
     runs.append((f"adaptive-{top}", ["--strategy", "adaptive", "--rollouts", str(top), "--round-size", "4"]))
+    runs.append((f"posterior-{top}", ["--strategy", "posterior", "--rollouts", str(top)]))
     return runs
+
+
+# How the completer labels the policy's samples, each with a PRM trained on its labels: (name, flags, labels folder, PRM
+# folder). first-error-8's are the Monte-Carlo labels the rest of the bench uses (prm-mc: best-of-N, search).
+POLICY_LABELLINGS = (
+    ("exhaustive-8", ["--strategy", "exhaustive", "--rollouts", "8"], "policy-exhaustive", "prm-exhaustive"),
+    ("first-error-8", ["--strategy", "first-error", "--rollouts", "8"], "policy-mc", "prm-mc"),
+    ("posterior-8", ["--strategy", "posterior", "--rollouts", "8"], "policy-posterior", "prm-posterior"),
+)
+PRM_OF_LABELLING = {"exhaustive-8": "exhaustive", "first-error-8": "mc", "posterior-8": "posterior"}  # its name in `labeler eval --prm`
 
 
 def prefix_accuracy(labels_dir: Path, truth: dict[str, int]) -> dict:
@@ -253,9 +266,13 @@ def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common
     with_truth = lambda chosen, first_errors: [{"id": s["problem_id"], "problem": s["problem"], "answer": s["answer"], "steps": s["steps"],  # noqa: E731
                                                 "label": first_errors[s["key"]]} for s in chosen]  # fmt: skip
     policy_file = write_jsonl(work / "policy.jsonl", with_truth(samples, truth))
-    commands("label the policy's samples", ["label", "--input", str(policy_file), "--preset", "processbench", "--output", str(work / "policy-mc"),
-                                            "--strategy", "first-error", "--rollouts", "8", *common, "--json"])  # fmt: skip
-    label_quality = json.loads(commands("eval the policy's labels", ["eval", "--labels", f"first-error-8={work / 'policy-mc'}",
+    label_tokens = {}
+    for name, flags, folder, _ in POLICY_LABELLINGS:
+        summary = json.loads(commands(f"label the policy's samples, {name}", ["label", "--input", str(policy_file), "--preset", "processbench",
+                                                                               "--output", str(work / folder), *flags, *common, "--json"]))  # fmt: skip
+        label_tokens[name] = summary["generated_tokens"]
+    label_quality = json.loads(commands("eval the policy's labels", ["eval", *(f for name, _, folder, _ in POLICY_LABELLINGS
+                                                                               for f in ("--labels", f"{name}={work / folder}")),
                                                                      "--reference", str(policy_file), "--json"]))  # fmt: skip
     exact_file = write_jsonl(work / "policy-exact.jsonl", [stepwise_row(s, truth[s["key"]]) for s in samples])
     outcome_file = write_jsonl(work / "policy-outcome.jsonl", [outcome_row(s, truth[s["key"]]) for s in samples])
@@ -263,19 +280,22 @@ def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common
     train = ["--model", args.model, "--device", "cpu", "--seed", str(args.seed), "--quiet"]  # the product's defaults otherwise
     if args.min_steps is not None:
         train += ["--min-steps", str(args.min_steps)]
-    commands("train PRM on MC labels", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc"), *train])
+    for name, _, folder, prm in POLICY_LABELLINGS:
+        commands(f"train PRM on {name} labels", ["train", "--labels", str(work / folder), "--output", str(work / prm), *train])
     commands("train PRM on exact labels", ["train", "--labels", str(exact_file), "--output", str(work / "prm-true"), *train])
     commands("train ORM", ["train", "--labels", str(outcome_file), "--output", str(work / "orm"), *train, "--train-on-last-step-only"])
     # the ablation: the same PRM without the step-surprise term (a head on the hidden state alone, as before 2026-12-06)
     commands("train PRM on MC labels, no surprise", ["train", "--labels", str(work / "policy-mc"), "--output", str(work / "prm-mc-no-surprise"),
                                                      *train, "--no-step-surprise"])  # fmt: skip
-    scored = ["--prm", f"mc={work / 'prm-mc'}", "--prm", f"true={work / 'prm-true'}", "--prm", f"mc-no-surprise={work / 'prm-mc-no-surprise'}",
+    scored = [*(f for name, _, _, prm in POLICY_LABELLINGS for f in ("--prm", f"{PRM_OF_LABELLING[name]}={work / prm}")),
+              "--prm", f"true={work / 'prm-true'}", "--prm", f"mc-no-surprise={work / 'prm-mc-no-surprise'}",
               "--prm", f"base-logprob=logprob:{args.model}"]  # fmt: skip
     on_samples = json.loads(commands("eval PRMs on the policy's samples", ["eval", *scored, "--reference", str(reference), "--device", "cpu", "--json"]))
     injected = json.loads(commands("eval PRMs on injected errors", ["eval", *scored, "--reference", str(work / "test.jsonl"), "--device", "cpu", "--json"]))
     errors = lambda t: sum(v >= 0 for v in t.values())  # noqa: E731
     return {"samples": len(samples), "samples_with_error": errors(truth), "samples_right": sum(s["answer_right"] for s in samples),
             "test_samples": len(test_samples), "test_samples_with_error": errors(test_truth), "label_quality": label_quality,
+            "label_tokens": label_tokens,
             "on_samples": on_samples, "injected": injected}  # fmt: skip
 
 
@@ -334,17 +354,25 @@ def summary_of(results: dict) -> dict:
         subsets = source.get("subsets") or [{}]
         return {"f1": subsets[0].get("f1"), "auc": subsets[0].get("step_auc")}
 
-    labels = {"exhaustive-8": {"f1": None, "tokens": None}}  # always a key: null when --rollouts left 8 out
+    # The labellings of the policy's samples: each one's tokens, F1 against the exact first errors, and the F1 and AUC
+    # of the PRM trained on it (held-out samples); the label split's runs under label_split (the completer is all but
+    # exact there: their F1 says little, their tokens what each strategy spends).
+    labels = {}
+    of_samples = {source["name"]: source for source in results["policy"]["label_quality"]["sources"]}
+    for name, tokens in results["policy"]["label_tokens"].items():
+        subsets = of_samples.get(name, {}).get("subsets") or [{}]
+        labels[name] = {"f1": subsets[0].get("f1"), "tokens": tokens, "prm": f1_auc(PRM_OF_LABELLING[name])}
+    label_split = {}
     by_name = {source["name"]: source for source in results["label_quality"]["sources"]}
     for name in results["runs"]:
         subsets = by_name.get(name, {}).get("subsets") or [{}]
-        labels[name] = {"f1": subsets[0].get("f1"), "tokens": results["tokens"].get(name)}
+        label_split[name] = {"f1": subsets[0].get("f1"), "tokens": results["tokens"].get(name)}
     out = {
         "bon_problems": bon["problems"], "n": n[last], "pass_at_n": bon["baselines"]["pass"][last], "majority": bon["baselines"]["majority"][last],
         "random": bon["baselines"]["random"][last], "orm_select": orm["selection"]["last"][last] if orm else None, "prm_select": select,
         "prm_weighted_vote": mc["weighted_vote"][VOTE_AGGREGATE][last] if mc else None,
         "prm_weighted_vote_ci95": mc["weighted_vote_ci95"][VOTE_AGGREGATE][last] if mc else None,
-        "prm_mc": f1_auc("mc"), "prm_true": f1_auc("true"), "labels": labels,
+        "prm_mc": f1_auc("mc"), "prm_true": f1_auc("true"), "labels": labels, "label_split": label_split,
     }  # fmt: skip
     return {key: out[key] for key in SUMMARY_KEYS}
 
@@ -440,12 +468,18 @@ def report(results: dict) -> str:
         lines.append(f"  {name:<16} {spent:>10,} tokens  {spent / base if base else float('nan'):5.2f}x {exhaustive}{share}{undetermined}")
     lines.append("")
     policy = results["policy"]
-    lines.append(f"The completer's Monte-Carlo labels (first-error, N=8) of {policy['samples']} distinct samples of the policy "
-                 f"({policy['samples_with_error']} with an error, {policy.get('samples_right', '?')} with the right answer), against their exact first errors:")  # fmt: skip
-    label_quality = policy["label_quality"]  # one --labels source: eval's report of one source
+    lines.append(f"The completer's Monte-Carlo labels (exhaustive, first-error and posterior, N=8) of {policy['samples']} distinct samples "
+                 f"of the policy ({policy['samples_with_error']} with an error, {policy.get('samples_right', '?')} with the right answer), "
+                 "against their exact first errors:")  # fmt: skip
+    label_quality = policy["label_quality"]
     lines.append(format_one_source(label_quality) if "subsets" in label_quality else format_comparison(label_quality))
-    lines.append("PRMs trained with `labeler train`'s defaults on those samples, on their Monte-Carlo labels and on their exact labels; "
-                 "base-logprob is the completer's (the PRMs' base's) own lowest token log-probability per step, untrained.")  # fmt: skip
+    spent = policy["label_tokens"]
+    base_tokens = spent.get("exhaustive-8")
+    lines.extend(f"  {name:<16} {tokens:>10,} tokens  {tokens / base_tokens if base_tokens else float('nan'):5.2f}x exhaustive-8"
+                 for name, tokens in spent.items())  # fmt: skip
+    lines.append("PRMs trained with `labeler train`'s defaults on those samples: on each labelling's labels (exhaustive, mc = first-error, "
+                 "posterior) and on their exact labels; base-logprob is the completer's (the PRMs' base's) own lowest token "
+                 "log-probability per step, untrained.")  # fmt: skip
     lines.append(f"On {policy['test_samples']} held-out samples ({policy['test_samples_with_error']} with an error), against their exact first errors:")
     lines.append(format_comparison(policy["on_samples"]))
     lines.append("On the injected-error test solutions:")
@@ -484,6 +518,11 @@ def _summary_lines(summary: dict, bon: dict) -> list[str]:
     lines += [f"  {name:<36} {_figure(value)}{ci}" for name, value, ci in rows]
     for name in ("prm_mc", "prm_true"):
         lines.append(f"  {name:<36} F1 {_figure(summary[name]['f1'])}, step AUC {_figure(summary[name]['auc'])} (held-out samples, exact truth)")
+    base = (summary["labels"].get("exhaustive-8") or {}).get("tokens")
+    for name, entry in summary["labels"].items():
+        share = f"{entry['tokens'] / base:.2f}x exhaustive-8's tokens" if base else "exhaustive-8 not run"
+        lines.append(f"  labels {name:<29} {entry['tokens']:,} tokens ({share}), F1 {_figure(entry['f1'])}; its PRM F1 "
+                     f"{_figure(entry['prm']['f1'])}, step AUC {_figure(entry['prm']['auc'])} (the policy's samples, exact truth)")  # fmt: skip
     return lines
 
 

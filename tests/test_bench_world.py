@@ -63,8 +63,10 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     finally:
         engine.close()
     assert [t["step"] for t in results["timings"]] == [
-        "exhaustive-2", "first-error-2", "adaptive-2", "eval labels", "sample the policy's solutions", "sample held-out solutions",
-        "label the policy's samples", "eval the policy's labels", "train PRM on MC labels", "train PRM on exact labels", "train ORM", "train PRM on MC labels, no surprise", "eval PRMs on the policy's samples", "eval PRMs on injected errors",
+        "exhaustive-2", "first-error-2", "adaptive-2", "posterior-2", "eval labels", "sample the policy's solutions", "sample held-out solutions",
+        "label the policy's samples, exhaustive-8", "label the policy's samples, first-error-8", "label the policy's samples, posterior-8",
+        "eval the policy's labels", "train PRM on exhaustive-8 labels", "train PRM on first-error-8 labels", "train PRM on posterior-8 labels",
+        "train PRM on exact labels", "train ORM", "train PRM on MC labels, no surprise", "eval PRMs on the policy's samples", "eval PRMs on injected errors",
         "bon", "search",
     ]  # fmt: skip
     train_commands = [t["command"] for t in results["timings"] if t["step"].startswith("train")]
@@ -74,11 +76,14 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     summary = json.loads((tmp_path / "work" / "world.json").read_text())["summary"]
     from bench.world import SUMMARY_KEYS
 
-    assert tuple(summary) == SUMMARY_KEYS and "exhaustive-2" in summary["labels"]
+    assert tuple(summary) == SUMMARY_KEYS and "exhaustive-2" in summary["label_split"]
+    assert list(summary["labels"]) == ["exhaustive-8", "first-error-8", "posterior-8"]  # each labelling of the policy's samples
+    for entry in summary["labels"].values():  # its tokens, its F1 against the exact first errors, the PRM trained on it
+        assert entry["tokens"] > 0 and set(entry["prm"]) == {"f1", "auc"} and "f1" in entry
     assert summary["bon_problems"] == 2 and summary["n"] == 2 and set(summary["prm_mc"]) == {"f1", "auc"}
     assert all(t["command"].startswith("labeler ") for t in results["timings"])
     assert results["tokens"]["exhaustive-2"] > 0
-    assert set(results["first_error_agreement"]) == {"first-error-2", "adaptive-2"}
+    assert set(results["first_error_agreement"]) == {"first-error-2", "adaptive-2", "posterior-2"}
     for side in ("right", "wrong"):
         counts = results["prefix_accuracy"][side]
         assert 0 <= counts["correct"] <= counts["counted"]
@@ -89,8 +94,8 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
         assert heading in text
     sampled = [t["command"] for t in results["timings"] if t["step"] in ("sample the policy's solutions", "sample held-out solutions", "bon", "search")]
     assert all(f"--model {world_model / 'policy'} " in command for command in sampled)  # the policy samples, the completer labels
-    labelled = [t["command"] for t in results["timings"] if t["step"] == "label the policy's samples"]
-    assert f"--model {world_model} " in labelled[0]
+    labelled = [t["command"] for t in results["timings"] if t["step"].startswith("label the policy's samples")]
+    assert len(labelled) == 3 and all(f"--model {world_model} " in command for command in labelled)
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]
 
 

@@ -68,7 +68,7 @@ def test_a_step_whose_rollouts_were_all_cut_is_unlabelled_with_the_reason(checke
     assert row["unlabelled_reason"][0] is None and row["unlabelled_reason"][2] is None
 
 
-@pytest.mark.parametrize("strategy", ["first-error", "adaptive"])
+@pytest.mark.parametrize("strategy", ["first-error", "adaptive", "posterior"])
 def test_round_based_strategies_survive_a_prefix_with_every_rollout_cut(strategy, checker):
     steps = ("One.", f"Two {CUT_MARKER}!.", "Three.", "Four.", "The answer is 42.")
     outcome, rows = run(strategy, [solution(*steps)], checker)
@@ -115,7 +115,7 @@ def test_a_solution_known_to_stop_early_has_its_last_step_rolled_out(checker):
     assert checked[0]["label_method"] == ["rollouts", "final_answer"]
 
 
-@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive"])
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "posterior"])
 def test_steps_beyond_the_context_are_unlabelled_and_earlier_steps_keep_their_labels(strategy, checker):
     steps = ("One.", "Two.", f"Three {LONG_MARKER}.", f"Four {LONG_MARKER}.", "The answer is 42.")
     outcome, rows = run(strategy, [solution(*steps)], checker, final_step="rollouts")
@@ -240,7 +240,7 @@ def test_labeling_checks_each_answer_with_its_question(tmp_path, checker):
 # --- rollouts from inside a trace's thinking (issue 23) ------------------------------------------
 
 
-@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive"])
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "posterior"])
 def test_a_rollout_that_ends_still_thinking_is_truncated_not_judged(strategy, checker):
     """From inside the thinking, "The answer is 41? Wait, let me recheck." and no </think>: the rollout has not
     answered yet. It is truncated, never checked: 41 must not become a verdict."""
@@ -300,7 +300,7 @@ def test_a_rollout_whose_check_times_out_is_left_out_of_the_label(checker):
     assert len(timed_out) == 4 and row["n_timeouts"] == [4, 0]
 
 
-@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive"])
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "posterior"])
 def test_a_step_whose_checks_all_time_out_is_unlabelled_with_the_reason(strategy, checker):
     _, rows = run(strategy, [solution("First.", f"Second {SLOW_MARKER}!.", "Third.", "The answer is 42.")], SlowChecker(checker))
     row = rows[0]
@@ -309,7 +309,7 @@ def test_a_step_whose_checks_all_time_out_is_unlabelled_with_the_reason(strategy
     assert False not in row["hard_labels"]  # no step was called wrong for a check that never finished
 
 
-@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "final-answer"])
+@pytest.mark.parametrize("strategy", ["exhaustive", "first-error", "adaptive", "posterior", "final-answer"])
 def test_a_timed_out_final_check_leaves_the_last_step_unlabelled_never_wrong(strategy, checker):
     _, rows = run(strategy, [solution("First.", f"The answer is 42. ({SLOW_MARKER})")], SlowChecker(checker))
     row = rows[0]

@@ -201,7 +201,7 @@ def test_exhaustive_labels_are_the_counts_of_the_planned_outcomes(example):
 def test_first_error_and_adaptive_measure_what_exhaustive_measures(example):
     solution, plan, final, policy, final_step = example
     exhaustive, _, _ = labelled("exhaustive", solution, plan, policy, final_step)
-    for strategy in ("first-error", "adaptive"):
+    for strategy in ("first-error", "adaptive", "posterior"):
         row, rollouts, checker = labelled(strategy, solution, plan, policy, final_step)
         check_common(row, rollouts, checker, solution, plan, policy)
         check_final(row, solution, final, final_step)

@@ -276,3 +276,39 @@ def test_an_unparseable_final_check_is_unlabelled_with_its_reason_not_a_zero(che
     assert last.measured_by == "unlabelled" and hard(outcome.labelled[0])[-1] is None
     assert last.unlabelled_reason.startswith("the stated answer could not be compared: ")
     assert "math-verify could not parse" in last.unlabelled_reason
+
+
+def test_posterior_without_a_prior_yet_finds_first_errors_as_first_error_does_with_fewer_rollouts(checker):
+    """Fewer measured prefixes than a prior needs: the uniform prior stops no negative probe early (0 of 6 still leaves
+    a 2/9 chance of a success in 2 more), so probes stop early only at a correct rollout."""
+    solutions = [solution(k, w, sid=f"s{k}-{w}") for k, w in [(6, 2), (9, -1), (12, 11), (3, 0)]]
+    exhaustive, _ = run("exhaustive", solutions, checker, miss_every=2)
+    search, _ = run("first-error", solutions, checker, miss_every=2)
+    doubt, _ = run("posterior", solutions, checker, miss_every=2)
+    assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
+    assert all(s.n_rollouts == 8 for i in doubt.labelled for s in i.steps if s.measured and s.n_correct == 0 and s.measured_by != "final_answer")
+    ex_texts = {(r.solution_id, r.step_index, r.rollout_index): r.text for r in exhaustive.rollouts}
+    assert all(ex_texts[(r.solution_id, r.step_index, r.rollout_index)] == r.text for r in doubt.rollouts)  # exhaustive's draws
+    assert len(doubt.rollouts) < len(search.rollouts)
+
+
+def test_posterior_stops_negative_probes_early_once_the_batch_shows_rates_near_0_and_1(checker):
+    """Right prefixes always succeed, wrong ones never: the prior fitted to the batch is U-shaped, and a prefix with
+    0 of 2 is called negative without drawing to N; its soft label stays null (early_stop), its counts written."""
+    solutions = [solution(k, w, sid=f"s{n}-{k}-{w}") for n in range(4) for k, w in [(6, 2), (9, -1), (12, 11), (5, 0), (8, 4)]]
+    exhaustive, _ = run("exhaustive", solutions, checker)
+    doubt, _ = run("posterior", solutions, checker, round_size=2, stop_risk=0.05)
+    assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
+    negatives = [s for i in doubt.labelled for s in i.steps if s.measured_by == "early_stop" and s.n_correct == 0]
+    assert negatives and max(s.n_rollouts for s in negatives) < 8
+    assert all(s.measured_by == "early_stop" for i in doubt.labelled for s in i.steps if s.measured and s.measured_by != "final_answer")
+    table = labels_table(doubt.labelled, Provenance("u", "m", "posterior", 5, "h")).to_pylist()
+    methods = [(m, soft) for row in table for m, soft in zip(row["label_method"], row["soft_labels"])]
+    assert all(soft is None for m, soft in methods if m == "early_stop")
+    assert len(doubt.rollouts) * 4 < len(exhaustive.rollouts)
+
+
+def test_posterior_stops_no_probe_early_when_the_risk_it_may_take_is_tiny(checker):
+    solutions = [solution(k, w, sid=f"s{n}-{k}-{w}") for n in range(4) for k, w in [(6, 2), (9, -1), (12, 11), (5, 0), (8, 4)]]
+    careful, _ = run("posterior", solutions, checker, round_size=2, stop_risk=1e-9)
+    assert all(s.n_rollouts == 8 for i in careful.labelled for s in i.steps if s.measured and s.n_correct == 0 and s.measured_by != "final_answer")

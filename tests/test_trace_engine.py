@@ -36,7 +36,7 @@ def labelled(tiny_engine, tmp_path_factory):
     dataset = write_jsonl(root / "traces.jsonl", rows)
     outputs = {}
     with AnswerChecker(timeout_s=5) as checker:
-        for strategy in ("exhaustive", "first-error"):
+        for strategy in ("exhaustive", "first-error", "posterior"):
             config = LabelConfig(
                 input=str(dataset), output=str(root / strategy), model="tiny-llama", rollouts=2, max_new_tokens=48,
                 min_rollout_tokens=8, max_steps=PARAGRAPHS, max_row_chars=10**6, shard_size=4, strategy=strategy,
@@ -106,3 +106,16 @@ def test_first_error_on_the_same_traces_measures_what_exhaustive_measures_for_no
     # the tiny model never closes a thinking, so no rollout from inside one gives a verdict: the search steps over
     # every prefix and draws what exhaustive draws, never more (tests/test_long_traces.py: the saving where rollouts answer)
     assert search["deep"]["generated_tokens"] <= exhaustive["deep"]["generated_tokens"]
+
+
+def test_posterior_draws_exhaustives_completions_on_the_real_engine_and_labels_honestly(labelled):
+    """The posterior search's probes ask vLLM for rollouts in rounds, from the seeds exhaustive uses: each of its
+    rollouts is exhaustive's rollout of that prefix and number, word for word; prefixes stopped before N say so."""
+    _, exhaustive = labelled["exhaustive"]
+    labels, posterior = labelled["posterior"]
+    drawn = {(r["solution_id"], r["step_index"], r["rollout_index"]): r["text"] for r in exhaustive}
+    assert posterior and all(drawn[(r["solution_id"], r["step_index"], r["rollout_index"])] == r["text"] for r in posterior)
+    for row in labels.values():
+        for method, soft in zip(row["label_method"], row["soft_labels"]):
+            assert method in ("rollouts", "early_stop", "inferred", "unlabelled", "final_answer")
+            assert soft is None or method in ("rollouts", "final_answer")

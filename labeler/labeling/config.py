@@ -21,8 +21,8 @@ from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
 FINAL_ANSWER = "final-answer"  # the strategy that samples no rollouts: it checks each solution's stated answer
-STRATEGIES = ("exhaustive", "first-error", "adaptive", FINAL_ANSWER)
-MONTE_CARLO_STRATEGIES = STRATEGIES[:3]  # the ones that sample rollouts from step prefixes
+MONTE_CARLO_STRATEGIES = ("exhaustive", "first-error", "adaptive", "posterior")  # the ones that sample rollouts from step prefixes
+STRATEGIES = (*MONTE_CARLO_STRATEGIES, FINAL_ANSWER)
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
 TRUNCATED_POLICIES = ("excluded", "incorrect")
 
@@ -320,14 +320,24 @@ class LabelConfig(JobSettings):
         "exhaustive",
         choices=STRATEGIES,
         help="exhaustive: N rollouts from every prefix; first-error: binary search for the first error (hard labels); "
-        "adaptive: rollouts in rounds until each prefix's label is settled; final-answer: no rollouts, only the last step "
+        "adaptive: rollouts in rounds until each prefix's label is settled; posterior: first-error's search, each probe "
+        "in rounds, stopped at its first correct rollout or once a Beta-Binomial prior fitted to the job's counts makes "
+        "a success in its remaining rollouts unlikely (--stop-risk); final-answer: no rollouts, only the last step "
         "by its stated answer (outcome labels; the candidates of labeler bon)",
         group=ROLLOUTS,
     )
     after_first_error: str = setting(
         "negative", choices=AFTER_FIRST_ERROR, help="first-error: label of the unsampled steps after the first error", group=ROLLOUTS
     )
-    round_size: int = setting(2, at_least=1, help="adaptive: rollouts per prefix per round", group=ROLLOUTS)
+    round_size: int = setting(2, at_least=1, help="adaptive and posterior: rollouts per prefix per round", group=ROLLOUTS)
+    stop_risk: float = setting(
+        0.05,
+        above=0,
+        below=1,
+        help="posterior: stop a prefix with no correct rollout as negative once the chance that its remaining rollouts up "
+        "to N would reach the answer (under the prior fitted to the batch's counts) is below this",
+        group=ROLLOUTS,
+    )
     ci_width: float = setting(
         0.5, above=0, at_most=1, help="adaptive: stop a prefix once its 95% Wilson interval is narrower", group=ROLLOUTS
     )
@@ -409,6 +419,8 @@ class LabelConfig(JobSettings):
             del settings["min_counted_rollouts"]
         if not settings["sample_solutions"]:  # likewise
             del settings["sample_solutions"]
+        if settings["stop_risk"] == 0.05:  # likewise
+            del settings["stop_risk"]
         return settings
 
 

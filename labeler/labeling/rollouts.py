@@ -236,7 +236,7 @@ class StepLedger:
             if request_index not in charged:
                 charged.add(request_index)
                 step.tokens += sum(completion.tokens for completion in result.completions)
-            correct_per_probe.append(correct if counted and not self._too_few_counted(step) else None)
+            correct_per_probe.append(correct if counted and not self.too_few_counted(step) else None)
         for position, s in enumerate(final_checks):
             verdict = verdicts[final_start + position]
             last = len(self.solutions[s].steps) - 1
@@ -273,7 +273,7 @@ class StepLedger:
             for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out
                     self._unlabel(step, self._uncounted_reason(step, self.budgets.get((s, i)), self.still_thinking.get((s, i), 0)))
-                elif self._too_few_counted(step):
+                elif self.too_few_counted(step):
                     self._unlabel(step, self._too_few_reason(step, self.still_thinking.get((s, i), 0)))
                 elif step.measured_by == "unlabelled" and step.unlabelled_reason is None:
                     step.unlabelled_reason = "not sampled"
@@ -286,7 +286,7 @@ class StepLedger:
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
 
-    def _too_few_counted(self, step: StepCounts) -> bool:
+    def too_few_counted(self, step: StepCounts) -> bool:
         """A step sampled by rollouts, none correct, that too few counted rollouts would make hard 0."""
         if step.measured_by not in ("rollouts", "early_stop") or step.n_correct:
             return False

@@ -5,6 +5,8 @@
   (OmegaPRM-style), galloping from the first prefix then bisecting; other steps' hard labels are inferred.
 - adaptive: rollouts in rounds; a prefix stops once a correct rollout is found or its soft label's
   Wilson interval is narrower than --ci-width.
+- posterior: first-error's search, each probe drawn in rounds and stopped at its first correct rollout or
+  once a Beta-Binomial prior fitted to the batch's counts makes a success in its remaining rollouts unlikely.
 - final-answer: no rollouts; only the last step, by checking the answer it states (outcome labels,
   and the candidates of `labeler bon`).
 
@@ -34,7 +36,7 @@ __all__ = ["AFTER_FIRST_ERROR", "STRATEGIES", "StrategySettings", "PendingLabels
 StrategySettings = settings_view(
     "StrategySettings",
     LabelConfig,
-    ("rollouts", "seed", "final_step", "truncated", "min_counted_rollouts", "after_first_error", "round_size", "ci_width"),
+    ("rollouts", "seed", "final_step", "truncated", "min_counted_rollouts", "after_first_error", "round_size", "ci_width", "stop_risk"),
     sampling=SamplingSettings,
 )
 StrategySettings.__module__ = __name__
@@ -80,7 +82,7 @@ def start(
 def _start_steps(
     name: str, solutions: Sequence[Solution], generator: Generator, checker: Checker | None, settings: StrategySettings
 ) -> PendingLabels:
-    from labeler.labeling.strategies import adaptive, exhaustive, final_answer, first_error
+    from labeler.labeling.strategies import adaptive, exhaustive, final_answer, first_error, posterior
 
     if name == "exhaustive":
         return exhaustive.start(solutions, generator, settings, checker)
@@ -92,6 +94,8 @@ def _start_steps(
         outcome = first_error.search(solutions, generator, checker, settings)
     elif name == "adaptive":
         outcome = adaptive.sample(solutions, generator, checker, settings)
+    elif name == "posterior":
+        outcome = posterior.search(solutions, generator, checker, settings)
     else:
         raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
     return PendingLabels(finish=lambda _checker: outcome)

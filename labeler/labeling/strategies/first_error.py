@@ -96,7 +96,13 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             else:
                 searches[probe.solution].observe(probe.step, None if correct is None else correct > 0)
         final_checks = ()
+    infer_from_searches(ledger, solutions, searches, settings)
+    return ledger.outcome()
 
+
+def infer_from_searches(ledger: StepLedger, solutions: Sequence[Solution], searches: list[_Search], settings: StrategySettings) -> None:
+    """The labels a finished search implies for the steps it did not sample: positive before its last positive probe,
+    negative at its first negative one (and after it, by --after-first-error), unlabelled in between."""
     after = False if settings.after_first_error == "negative" else None
     after_reason = "after the first error (--after-first-error unlabelled)"
     for s, (solution, state) in enumerate(zip(solutions, searches)):
@@ -113,4 +119,3 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 ledger.infer(s, i, None, undecided)
             else:
                 ledger.infer(s, i, False if i == first_error else after, after_reason)
-    return ledger.outcome()

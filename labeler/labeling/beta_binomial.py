@@ -1,0 +1,62 @@
+"""A Beta-Binomial model of prefixes' success rates, learnt from a job's own rollout counts.
+
+Each prefix has a rate p at which its rollouts reach the answer; across the prefixes of a job, p is
+taken to follow a Beta(a, b) prior. The prior is fitted by maximum likelihood to the (correct, drawn)
+counts measured so far: the probability of a prefix's observed sequence of outcomes is
+B(a + c, b + n - c) / B(a, b), whatever rule decided when to stop drawing (a search that stops at the
+first success leaves the likelihood of p unchanged), so counts of early-stopped prefixes are evidence too.
+
+What the `posterior` strategy asks of it: given a prefix with 0 correct of n drawn, the chance that
+m more draws (up to the N exhaustive would draw) contain a success,
+1 - B(a, b + n + m) / B(a, b + n): the chance that exhaustive-N would call the prefix positive where
+stopping now calls it negative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+# The fit searches a grid of the prior's mean and concentration (a + b); a grid keeps it exact to reproduce
+# and cheap (the counts collapse to their few distinct (c, n) pairs).
+_MEANS = tuple(i / 100 for i in range(1, 100))
+# Concentrations from 0.01 (rates all but at 0 or 1, as a sure completer gives) to about 100 (all alike).
+_CONCENTRATIONS = tuple(round(0.01 * 1.25**k, 8) for k in range(42))
+
+
+def log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    a: float = 1.0
+    b: float = 1.0
+
+    def chance_of_success(self, drawn_without_success: int, more: int) -> float:
+        """The chance that `more` draws from a prefix contain a success, given `drawn_without_success` draws that had
+        none."""
+        if more <= 0:
+            return 0.0
+        n = drawn_without_success
+        return 1.0 - math.exp(log_beta(self.a, self.b + n + more) - log_beta(self.a, self.b + n))
+
+    def log_likelihood(self, counts: Counter) -> float:
+        """Of the observed outcome sequences, `counts` mapping (correct, drawn) to how many prefixes had them."""
+        base = log_beta(self.a, self.b)
+        return sum(times * (log_beta(self.a + c, self.b + n - c) - base) for (c, n), times in counts.items())
+
+
+UNIFORM = BetaPrior(1.0, 1.0)
+
+
+def fit_prior(counts: Iterable[tuple[int, int]], minimum_prefixes: int) -> BetaPrior:
+    """The Beta prior of largest likelihood for (correct, drawn) counts, over the grid above; the uniform prior while
+    fewer than `minimum_prefixes` prefixes have drawn anything (too little to say where rates lie)."""
+    tally = Counter((c, n) for c, n in counts if n > 0)
+    if sum(tally.values()) < minimum_prefixes:
+        return UNIFORM
+    candidates = (BetaPrior(mean * k, (1 - mean) * k) for mean in _MEANS for k in _CONCENTRATIONS)
+    return max(candidates, key=lambda prior: prior.log_likelihood(tally))

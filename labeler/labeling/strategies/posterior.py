@@ -1,0 +1,95 @@
+"""The search for the first error with rollouts spent by doubt: each probe stops as soon as its verdict is settled.
+
+The search is first-error's (gallop, then bisect; labeler/labeling/strategies/first_error.py); what a probe
+costs is not. A probe of prefix i draws rollouts in rounds of --round-size, with the seeds exhaustive uses
+for them (the same completions), and stops:
+- positive at its first correct rollout (its hard label, any-correct, is decided);
+- negative once the chance that the rest of exhaustive's N rollouts would have reached the answer falls
+  below --stop-risk, under a Beta-Binomial prior over prefixes' success rates fitted to the batch's own
+  counts so far (labeler/labeling/beta_binomial.py; the uniform prior, which stops nothing early, until
+  enough prefixes were measured), or at N rollouts with none correct, as first-error decides.
+Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
+not, it draws on towards N.
+
+Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
+correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
+counts written: correct/drawn under a rule that stops on the outcomes is biased); steps between probes are
+`inferred`, as first-error's.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from labeler.labeling.beta_binomial import fit_prior
+from labeler.labeling.generation import Generator
+from labeler.labeling.rollouts import BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
+from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
+from labeler.labeling.strategies.first_error import _Search, infer_from_searches
+from labeler.records import Solution, StepCounts
+
+PRIOR_FROM = 16  # measured prefixes in the batch before its fitted prior replaces the uniform one
+
+
+def search(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
+    ledger = StepLedger(solutions, settings.truncated, settings.sampling.max_new_tokens, settings.min_counted_rollouts)
+    sampler = PrefixSampler(solutions, generator, sampling=settings.sampling, seed=settings.seed)
+    searches = [_Search(size=sampled_prefixes(solution, settings.final_step, checker)) for solution in solutions]
+    final_checks = checked_final_steps(solutions, settings.final_step, checker)
+    probing: dict[int, int] = {}  # solution -> the prefix its search is probing now
+    while True:
+        probes = []
+        for s, state in enumerate(searches):
+            if s in ledger.failed:
+                continue
+            if s not in probing:
+                step = state.next_probe()
+                if step is None:
+                    continue
+                probing[s] = step
+            step = probing[s]
+            drawn = _drawn(ledger.counts[s][step])
+            probes.append(Probe(s, step, drawn, min(settings.round_size, settings.rollouts - drawn)))
+        if not probes and not final_checks:
+            break
+        ledger.record(sampler.send(probes), checker, final_checks=final_checks)
+        final_checks = ()
+        prior = fit_prior(
+            ((step.n_correct, step.n_rollouts) for steps in ledger.counts for step in steps if step.measured_by == "rollouts"), PRIOR_FROM
+        )
+        for probe in probes:
+            s, step = probe.solution, probe.step
+            if s in ledger.failed:  # rejected whole
+                continue
+            if ledger.closed(s, step):
+                searches[s].beyond_context(step)
+                del probing[s]
+                continue
+            verdict = _verdict(ledger, ledger.counts[s][step], settings, prior)
+            if verdict != "open":
+                searches[s].observe(step, verdict)
+                del probing[s]
+    infer_from_searches(ledger, solutions, searches, settings)
+    for steps in ledger.counts:
+        for step in steps:
+            if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
+                step.measured_by = "early_stop"
+    return ledger.outcome()
+
+
+def _drawn(step: StepCounts) -> int:
+    return step.n_sampled if step.measured else 0
+
+
+def _verdict(ledger: StepLedger, step: StepCounts, settings: StrategySettings, prior) -> bool | None | str:
+    """True (positive), False (negative), None (no verdict: too few rollouts counted), or "open" (draw on)."""
+    if step.n_correct > 0:
+        return True
+    drawn = _drawn(step)
+    if ledger.too_few_counted(step):  # cut or timed out too often to call it 0: draw on while N allows
+        return None if drawn >= settings.rollouts else "open"
+    if drawn >= settings.rollouts:
+        return False
+    if prior.chance_of_success(step.n_rollouts, settings.rollouts - drawn) < settings.stop_risk:
+        return False
+    return "open"
