@@ -164,7 +164,8 @@ def main() -> None:
             labels[strategy] = {row["problem_id"]: row for row in table}
             # every rollout sampled, cut and timed-out ones too, as the manifest and `labeler status` count them
             rollouts = sum(sum(r["n_rollouts"]) + sum(r["n_truncated"]) + sum(r["n_timeouts"]) for r in table)
-            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": rollouts}
+            results[strategy] = {"seconds": seconds, "tokens": summary.generated_tokens, "rollouts": rollouts,
+                                 "prefix_cache_hit_rate": summary.prefix_cache_hit_rate}  # of its prompts' tokens; None simulated
             print(f"{strategy}: {results[strategy]}", flush=True)
     engine.close()
 

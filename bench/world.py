@@ -522,7 +522,7 @@ def _summary_lines(summary: dict, bon: dict) -> list[str]:
     for name, entry in summary["labels"].items():
         share = f"{entry['tokens'] / base:.2f}x exhaustive-8's tokens" if base else "exhaustive-8 not run"
         lines.append(f"  labels {name:<29} {entry['tokens']:,} tokens ({share}), F1 {_figure(entry['f1'])}; its PRM F1 "
-                     f"{_figure(entry['prm']['f1'])}, step AUC {_figure(entry['prm']['auc'])} (the policy's samples, exact truth)")  # fmt: skip
+                     f"{_figure(entry['prm']['f1'])}, step AUC {_figure(entry['prm']['auc'])} (held-out samples, exact truth)")  # fmt: skip
     return lines
 
 

@@ -77,7 +77,7 @@ LABELS_SCHEMA = _versioned(
         # n_rollouts, never in the label. A step whose rollouts all timed out or were cut is unlabelled.
         pa.field("n_timeouts", pa.list_(pa.int32()), nullable=False),
         # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
-        # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive):
+        # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive, posterior):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
         # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
         # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps), its

@@ -33,8 +33,9 @@ def test_the_likelihood_of_every_outcome_of_n_draws_sums_to_one(prior, n):
     assert math.isclose(total, 1.0, rel_tol=1e-9)
 
 
-def test_the_fit_waits_for_enough_prefixes_then_finds_rates_near_0_and_1():
-    assert fit_prior([(1, 1)] * 5, minimum_prefixes=16) == UNIFORM
+def test_the_fit_waits_for_enough_prefixes_drawn_twice_then_finds_rates_near_0_and_1():
+    assert fit_prior([(0, 8)] * 5, minimum_prefixes=16) is None
+    assert fit_prior([(1, 1)] * 40 + [(0, 1)] * 40, minimum_prefixes=16) is None  # single draws say nothing of the spread
     bimodal = fit_prior([(1, 1)] * 40 + [(0, 8)] * 20, minimum_prefixes=16)
     assert bimodal.a + bimodal.b < 1  # mass near both ends
     assert bimodal.chance_of_success(2, 6) < 0.05  # 0 of 2 there is a negative prefix

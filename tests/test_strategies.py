@@ -16,9 +16,9 @@ from tests.fakes import WRONG_MARKER, ScriptedGenerator
 PROBLEM, ANSWER = "What is 20 + 22?", "42"
 
 
-def solution(steps: int, wrong_at: int = -1, sid: str | None = None) -> Solution:
+def solution(steps: int, wrong_at: int = -1, sid: str | None = None, words: str = "works on it") -> Solution:
     """A k-step solution; from step `wrong_at` on, the prefix is wrong (and so is its final answer)."""
-    texts = [f"Step {i + 1} works on it." + (f" {WRONG_MARKER}" if i == wrong_at else "") for i in range(steps)]
+    texts = [f"Step {i + 1} {words}." + (f" {WRONG_MARKER}" if i == wrong_at else "") for i in range(steps)]
     final = "41" if 0 <= wrong_at else ANSWER
     texts[-1] += f" The answer is: {final}"
     return Solution("p", sid or f"k{steps}-w{wrong_at}", PROBLEM, ANSWER, tuple(texts), "test", 0)
@@ -279,8 +279,8 @@ def test_an_unparseable_final_check_is_unlabelled_with_its_reason_not_a_zero(che
 
 
 def test_posterior_without_a_prior_yet_finds_first_errors_as_first_error_does_with_fewer_rollouts(checker):
-    """Fewer measured prefixes than a prior needs: the uniform prior stops no negative probe early (0 of 6 still leaves
-    a 2/9 chance of a success in 2 more), so probes stop early only at a correct rollout."""
+    """Fewer distinct prefixes drawn twice than a prior needs: no negative probe stops early, so probes stop early
+    only at a correct rollout."""
     solutions = [solution(k, w, sid=f"s{k}-{w}") for k, w in [(6, 2), (9, -1), (12, 11), (3, 0)]]
     exhaustive, _ = run("exhaustive", solutions, checker, miss_every=2)
     search, _ = run("first-error", solutions, checker, miss_every=2)
@@ -295,7 +295,7 @@ def test_posterior_without_a_prior_yet_finds_first_errors_as_first_error_does_wi
 def test_posterior_stops_negative_probes_early_once_the_batch_shows_rates_near_0_and_1(checker):
     """Right prefixes always succeed, wrong ones never: the prior fitted to the batch is U-shaped, and a prefix with
     0 of 2 is called negative without drawing to N; its soft label stays null (early_stop), its counts written."""
-    solutions = [solution(k, w, sid=f"s{n}-{k}-{w}") for n in range(4) for k, w in [(6, 2), (9, -1), (12, 11), (5, 0), (8, 4)]]
+    solutions = [solution(k, w, sid=f"s{n}-{k}-{w}", words=f"works on it, way {n}") for n in range(4) for k, w in [(6, 2), (9, -1), (12, 11), (5, 0), (8, 4)]]
     exhaustive, _ = run("exhaustive", solutions, checker)
     doubt, _ = run("posterior", solutions, checker, round_size=2, stop_risk=0.05)
     assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
@@ -312,3 +312,38 @@ def test_posterior_stops_no_probe_early_when_the_risk_it_may_take_is_tiny(checke
     solutions = [solution(k, w, sid=f"s{n}-{k}-{w}") for n in range(4) for k, w in [(6, 2), (9, -1), (12, 11), (5, 0), (8, 4)]]
     careful, _ = run("posterior", solutions, checker, round_size=2, stop_risk=1e-9)
     assert all(s.n_rollouts == 8 for i in careful.labelled for s in i.steps if s.measured and s.n_correct == 0 and s.measured_by != "final_answer")
+
+
+def test_posterior_drawn_one_rollout_a_round_does_not_fit_its_prior_from_single_draws(checker):
+    """After a first round of one rollout each, every prefix has n = 1, which says nothing of how spread rates are:
+    no prior may come of it (an arbitrary one called right prefixes wrong after one failed rollout)."""
+    solutions = [solution(6, -1, sid=f"s{j}", words=f"way {j}") for j in range(20)]  # all right; rollouts miss one time in three
+    exhaustive, _ = run("exhaustive", solutions, checker, miss_every=3, final_step="rollouts")
+    doubt, _ = run("posterior", solutions, checker, miss_every=3, round_size=1, final_step="rollouts")
+    assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
+
+
+class _RareSuccesses(ScriptedGenerator):
+    """Prefixes holding HARD reach the answer only on seeds divisible by 8 (exhaustive-8 always finds one); others always."""
+
+    def generate(self, requests, sampling):
+        from labeler.labeling.generation import Completion, GenerationResult
+
+        results = super().generate(requests, sampling)
+        wrong = Completion("So it is 43.\n\nThe answer is: 43", 8, "stop")
+        return [
+            GenerationResult(tuple(c if (request.seed + r) % 8 == 0 else wrong for r, c in enumerate(result.completions)))
+            if "HARD" in request.assistant_prefix and not result.error else result
+            for request, result in zip(requests, results)
+        ]
+
+
+def test_posterior_counts_identical_prefixes_once_in_its_prior(checker):
+    """Sixteen twin solutions are one request per prefix and one measurement: they do not make a prior by themselves
+    (counted sixteen times, they made one that called four solutions' right prefixes wrong after 0 of 2)."""
+    easy = tuple(f"Step {i + 1} easy." + (" The answer is: 42" if i == 5 else "") for i in range(6))
+    twins = [Solution("p", f"twin{j}", PROBLEM, ANSWER, easy, "test", 0) for j in range(16)]
+    hard_ones = [Solution("p", f"X{k}", PROBLEM, ANSWER, tuple(f"Step {i + 1} of X{k} HARD." + (" The answer is: 42" if i == 5 else "")
+                                                                for i in range(6)), "test", 0) for k in range(4)]  # fmt: skip
+    outcome = label("posterior", twins + hard_ones, _RareSuccesses({PROBLEM: ANSWER}, miss_every=None), checker, settings(final_step="rollouts"))
+    assert [first_error(hard(i)) for i in outcome.labelled[16:]] == [-1] * 4  # exhaustive-8 finds a success at every prefix

@@ -3,6 +3,8 @@ trace preset reads `<think>...</think>response`, the completer continues inside 
 labels say which steps are thinking, carry the trajectory label, and the prefixes deep in a trace
 that outgrow the context get a shrunk budget (recorded) and then no label, with the reason."""
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -49,6 +51,7 @@ def labelled(tiny_engine, tmp_path_factory):
                 {row["problem_id"]: row for row in labels.to_pylist()},
                 pq.read_table(root / strategy / "rollouts").to_pylist(),
             )
+            outputs[f"{strategy} totals"] = json.loads((root / strategy / "manifest.json").read_text())["totals"]
     return outputs
 
 
@@ -119,3 +122,11 @@ def test_posterior_draws_exhaustives_completions_on_the_real_engine_and_labels_h
         for method, soft in zip(row["label_method"], row["soft_labels"]):
             assert method in ("rollouts", "early_stop", "inferred", "unlabelled", "final_answer")
             assert soft is None or method in ("rollouts", "final_answer")
+
+
+def test_the_job_reports_how_much_of_its_prompts_vllms_prefix_cache_held(labelled):
+    """Each rollout request's prompt is the problem and a prefix of steps: the next prefix of the same solution
+    repeats the last one's tokens, which vLLM's prefix cache (on: enable_prefix_caching) holds."""
+    for strategy in ("exhaustive", "first-error", "posterior"):
+        totals = labelled[f"{strategy} totals"]
+        assert totals["prompt_tokens"] > 0 and 0.3 < totals["prefix_cache_hit_rate"] < 1, (strategy, totals)

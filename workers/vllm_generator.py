@@ -209,8 +209,12 @@ class VLLMGenerator:
             # completions that hit it continue to the end of that line only
             line_end = ["\n", *sampling.stop]
             self._continue(drafts, prompt_ids, seeds, budgets, sampling, after=marker, stop=line_end, most=sampling.answer_max_tokens)
-        for position, budget, choices in zip(positions, budgets, drafts):
-            results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices))
+        for position, budget, choices, ids, output in zip(positions, budgets, drafts, prompt_ids, outputs):
+            results[position] = GenerationResult(
+                tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices),
+                prompt_tokens=len(ids),
+                cached_tokens=getattr(output, "num_cached_tokens", None),  # the prompt tokens vLLM's prefix cache held
+            )
         return results  # type: ignore[return-value]
 
     def _continue(

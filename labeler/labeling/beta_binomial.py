@@ -6,6 +6,10 @@ counts measured so far: the probability of a prefix's observed sequence of outco
 B(a + c, b + n - c) / B(a, b), whatever rule decided when to stop drawing (a search that stops at the
 first success leaves the likelihood of p unchanged), so counts of early-stopped prefixes are evidence too.
 
+Prefixes drawn only once say where rates lie on average but nothing of how spread they are (every
+concentration fits n = 1 counts alike), so a prior is fitted only from enough prefixes drawn twice or
+more; and ties (within rounding) go to the larger concentration, the prior that stops later.
+
 What the `posterior` strategy asks of it: given a prefix with 0 correct of n drawn, the chance that
 m more draws (up to the N exhaustive would draw) contain a success,
 1 - B(a, b + n + m) / B(a, b + n): the chance that exhaustive-N would call the prefix positive where
@@ -14,6 +18,7 @@ stopping now calls it negative.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -22,8 +27,10 @@ from typing import Iterable
 # The fit searches a grid of the prior's mean and concentration (a + b); a grid keeps it exact to reproduce
 # and cheap (the counts collapse to their few distinct (c, n) pairs).
 _MEANS = tuple(i / 100 for i in range(1, 100))
-# Concentrations from 0.01 (rates all but at 0 or 1, as a sure completer gives) to about 100 (all alike).
-_CONCENTRATIONS = tuple(round(0.01 * 1.25**k, 8) for k in range(42))
+# Concentrations from 0.03 (rates all but at 0 or 1, as a sure completer gives) to about 100 (all alike). The floor
+# bounds how sure a fit can make the search where every prefix either always or never reached the answer (the
+# likelihood then grows without end as the concentration falls).
+_CONCENTRATIONS = tuple(round(0.03 * 1.25**k, 8) for k in range(37))
 
 
 def log_beta(a: float, b: float) -> float:
@@ -52,11 +59,18 @@ class BetaPrior:
 UNIFORM = BetaPrior(1.0, 1.0)
 
 
-def fit_prior(counts: Iterable[tuple[int, int]], minimum_prefixes: int) -> BetaPrior:
-    """The Beta prior of largest likelihood for (correct, drawn) counts, over the grid above; the uniform prior while
-    fewer than `minimum_prefixes` prefixes have drawn anything (too little to say where rates lie)."""
+def fit_prior(counts: Iterable[tuple[int, int]], minimum_prefixes: int) -> BetaPrior | None:
+    """The Beta prior of largest likelihood for (correct, counted) counts of distinct prefixes, over the grid above;
+    None while fewer than `minimum_prefixes` prefixes were counted twice or more (too little to say how spread
+    rates are)."""
     tally = Counter((c, n) for c, n in counts if n > 0)
-    if sum(tally.values()) < minimum_prefixes:
-        return UNIFORM
+    if sum(times for (_, n), times in tally.items() if n >= 2) < minimum_prefixes:
+        return None
+    return _fit(frozenset(tally.items()))
+
+
+@functools.lru_cache(maxsize=64)
+def _fit(tally_items: frozenset) -> BetaPrior:
+    tally = Counter(dict(tally_items))
     candidates = (BetaPrior(mean * k, (1 - mean) * k) for mean in _MEANS for k in _CONCENTRATIONS)
-    return max(candidates, key=lambda prior: prior.log_likelihood(tally))
+    return max(candidates, key=lambda prior: (round(prior.log_likelihood(tally), 9), prior.a + prior.b))

@@ -294,7 +294,7 @@ class LabelConfig(JobSettings):
         at_least=1,
         help="a step none of whose rollouts is correct is hard 0 only when at least this many of its rollouts were "
         "counted (not cut, not still thinking, not timed out); with fewer it is unlabelled with the reason, and no label "
-        "is inferred from it (adaptive samples on until this many counted, or N were sampled); at most --rollouts. Whatever this says, "
+        "is inferred from it (adaptive and posterior sample on until this many counted, or N were sampled); at most --rollouts. Whatever this says, "
         "such a step most of whose rollouts timed out is unlabelled",
         group=ROLLOUTS,
     )
@@ -327,7 +327,7 @@ class LabelConfig(JobSettings):
         group=ROLLOUTS,
     )
     after_first_error: str = setting(
-        "negative", choices=AFTER_FIRST_ERROR, help="first-error: label of the unsampled steps after the first error", group=ROLLOUTS
+        "negative", choices=AFTER_FIRST_ERROR, help="first-error and posterior: label of the unsampled steps after the first error", group=ROLLOUTS
     )
     round_size: int = setting(2, at_least=1, help="adaptive and posterior: rollouts per prefix per round", group=ROLLOUTS)
     stop_risk: float = setting(
@@ -419,7 +419,7 @@ class LabelConfig(JobSettings):
             del settings["min_counted_rollouts"]
         if not settings["sample_solutions"]:  # likewise
             del settings["sample_solutions"]
-        if settings["stop_risk"] == 0.05:  # likewise
+        if settings["strategy"] != "posterior":  # it means nothing to the others (and jobs started before it resume)
             del settings["stop_risk"]
         return settings
 

@@ -130,6 +130,8 @@ class JobSummary:
     rollouts: int = 0  # sampled, the cut ones too
     truncated_rollouts: int = 0  # of `rollouts`, cut by their token budget
     undetermined_first_errors: int = 0  # of `solutions`, those whose first error is not known (null first_error)
+    # the share of the rollout requests' prompt tokens vLLM's prefix cache held (None: no engine said, or none ran)
+    prefix_cache_hit_rate: float | None = None
     warnings: list[str] = field(default_factory=list)  # what the numbers above need said (labeler/store/status.py)
 
 
@@ -549,5 +551,6 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         rollouts=totals["rollouts"],
         truncated_rollouts=totals["truncated_rollouts"],
         undetermined_first_errors=undetermined,
+        prefix_cache_hit_rate=totals.get("prefix_cache_hit_rate"),
         warnings=count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {}),
     )

@@ -81,6 +81,8 @@ class BatchOutcome:
     failed_tokens: int = 0  # tokens generated for the failed solutions (they have no labels row to carry them)
     probes: int = 0  # prefix probes asked for
     requests: int = 0  # requests sent after merging identical prefixes
+    prompt_tokens: int = 0  # prompt tokens of the requests whose engine said how many its prefix cache held
+    cached_prompt_tokens: int = 0  # of those, the ones the prefix cache held (vLLM's num_cached_tokens)
 
 
 @dataclass
@@ -105,6 +107,12 @@ class PrefixSampler:
         self.sampling = sampling
         self.seed = seed
 
+    def prompt_of(self, s: int, step: int) -> tuple[str, str, str]:
+        """What a rollout of solution s's prefix through `step` is drawn from: identical for identical prefixes of one
+        problem (their rollouts are one request, their counts one measurement)."""
+        solution = self.solutions[s]
+        return solution.problem, solution.reference_answer, prompts.assistant_prefix(solution.steps[: step + 1], solution.thinking_steps)
+
     def send(self, probes: Sequence[Probe]) -> SentRound:
         """One generate call for all probes; probes of identical prefixes share one request."""
         index_of_key: dict[tuple, int] = {}
@@ -113,7 +121,7 @@ class PrefixSampler:
         for probe in probes:
             solution = self.solutions[probe.solution]
             prefix = prompts.assistant_prefix(solution.steps[: probe.step + 1], solution.thinking_steps)
-            key = (solution.problem, solution.reference_answer, prefix, probe.first_rollout, probe.count)
+            key = (*self.prompt_of(probe.solution, probe.step), probe.first_rollout, probe.count)
             if key not in index_of_key:
                 index_of_key[key] = len(requests)
                 requests.append(
@@ -168,6 +176,7 @@ class StepLedger:
         self.failed: dict[int, str] = {}
         self.probes = 0
         self.requests = 0
+        self.prompt_tokens = self.cached_prompt_tokens = 0
 
     def _checked(self, completion: Completion, thinking: bool) -> bool:
         """Whether the answer of a completion is checked: never when it ended inside the thinking (it has not
@@ -253,6 +262,10 @@ class StepLedger:
             step.n_correct += verdict.verdict == "correct"
         self.probes += len(sent.probes)
         self.requests += len(sent.requests)
+        for result in sent.results:
+            if result.cached_tokens is not None:
+                self.prompt_tokens += result.prompt_tokens
+                self.cached_prompt_tokens += result.cached_tokens
         return correct_per_probe
 
     def closed(self, s: int, i: int) -> bool:
@@ -268,7 +281,8 @@ class StepLedger:
             step.unlabelled_reason = reason if hard is None else None
 
     def outcome(self) -> BatchOutcome:
-        outcome = BatchOutcome(probes=self.probes, requests=self.requests)
+        outcome = BatchOutcome(probes=self.probes, requests=self.requests, prompt_tokens=self.prompt_tokens,
+                               cached_prompt_tokens=self.cached_prompt_tokens)  # fmt: skip
         for s, solution in enumerate(self.solutions):
             for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out

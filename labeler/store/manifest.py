@@ -113,6 +113,9 @@ def refresh_totals(document: dict) -> None:
         # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged
         "prefix_probes": int(total("prefix_probes")),
         "prefix_requests": int(total("prefix_requests")),
+        # rollout requests' prompt tokens and the share vLLM's prefix cache held (None: no engine said)
+        "prompt_tokens": int(total("prompt_tokens")),
+        "prefix_cache_hit_rate": round(total("cached_prompt_tokens") / total("prompt_tokens"), 4) if total("prompt_tokens") else None,
     }
 
 

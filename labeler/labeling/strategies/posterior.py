@@ -6,8 +6,9 @@ for them (the same completions), and stops:
 - positive at its first correct rollout (its hard label, any-correct, is decided);
 - negative once the chance that the rest of exhaustive's N rollouts would have reached the answer falls
   below --stop-risk, under a Beta-Binomial prior over prefixes' success rates fitted to the batch's own
-  counts so far (labeler/labeling/beta_binomial.py; the uniform prior, which stops nothing early, until
-  enough prefixes were measured), or at N rollouts with none correct, as first-error decides.
+  counts so far, one count per distinct prefix (labeler/labeling/beta_binomial.py; until 16 distinct
+  prefixes were drawn twice or more there is no prior and no early negative stop), or at N rollouts with
+  none correct, as first-error decides.
 Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
 not, it draws on towards N.
 
@@ -28,7 +29,7 @@ from labeler.labeling.strategies import StrategySettings, checked_final_steps, s
 from labeler.labeling.strategies.first_error import _Search, infer_from_searches
 from labeler.records import Solution, StepCounts
 
-PRIOR_FROM = 16  # measured prefixes in the batch before its fitted prior replaces the uniform one
+PRIOR_FROM = 16  # distinct prefixes of the batch counted twice or more before a prior is fitted (and a probe may stop early)
 
 
 def search(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
@@ -37,6 +38,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     searches = [_Search(size=sampled_prefixes(solution, settings.final_step, checker)) for solution in solutions]
     final_checks = checked_final_steps(solutions, settings.final_step, checker)
     probing: dict[int, int] = {}  # solution -> the prefix its search is probing now
+    prompts: dict[tuple[int, int], tuple] = {}  # (solution, step) -> what its rollouts are drawn from, made once
     while True:
         probes = []
         for s, state in enumerate(searches):
@@ -54,9 +56,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             break
         ledger.record(sampler.send(probes), checker, final_checks=final_checks)
         final_checks = ()
-        prior = fit_prior(
-            ((step.n_correct, step.n_rollouts) for steps in ledger.counts for step in steps if step.measured_by == "rollouts"), PRIOR_FROM
-        )
+        prior = fit_prior(_distinct_counts(ledger, sampler, prompts), PRIOR_FROM)
         for probe in probes:
             s, step = probe.solution, probe.step
             if s in ledger.failed:  # rejected whole
@@ -77,6 +77,19 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     return ledger.outcome()
 
 
+def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) -> list[tuple[int, int]]:
+    """(correct, counted) of each distinct prefix measured by rollouts: identical prefixes of one problem (twin
+    solutions, shared first steps) are one measurement, counted once, at the most rollouts any of them drew."""
+    best: dict[tuple, tuple[int, int]] = {}
+    for s, steps in enumerate(ledger.counts):
+        for i, step in enumerate(steps):
+            if step.measured_by == "rollouts":
+                key = prompts.get((s, i)) or prompts.setdefault((s, i), sampler.prompt_of(s, i))
+                if key not in best or step.n_rollouts > best[key][1]:
+                    best[key] = (step.n_correct, step.n_rollouts)
+    return list(best.values())
+
+
 def _drawn(step: StepCounts) -> int:
     return step.n_sampled if step.measured else 0
 
@@ -90,6 +103,6 @@ def _verdict(ledger: StepLedger, step: StepCounts, settings: StrategySettings, p
         return None if drawn >= settings.rollouts else "open"
     if drawn >= settings.rollouts:
         return False
-    if prior.chance_of_success(step.n_rollouts, settings.rollouts - drawn) < settings.stop_risk:
+    if prior is not None and prior.chance_of_success(step.n_rollouts, settings.rollouts - drawn) < settings.stop_risk:
         return False
     return "open"
