@@ -347,3 +347,50 @@ def test_posterior_counts_identical_prefixes_once_in_its_prior(checker):
                                                                 for i in range(6)), "test", 0) for k in range(4)]  # fmt: skip
     outcome = label("posterior", twins + hard_ones, _RareSuccesses({PROBLEM: ANSWER}, miss_every=None), checker, settings(final_step="rollouts"))
     assert [first_error(hard(i)) for i in outcome.labelled[16:]] == [-1] * 4  # exhaustive-8 finds a success at every prefix
+
+
+class _RatedProblems:
+    """Rollouts from a right prefix reach the answer with the rate its steps state ("P=0.1"), seeded like vLLM (seed + r);
+    from a WRONG prefix never."""
+
+    model_name = "rated"
+
+    def generate(self, requests, sampling):
+        import random
+        import re
+
+        from labeler.labeling.generation import Completion, GenerationResult
+
+        results = []
+        for request in requests:
+            answer = re.search(r"ANS(\d+)", request.user_message).group(1)
+            rate = 0.0 if "WRONG" in request.assistant_prefix else float(re.findall(r"P=([0-9.]+)", request.assistant_prefix)[-1])
+            texts = [answer if random.Random(request.seed + r).random() < rate else str(int(answer) + 1) for r in range(request.n)]
+            results.append(GenerationResult(tuple(Completion(f"The answer is: {t}", 5, "stop", sampling.max_new_tokens) for t in texts)))
+        return results
+
+
+def test_posterior_does_not_stop_a_hard_problems_probes_on_a_prior_its_easy_neighbours_made(checker):
+    """Seven problems in eight easy (right prefixes always reach the answer), one hard (one rollout in ten): the unit's
+    prior is U-shaped, and it called three hard problems' right first prefixes wrong after 0 of 2 (exhaustive-8 finds
+    a success there). A probe now stops early only where its own problem showed the completer sure of it."""
+    import random
+
+    rng = random.Random(0)
+    solutions = []
+    for k in range(64):
+        rate, steps = (0.1 if k % 8 == 0 else 1.0), rng.randint(6, 14)
+        wrong_at = rng.choice([-1, rng.randrange(steps)])
+        texts = tuple(f"Step {i + 1} of {k} P={rate}" + (" WRONG" if i == wrong_at else "") for i in range(steps))
+        solutions.append(Solution(f"p{k}", f"s{k}", f"Problem ANS{100 + k}", str(100 + k), texts, "t", k))
+    common = settings(final_step="rollouts", round_size=2, stop_risk=0.05, seed=1)
+    exhaustive = label("exhaustive", solutions, _RatedProblems(), checker, common)
+    doubt = label("posterior", solutions, _RatedProblems(), checker, common)
+    search = label("first-error", solutions, _RatedProblems(), checker, common)
+    wrongly_stopped = [
+        (a.solution.solution_id, i) for a, b in zip(exhaustive.labelled, doubt.labelled) for i, (x, y) in enumerate(zip(a.steps, b.steps))
+        if y.measured_by == "early_stop" and y.n_correct == 0 and x.n_correct > 0
+    ]  # fmt: skip
+    assert not wrongly_stopped
+    assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in search.labelled]
+    assert sum(s.measured_by == "early_stop" and s.n_correct == 0 for i in doubt.labelled for s in i.steps) > 30  # easy ones still stop

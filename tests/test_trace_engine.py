@@ -125,8 +125,9 @@ def test_posterior_draws_exhaustives_completions_on_the_real_engine_and_labels_h
 
 
 def test_the_job_reports_how_much_of_its_prompts_vllms_prefix_cache_held(labelled):
-    """Each rollout request's prompt is the problem and a prefix of steps: the next prefix of the same solution
-    repeats the last one's tokens, which vLLM's prefix cache (on: enable_prefix_caching) holds."""
+    """vLLM's own counters of prompt tokens looked up in its prefix cache and found there, summed over the rollout
+    rounds: each prompt is the problem and a prefix of steps, the next prefix repeats the last one's tokens, and the n
+    samples of one request share their prompt, so most are found."""
     for strategy in ("exhaustive", "first-error", "posterior"):
         totals = labelled[f"{strategy} totals"]
-        assert totals["prompt_tokens"] > 0 and 0.3 < totals["prefix_cache_hit_rate"] < 1, (strategy, totals)
+        assert 0.3 < totals["prefix_cache_hit_rate"] < 1, (strategy, totals)

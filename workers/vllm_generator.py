@@ -132,6 +132,7 @@ class VLLMGenerator:
             tensor_parallel_size=tensor_parallel_size,
             trust_remote_code=trust_remote_code,
             enable_prefix_caching=True,
+            disable_log_stats=False,  # vLLM's counters (prefix_cache_counts); its periodic stats line is logged at INFO
             seed=seed,
             use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.INFO),  # the weight-loading bar only with --verbose
             **kwargs,
@@ -142,6 +143,24 @@ class VLLMGenerator:
         self.max_model_len = model_config.max_model_len
         # on a GPU "auto" is resolved by vLLM (from the checkpoint): record what it chose
         self.dtype = str(getattr(model_config, "dtype", self.dtype)).removeprefix("torch.")
+
+    def prefix_cache_counts(self) -> tuple[int, int] | None:
+        """vLLM's own running totals of prompt tokens looked up in its prefix cache and of those found there (every
+        request, the n samples of one and the answer-line continuations each counted, as vLLM counts them); None
+        when this vLLM does not report them."""
+        try:
+            metrics = self.llm.get_metrics()
+        except (AssertionError, AttributeError, RuntimeError):
+            return None
+        totals = {"vllm:prefix_cache_queries": 0, "vllm:prefix_cache_hits": 0}
+        seen = set()
+        for metric in metrics:
+            if metric.name in totals:
+                totals[metric.name] += int(metric.value)
+                seen.add(metric.name)
+        if len(seen) < 2:
+            return None
+        return totals["vllm:prefix_cache_queries"], totals["vllm:prefix_cache_hits"]
 
     def describe(self) -> dict:
         """The engine as it resolved its settings, for the job's engine record: the dtype and context
@@ -209,12 +228,8 @@ class VLLMGenerator:
             # completions that hit it continue to the end of that line only
             line_end = ["\n", *sampling.stop]
             self._continue(drafts, prompt_ids, seeds, budgets, sampling, after=marker, stop=line_end, most=sampling.answer_max_tokens)
-        for position, budget, choices, ids, output in zip(positions, budgets, drafts, prompt_ids, outputs):
-            results[position] = GenerationResult(
-                tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices),
-                prompt_tokens=len(ids),
-                cached_tokens=getattr(output, "num_cached_tokens", None),  # the prompt tokens vLLM's prefix cache held
-            )
+        for position, budget, choices in zip(positions, budgets, drafts):
+            results[position] = GenerationResult(tuple(Completion(d.text, len(d.token_ids), d.finish_reason, budget) for d in choices))
         return results  # type: ignore[return-value]
 
     def _continue(

@@ -157,7 +157,7 @@ def _format_summary(summary, strategy: str | None = None) -> str:
     mean = "n/a" if summary.mean_soft_label is None else f"{summary.mean_soft_label:.3f}"
     positive = "n/a" if summary.positive_step_fraction is None else f"{summary.positive_step_fraction:.1%}"
     unlabelled = summary.steps - summary.steps_labelled
-    cache = "n/a (no engine said)" if summary.prefix_cache_hit_rate is None else f"{summary.prefix_cache_hit_rate:.1%}"
+    cache = "n/a (not reported for every unit)" if summary.prefix_cache_hit_rate is None else f"{summary.prefix_cache_hit_rate:.1%}"
     return "\n".join(
         [
             f"solutions labelled : {summary.solutions}",
@@ -168,7 +168,7 @@ def _format_summary(summary, strategy: str | None = None) -> str:
             f"first errors       : {summary.undetermined_first_errors} of {summary.solutions} solutions undetermined ({first_errors})",
             f"rejected rows      : {summary.rejected_rows}",
             f"generated tokens   : {summary.generated_tokens}",
-            f"prefix cache       : {cache} of the rollout prompts' tokens were in vLLM's prefix cache",
+            f"prefix cache       : {cache} of the rollouts' prompt tokens found in vLLM's prefix cache",
             f"units              : {summary.units_total} ({summary.units_run_now} run now)",
             f"wall time          : {summary.seconds:.1f}s",
             f"labels             : {summary.files['labels']}/*.parquet",

@@ -61,8 +61,6 @@ class GenerationResult:
     completions: tuple[Completion, ...]
     error: str | None = None  # set when this request could not run
     context_exceeded: bool = False  # the error is a prompt that leaves no room in the model's context
-    prompt_tokens: int = 0  # the prompt's tokens (0: not run, or a generator that does not count them)
-    cached_tokens: int | None = None  # of those, the ones the engine's prefix cache held (None: it does not say)
 
 
 class Generator(Protocol):

@@ -81,8 +81,8 @@ class BatchOutcome:
     failed_tokens: int = 0  # tokens generated for the failed solutions (they have no labels row to carry them)
     probes: int = 0  # prefix probes asked for
     requests: int = 0  # requests sent after merging identical prefixes
-    prompt_tokens: int = 0  # prompt tokens of the requests whose engine said how many its prefix cache held
-    cached_prompt_tokens: int = 0  # of those, the ones the prefix cache held (vLLM's num_cached_tokens)
+    # prompt tokens vLLM looked up in its prefix cache for this batch's rollouts, and found there; None: not reported
+    prefix_cache: tuple[int, int] | None = None
 
 
 @dataclass
@@ -93,6 +93,7 @@ class SentRound:
     request_of_probe: list[int]
     requests: list[GenerationRequest]
     results: list[GenerationResult]
+    prefix_cache: tuple[int, int] | None = None  # the engine's prompt tokens looked up in its prefix cache, and found
 
 
 def prefix_seed(base_seed: int, solution: Solution, step_index: int) -> int:
@@ -134,8 +135,12 @@ class PrefixSampler:
                     )
                 )
             request_of_probe.append(index_of_key[key])
+        counts = getattr(self.generator, "prefix_cache_counts", None)  # vLLM's running totals (workers/vllm_generator.py)
+        before = counts() if counts and requests else None
         results = self.generator.generate(requests, self.sampling) if requests else []
-        return SentRound(list(probes), request_of_probe, requests, results)
+        after = counts() if before is not None else None
+        cache = (after[0] - before[0], after[1] - before[1]) if before is not None and after is not None else None
+        return SentRound(list(probes), request_of_probe, requests, results, cache)
 
 
 class StepLedger:
@@ -176,7 +181,7 @@ class StepLedger:
         self.failed: dict[int, str] = {}
         self.probes = 0
         self.requests = 0
-        self.prompt_tokens = self.cached_prompt_tokens = 0
+        self.prefix_cache: tuple[int, int] | bool | None = None  # summed over rounds; False once a round did not report
 
     def _checked(self, completion: Completion, thinking: bool) -> bool:
         """Whether the answer of a completion is checked: never when it ended inside the thinking (it has not
@@ -262,10 +267,12 @@ class StepLedger:
             step.n_correct += verdict.verdict == "correct"
         self.probes += len(sent.probes)
         self.requests += len(sent.requests)
-        for result in sent.results:
-            if result.cached_tokens is not None:
-                self.prompt_tokens += result.prompt_tokens
-                self.cached_prompt_tokens += result.cached_tokens
+        if sent.results:  # a round that asked the engine for something: its prefix cache counts, or "not reported"
+            if sent.prefix_cache is None or self.prefix_cache is False:
+                self.prefix_cache = False
+            else:
+                queries, hits = self.prefix_cache or (0, 0)
+                self.prefix_cache = (queries + sent.prefix_cache[0], hits + sent.prefix_cache[1])
         return correct_per_probe
 
     def closed(self, s: int, i: int) -> bool:
@@ -281,8 +288,7 @@ class StepLedger:
             step.unlabelled_reason = reason if hard is None else None
 
     def outcome(self) -> BatchOutcome:
-        outcome = BatchOutcome(probes=self.probes, requests=self.requests, prompt_tokens=self.prompt_tokens,
-                               cached_prompt_tokens=self.cached_prompt_tokens)  # fmt: skip
+        outcome = BatchOutcome(probes=self.probes, requests=self.requests, prefix_cache=self.prefix_cache or None)
         for s, solution in enumerate(self.solutions):
             for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out

@@ -131,9 +131,9 @@ def finish_unit(
         "rejected": len(rejected),
         "prefix_probes": outcome.probes,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
-        # prompt tokens of the rollout requests, and those vLLM's prefix cache held (of engines that say)
-        "prompt_tokens": outcome.prompt_tokens,
-        "cached_prompt_tokens": outcome.cached_prompt_tokens,
+        # prompt tokens vLLM looked up in its prefix cache for the rollouts, and found there (None: not reported)
+        "prefix_cache_queries": outcome.prefix_cache[0] if outcome.prefix_cache else None,
+        "prefix_cache_hits": outcome.prefix_cache[1] if outcome.prefix_cache else None,
         "checker_timeouts": generated.watch.timeouts,
         "checker_retries": generated.watch.retried,
         "seconds": round(time.monotonic() - generated.started, 3),

@@ -113,10 +113,18 @@ def refresh_totals(document: dict) -> None:
         # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged
         "prefix_probes": int(total("prefix_probes")),
         "prefix_requests": int(total("prefix_requests")),
-        # rollout requests' prompt tokens and the share vLLM's prefix cache held (None: no engine said)
-        "prompt_tokens": int(total("prompt_tokens")),
-        "prefix_cache_hit_rate": round(total("cached_prompt_tokens") / total("prompt_tokens"), 4) if total("prompt_tokens") else None,
+        # the share of the rollouts' prompt tokens vLLM found in its prefix cache, as vLLM counts it; None unless every
+        # committed unit that sampled rollouts reported it (a unit from before the count, another engine)
+        "prefix_cache_hit_rate": _prefix_cache_hit_rate(stats),
     }
+
+
+def _prefix_cache_hit_rate(stats: list[dict]) -> float | None:
+    sampled = [stat for stat in stats if stat.get("prefix_requests")]
+    if not sampled or any(stat.get("prefix_cache_queries") is None for stat in sampled):
+        return None
+    queries = sum(stat["prefix_cache_queries"] for stat in sampled)
+    return round(sum(stat["prefix_cache_hits"] for stat in sampled) / queries, 4) if queries else None
 
 
 def _location(output: str | Path | OutputLocation) -> OutputLocation:

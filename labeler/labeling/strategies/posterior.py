@@ -7,8 +7,13 @@ for them (the same completions), and stops:
 - negative once the chance that the rest of exhaustive's N rollouts would have reached the answer falls
   below --stop-risk, under a Beta-Binomial prior over prefixes' success rates fitted to the batch's own
   counts so far, one count per distinct prefix (labeler/labeling/beta_binomial.py; until 16 distinct
-  prefixes were drawn twice or more there is no prior and no early negative stop), or at N rollouts with
+  prefixes were counted twice or more there is no prior and no early negative stop), or at N rollouts with
   none correct, as first-error decides.
+The prior is the unit's, pooled over its problems, so its chance is an average over them: a hard problem
+among easy ones (its right prefixes reaching the answer one time in four) would have its right prefixes
+stopped as often as an easy problem's wrong ones. So a probe stops early only where its own problem has
+shown the completer sure of it: a prefix of the problem whose every rollout reached the answer, and none
+whose rollouts split (some right, some wrong). Elsewhere it draws to N, as first-error does.
 Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
 not, it draws on towards N.
 
@@ -56,7 +61,12 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             break
         ledger.record(sampler.send(probes), checker, final_checks=final_checks)
         final_checks = ()
-        prior = fit_prior(_distinct_counts(ledger, sampler, prompts), PRIOR_FROM)
+        counts = _distinct_counts(ledger, sampler, prompts)
+        prior = fit_prior(counts.values(), PRIOR_FROM)
+        # (problem, reference) whose completer has shown it is sure: a prefix whose every rollout reached the answer,
+        # none whose rollouts split
+        split = {key[:2] for key, (c, n) in counts.items() if 0 < c < n}
+        sure = {key[:2] for key, (c, n) in counts.items() if c == n} - split
         for probe in probes:
             s, step = probe.solution, probe.step
             if s in ledger.failed:  # rejected whole
@@ -65,7 +75,8 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 searches[s].beyond_context(step)
                 del probing[s]
                 continue
-            verdict = _verdict(ledger, ledger.counts[s][step], settings, prior)
+            problem = sampler.prompt_of(s, step)[:2]
+            verdict = _verdict(ledger, ledger.counts[s][step], settings, prior if problem in sure else None)
             if verdict != "open":
                 searches[s].observe(step, verdict)
                 del probing[s]
@@ -77,7 +88,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     return ledger.outcome()
 
 
-def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) -> list[tuple[int, int]]:
+def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) -> dict[tuple, tuple[int, int]]:
     """(correct, counted) of each distinct prefix measured by rollouts: identical prefixes of one problem (twin
     solutions, shared first steps) are one measurement, counted once, at the most rollouts any of them drew."""
     best: dict[tuple, tuple[int, int]] = {}
@@ -87,7 +98,7 @@ def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) 
                 key = prompts.get((s, i)) or prompts.setdefault((s, i), sampler.prompt_of(s, i))
                 if key not in best or step.n_rollouts > best[key][1]:
                     best[key] = (step.n_correct, step.n_rollouts)
-    return list(best.values())
+    return best
 
 
 def _drawn(step: StepCounts) -> int:
