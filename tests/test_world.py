@@ -334,7 +334,7 @@ def test_the_report_compares_with_the_largest_exhaustive_run_whatever_the_order(
     from bench.world import strategies
 
     runs = strategies([16, 8])
-    assert [name for name, _ in runs] == ["exhaustive-8", "exhaustive-16", "first-error-16", "adaptive-16"]
+    assert [name for name, _ in runs] == ["exhaustive-8", "exhaustive-16", "first-error-16", "adaptive-16", "posterior-16"]
 
 
 def test_the_exact_first_error_of_a_solution_is_the_injected_one_and_a_right_solution_has_none():

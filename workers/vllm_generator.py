@@ -145,22 +145,18 @@ class VLLMGenerator:
         self.dtype = str(getattr(model_config, "dtype", self.dtype)).removeprefix("torch.")
 
     def prefix_cache_counts(self) -> tuple[int, int] | None:
-        """vLLM's own running totals of prompt tokens looked up in its prefix cache and of those found there (every
-        request, the n samples of one and the answer-line continuations each counted, as vLLM counts them); None
-        when this vLLM does not report them."""
+        """This engine's running totals of prompt tokens looked up in vLLM's prefix cache and of those found there
+        (every request, the n samples of one and the answer-line continuations each counted, as vLLM counts them),
+        read from the engine's own Prometheus counters: another engine made in this process unregisters them from
+        the global registry, which get_metrics() reads. None when this vLLM does not keep them so."""
         try:
-            metrics = self.llm.get_metrics()
-        except (AssertionError, AttributeError, RuntimeError):
+            loggers = self.llm.llm_engine.logger_manager.stat_loggers
+            prometheus = next(logger for logger in loggers if type(logger).__name__ == "PrometheusStatLogger")
+            queries = sum(int(counter._value.get()) for counter in prometheus.counter_prefix_cache_queries.values())
+            hits = sum(int(counter._value.get()) for counter in prometheus.counter_prefix_cache_hits.values())
+        except (AttributeError, StopIteration, TypeError):
             return None
-        totals = {"vllm:prefix_cache_queries": 0, "vllm:prefix_cache_hits": 0}
-        seen = set()
-        for metric in metrics:
-            if metric.name in totals:
-                totals[metric.name] += int(metric.value)
-                seen.add(metric.name)
-        if len(seen) < 2:
-            return None
-        return totals["vllm:prefix_cache_queries"], totals["vllm:prefix_cache_hits"]
+        return queries, hits
 
     def describe(self) -> dict:
         """The engine as it resolved its settings, for the job's engine record: the dtype and context
