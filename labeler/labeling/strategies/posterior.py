@@ -75,7 +75,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 searches[s].beyond_context(step)
                 del probing[s]
                 continue
-            problem = sampler.prompt_of(s, step)[:2]
+            problem = (solutions[s].problem, solutions[s].reference_answer)  # prompt_of's first two parts
             verdict = _verdict(ledger, ledger.counts[s][step], settings, prior if problem in sure else None)
             if verdict != "open":
                 searches[s].observe(step, verdict)
