@@ -394,3 +394,104 @@ def test_posterior_does_not_stop_a_hard_problems_probes_on_a_prior_its_easy_neig
     assert not wrongly_stopped
     assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in search.labelled]
     assert sum(s.measured_by == "early_stop" and s.n_correct == 0 for i in doubt.labelled for s in i.steps) > 30  # easy ones still stop
+
+
+class _Retracing:
+    """Rollouts that retrace their solution: from a prefix of at least `retrace_from` steps, they write the solution's
+    next steps word for word up to its first WRONG one (or its last step), then the reference answer; from a shorter
+    prefix they answer without writing a step; from a prefix holding WRONG or TRAP, a wrong answer (a TRAP step is
+    written through by a retracing rollout all the same). `alter` writes each retraced step with words added."""
+
+    model_name = "retracing"
+
+    def __init__(self, solutions, retrace_from=1, alter=False):
+        self.steps = {s.problem: s.steps for s in solutions}
+        self.retrace_from, self.alter = retrace_from, alter
+
+    def generate(self, requests, sampling):
+        from labeler.labeling.generation import Completion, GenerationResult
+        from labeler.labeling.prompts import STEP_SEPARATOR
+
+        results = []
+        for request in requests:
+            steps = self.steps[request.user_message.split("\n\n")[0]]
+            done = request.assistant_prefix.count(STEP_SEPARATOR)
+            if WRONG_MARKER in request.assistant_prefix or "TRAP" in request.assistant_prefix:
+                text = "So it is 41.\n\nThe answer is: 41"
+            elif done >= self.retrace_from:
+                ahead = []
+                for step in steps[done:-1]:
+                    if WRONG_MARKER in step:
+                        break
+                    ahead.append(step + (" Let me check that." if self.alter else ""))
+                text = "".join(step + STEP_SEPARATOR for step in ahead) + f"The answer is: {ANSWER}"
+            else:
+                text = f"Continuing.\n\nThe answer is: {ANSWER}"
+            results.append(GenerationResult(tuple(Completion(text, len(text.split()), "stop", sampling.max_new_tokens) for _ in range(request.n))))
+        return results
+
+
+def _own_problems(shapes):
+    """Solutions of (steps, wrong_at), each of its own problem (the retracing double finds a solution by its problem)."""
+    return [Solution(f"p{n}", f"s{n}", f"{PROBLEM} (number {n})", ANSWER, solution(k, w).steps, "test", n) for n, (k, w) in enumerate(shapes)]
+
+
+SHAPES = [(12, -1), (12, 7), (30, 21), (6, 0), (9, 8), (40, 33)]
+
+
+def test_posterior_reads_a_correct_rollout_that_wrote_the_next_steps_as_their_labels_too(checker):
+    """A correct rollout of prefix i that wrote steps i+1..j word for word is a correct completion of those prefixes: the
+    search does not probe them. First errors stay exhaustive's; the steps passed through are inferred (soft null)."""
+    solutions = _own_problems(SHAPES)
+    exhaustive = label("exhaustive", solutions, _Retracing(solutions), checker, settings())
+    search = label("first-error", solutions, _Retracing(solutions), checker, settings())
+    doubt = label("posterior", solutions, _Retracing(solutions), checker, settings())
+    validate_labels(labels_table(doubt.labelled, Provenance("u", "m", "posterior", 5, "h")))
+    assert [first_error(hard(i)) for i in doubt.labelled] == [first_error(hard(i)) for i in exhaustive.labelled]
+    assert [first_error(hard(i)) for i in doubt.labelled] == [wrong_at for _, wrong_at in SHAPES]
+    measured = [[i for i, s in enumerate(item.steps) if s.measured and s.measured_by != "final_answer"] for item in doubt.labelled]
+    assert measured == [[0], [0, 7], [0, 21], [0], [0], [0, 33]]  # the first prefix, then the first error (a last one is checked)
+    inferred = [s for item in doubt.labelled for s in item.steps if s.measured_by == "inferred" and s.inferred_hard]
+    assert inferred and all(s.n_rollouts == 0 for s in inferred)
+    assert len(doubt.rollouts) * 3 < len(search.rollouts)
+
+
+def test_posterior_reads_nothing_from_rollouts_that_do_not_write_the_steps_word_for_word(checker):
+    """Retraced steps with words added are other steps: the search probes as it would without them."""
+    solutions = _own_problems(SHAPES)
+    plain = label("posterior", solutions, _Retracing(solutions, retrace_from=10**6), checker, settings())
+    altered = label("posterior", solutions, _Retracing(solutions, alter=True), checker, settings())
+    measured = lambda outcome: [[i for i, s in enumerate(item.steps) if s.measured] for item in outcome.labelled]  # noqa: E731
+    assert measured(altered) == measured(plain)
+    assert len(measured(plain)[2]) > 4  # the 30-step one is searched
+
+
+def test_posterior_does_not_read_past_a_prefix_its_own_rollouts_found_negative(checker):
+    """Prefix 3 (TRAP) fails every rollout of its own, but the rollouts of prefix 2, probed after it, write through it
+    and reach the answer: prefix 3 keeps its measured negative, and the first error is exhaustive's."""
+    texts = list(solution(12).steps)
+    texts[3] += " TRAP"
+    solutions = [Solution("p", "trap", f"{PROBLEM} (number 0)", ANSWER, tuple(texts), "test", 0)]
+    generator = _Retracing(solutions, retrace_from=3)
+    exhaustive = label("exhaustive", solutions, generator, checker, settings())
+    doubt = label("posterior", solutions, generator, checker, settings())
+    assert first_error(hard(doubt.labelled[0])) == first_error(hard(exhaustive.labelled[0])) == 3
+    assert doubt.labelled[0].steps[3].n_rollouts > 0 and doubt.labelled[0].steps[3].n_correct == 0
+    assert hard(doubt.labelled[0]) == hard(exhaustive.labelled[0])  # after the first error negative, not read past it
+
+
+def test_written_through_needs_each_step_whole_and_stops_at_a_thinking_trace_close():
+    from labeler.labeling.strategies.posterior import written_through
+
+    steps = ("First, 2 + 2 = 4.", "Then 4 * 3 = 12.", "Then 12 - 2 = 10.", "The answer is: 10")
+    plain = Solution("p", "s", PROBLEM, "10", steps, "test", 0)
+    assert written_through(plain, 0, "Then 4 * 3 = 12.\n\nThen 12 - 2 = 10.\n\nThe answer is: 10", 3) == 2
+    assert written_through(plain, 0, "Then 4 * 3 = 12.\n\nThen 12 - 2 = 10.\n\nThe answer is: 10", 1) == 1  # at most `last`
+    assert written_through(plain, 0, "Then 4 * 3 = 120.\n\nThe answer is: 120", 3) == 0  # a step that starts as the next one
+    assert written_through(plain, 0, "Then 4 * 3 = 12. So\n\nThe answer is: 10", 3) == 0
+    assert written_through(plain, 0, "Then 4 * 3 = 12.", 3) == 0  # no separator: the step may go on
+    trace = Solution("p", "t", PROBLEM, "10", steps, "test", 0, thinking_steps=2)
+    # prefixes 0 and 1 end inside the thinking, prefix 2 after it closed: a prefix that ends inside the thinking is not
+    # the start of one after it, so nothing past the close is read
+    assert written_through(trace, 0, "Then 4 * 3 = 12.\n\nThen 12 - 2 = 10.\n\n", 3) == 1
+    assert written_through(trace, 1, "Then 12 - 2 = 10.\n\n", 3) == 1

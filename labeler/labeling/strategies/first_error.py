@@ -64,6 +64,13 @@ class _Search:
         else:
             self.high = step
 
+    def written_through(self, step: int) -> None:
+        """A correct rollout of a positive probe wrote the solution word for word through prefix `step`: that prefix and
+        every shorter one are positive, and the next probe is the one after it, where the rollout left the solution."""
+        self.low = max(self.low, step + 1)
+        if self.high is None:
+            self.gallop = step + 1
+
     def beyond_context(self, step: int) -> None:
         self.size = min(self.size, step)
         if self.high is not None:

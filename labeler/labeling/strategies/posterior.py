@@ -17,6 +17,13 @@ whose rollouts split (some right, some wrong). Elsewhere it draws to N, as first
 Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
 not, it draws on towards N.
 
+A correct rollout is evidence past its own prefix where its text allows: one that wrote the solution's next
+steps word for word (each whole, separator and all) before it reached the answer is a completion of each of
+those longer prefixes that reached the answer, so they are positive too, and the search goes on from the
+prefix where the rollout left the solution (most often its first error) without probing them. Only hard labels are read this way: those steps are `inferred` (soft
+null, no counts of their own), as every step the search does not draw from; a prefix already found negative
+by its own rollouts keeps its label and bounds the reach.
+
 Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
 correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
 counts written: correct/drawn under a rule that stops on the outcomes is biased); steps between probes are
@@ -29,7 +36,8 @@ from typing import Sequence
 
 from labeler.labeling.beta_binomial import fit_prior
 from labeler.labeling.generation import Generator
-from labeler.labeling.rollouts import BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
+from labeler.labeling.prompts import assistant_prefix
+from labeler.labeling.rollouts import FINAL_ANSWER_FINISH, BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
 from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
 from labeler.labeling.strategies.first_error import _Search, infer_from_searches
 from labeler.records import Solution, StepCounts
@@ -59,8 +67,13 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             probes.append(Probe(s, step, drawn, min(settings.round_size, settings.rollouts - drawn)))
         if not probes and not final_checks:
             break
+        first_record = len(ledger.records)
         ledger.record(sampler.send(probes), checker, final_checks=final_checks)
         final_checks = ()
+        correct_texts: dict[tuple[str, int], list[str]] = {}  # (solution id, step) -> this round's correct rollouts
+        for record in ledger.records[first_record:]:
+            if record.verdict == "correct" and record.finish_reason != FINAL_ANSWER_FINISH:
+                correct_texts.setdefault((record.solution_id, record.step_index), []).append(record.text)
         counts = _distinct_counts(ledger, sampler, prompts)
         prior = fit_prior(counts.values(), PRIOR_FROM)
         # (problem, reference) whose completer has shown it is sure: a prefix whose every rollout reached the answer,
@@ -80,12 +93,32 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             if verdict != "open":
                 searches[s].observe(step, verdict)
                 del probing[s]
+            if verdict is True:  # and so is every longer prefix a correct rollout wrote on the way
+                state = searches[s]
+                last = min(state.size, state.high if state.high is not None else state.size) - 1
+                texts = correct_texts.get((solutions[s].solution_id, step), ())
+                reached = max((written_through(solutions[s], step, text, last) for text in texts), default=step)
+                if reached > step:
+                    state.written_through(reached)
     infer_from_searches(ledger, solutions, searches, settings)
     for steps in ledger.counts:
         for step in steps:
             if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
                 step.measured_by = "early_stop"
     return ledger.outcome()
+
+
+def written_through(solution: Solution, step: int, text: str, last: int) -> int:
+    """The longest prefix, up to `last`, that a completion `text` of prefix `step` wrote word for word: the prefix as
+    the completer would be given it is the shorter one followed by the completion's first characters."""
+    shorter = assistant_prefix(solution.steps[: step + 1], solution.thinking_steps)
+    reached = step
+    for longer_step in range(step + 1, last + 1):
+        longer = assistant_prefix(solution.steps[: longer_step + 1], solution.thinking_steps)
+        if not longer.startswith(shorter) or not text.startswith(longer[len(shorter) :]):
+            break
+        reached = longer_step
+    return reached
 
 
 def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) -> dict[tuple, tuple[int, int]]:
