@@ -1,6 +1,7 @@
 """Strategies on a deterministic test-double generator whose correct prefixes are known."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -495,3 +496,13 @@ def test_written_through_needs_each_step_whole_and_stops_at_a_thinking_trace_clo
     # the start of one after it, so nothing past the close is read
     assert written_through(trace, 0, "Then 4 * 3 = 12.\n\nThen 12 - 2 = 10.\n\n", 3) == 1
     assert written_through(trace, 1, "Then 12 - 2 = 10.\n\n", 3) == 1
+
+
+def test_posterior_reads_past_a_probe_only_where_its_solution_id_names_one_solution(checker):
+    """Rollout records name their solution by id: two solutions of one id (possible for callers other than a job, which
+    keys rows uniquely) could lend each other's rollouts, so neither is read past its probes."""
+    pair = [replace(s, solution_id="same") for s in _own_problems([(12, -1), (12, -1)])]
+    plain = label("posterior", pair, _Retracing(pair, retrace_from=10**6), checker, settings())
+    shared = label("posterior", pair, _Retracing(pair), checker, settings())
+    measured = lambda outcome: [[i for i, s in enumerate(item.steps) if s.measured] for item in outcome.labelled]  # noqa: E731
+    assert measured(shared) == measured(plain) and len(measured(plain)[0]) > 2

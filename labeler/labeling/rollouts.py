@@ -181,7 +181,10 @@ class StepLedger:
         self.failed: dict[int, str] = {}
         self.probes = 0
         self.requests = 0
-        self.prefix_cache: tuple[int, int] | bool | None = None  # summed over rounds; False once a round did not report
+        # vLLM's prefix cache over the rounds that asked the engine for something: prompt tokens looked up, and found
+        self.prefix_cache_counts = (0, 0)
+        self.engine_rounds = 0
+        self.prefix_cache_unreported = False  # a round the engine gave no counts for: the totals would cover part of the batch
 
     def _checked(self, completion: Completion, thinking: bool) -> bool:
         """Whether the answer of a completion is checked: never when it ended inside the thinking (it has not
@@ -267,12 +270,12 @@ class StepLedger:
             step.n_correct += verdict.verdict == "correct"
         self.probes += len(sent.probes)
         self.requests += len(sent.requests)
-        if sent.results:  # a round that asked the engine for something: its prefix cache counts, or "not reported"
-            if sent.prefix_cache is None or self.prefix_cache is False:
-                self.prefix_cache = False
+        if sent.results:
+            self.engine_rounds += 1
+            if sent.prefix_cache is None:
+                self.prefix_cache_unreported = True
             else:
-                queries, hits = self.prefix_cache or (0, 0)
-                self.prefix_cache = (queries + sent.prefix_cache[0], hits + sent.prefix_cache[1])
+                self.prefix_cache_counts = tuple(total + count for total, count in zip(self.prefix_cache_counts, sent.prefix_cache))
         return correct_per_probe
 
     def closed(self, s: int, i: int) -> bool:
@@ -288,7 +291,7 @@ class StepLedger:
             step.unlabelled_reason = reason if hard is None else None
 
     def outcome(self) -> BatchOutcome:
-        outcome = BatchOutcome(probes=self.probes, requests=self.requests, prefix_cache=self.prefix_cache or None)
+        outcome = BatchOutcome(probes=self.probes, requests=self.requests, prefix_cache=self._prefix_cache())
         for s, solution in enumerate(self.solutions):
             for i, step in enumerate(self.counts[s]):
                 if step.measured and step.n_rollouts == 0:  # sampled, but every rollout was cut or timed out
@@ -305,6 +308,10 @@ class StepLedger:
         failed_ids = {solution.solution_id for solution, _ in outcome.failed}
         outcome.rollouts = [record for record in self.records if record.solution_id not in failed_ids]
         return outcome
+
+    def _prefix_cache(self) -> tuple[int, int] | None:
+        """The batch's prefix cache counts; None when it asked the engine for nothing or a round was not reported."""
+        return self.prefix_cache_counts if self.engine_rounds and not self.prefix_cache_unreported else None
 
     def too_few_counted(self, step: StepCounts) -> bool:
         """A step sampled by rollouts, none correct, that too few counted rollouts would make hard 0."""

@@ -32,6 +32,7 @@ counts written: correct/drawn under a rule that stops on the outcomes is biased)
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 from labeler.labeling.beta_binomial import fit_prior
@@ -52,6 +53,8 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     final_checks = checked_final_steps(solutions, settings.final_step, checker)
     probing: dict[int, int] = {}  # solution -> the prefix its search is probing now
     prompts: dict[tuple[int, int], tuple] = {}  # (solution, step) -> what its rollouts are drawn from, made once
+    # a rollout record names its solution by id: read on past a probe only where the id names one solution of the batch
+    one_of_its_id = {id for id, count in Counter(solution.solution_id for solution in solutions).items() if count == 1}
     while True:
         probes = []
         for s, state in enumerate(searches):
@@ -93,7 +96,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             if verdict != "open":
                 searches[s].observe(step, verdict)
                 del probing[s]
-            if verdict is True:  # and so is every longer prefix a correct rollout wrote on the way
+            if verdict is True and solutions[s].solution_id in one_of_its_id:  # and every longer prefix a correct rollout wrote
                 state = searches[s]
                 last = min(state.size, state.high if state.high is not None else state.size) - 1
                 texts = correct_texts.get((solutions[s].solution_id, step), ())
