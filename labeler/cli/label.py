@@ -10,7 +10,7 @@ from functools import partial
 
 from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
-from labeler.labeling.config import FINAL_ANSWER, ClusterSettings, LabelConfig
+from labeler.labeling.config import FINAL_ANSWER, POSTERIOR, ClusterSettings, LabelConfig
 
 
 COMMAND = "label"
@@ -157,6 +157,7 @@ def _format_summary(summary, strategy: str | None = None) -> str:
     mean = "n/a" if summary.mean_soft_label is None else f"{summary.mean_soft_label:.3f}"
     positive = "n/a" if summary.positive_step_fraction is None else f"{summary.positive_step_fraction:.1%}"
     unlabelled = summary.steps - summary.steps_labelled
+    written = "n/a (a unit predates the count)" if summary.steps_written_through is None else summary.steps_written_through
     cache = "n/a (not reported for every unit)" if summary.prefix_cache_hit_rate is None else f"{summary.prefix_cache_hit_rate:.1%}"
     return "\n".join(
         [
@@ -169,6 +170,8 @@ def _format_summary(summary, strategy: str | None = None) -> str:
             f"rejected rows      : {summary.rejected_rows}",
             f"generated tokens   : {summary.generated_tokens}",
             f"prefix cache       : {cache} of the rollouts' prompt tokens found in vLLM's prefix cache",
+            *([f"written through   : {written} steps found positive by a correct rollout of a shorter prefix that wrote them"]
+              if strategy == POSTERIOR else []),
             f"units              : {summary.units_total} ({summary.units_run_now} run now)",
             f"wall time          : {summary.seconds:.1f}s",
             f"labels             : {summary.files['labels']}/*.parquet",

@@ -21,7 +21,8 @@ from labeler.labeling.generation import SamplingSettings
 
 FINAL_STEP_MODES = ("check", "rollouts")
 FINAL_ANSWER = "final-answer"  # the strategy that samples no rollouts: it checks each solution's stated answer
-MONTE_CARLO_STRATEGIES = ("exhaustive", "first-error", "adaptive", "posterior")  # the ones that sample rollouts from step prefixes
+POSTERIOR = "posterior"  # the search that spends rollouts by doubt (labeler/labeling/strategies/posterior.py)
+MONTE_CARLO_STRATEGIES = ("exhaustive", "first-error", "adaptive", POSTERIOR)  # the ones that sample rollouts from step prefixes
 STRATEGIES = (*MONTE_CARLO_STRATEGIES, FINAL_ANSWER)
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
 TRUNCATED_POLICIES = ("excluded", "incorrect")
@@ -419,7 +420,7 @@ class LabelConfig(JobSettings):
             del settings["min_counted_rollouts"]
         if not settings["sample_solutions"]:  # likewise
             del settings["sample_solutions"]
-        if settings["strategy"] != "posterior":  # it means nothing to the others (and jobs started before it resume)
+        if settings["strategy"] != POSTERIOR:  # it means nothing to the others (and jobs started before it resume)
             del settings["stop_risk"]
         return settings
 

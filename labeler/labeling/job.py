@@ -132,6 +132,9 @@ class JobSummary:
     undetermined_first_errors: int = 0  # of `solutions`, those whose first error is not known (null first_error)
     # the share of the rollout requests' prompt tokens vLLM's prefix cache held (None: no engine said, or none ran)
     prefix_cache_hit_rate: float | None = None
+    # steps found positive by a correct rollout of a shorter prefix that wrote them word for word (posterior; None: a
+    # unit predates the count)
+    steps_written_through: int | None = 0
     warnings: list[str] = field(default_factory=list)  # what the numbers above need said (labeler/store/status.py)
 
 
@@ -552,5 +555,6 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         truncated_rollouts=totals["truncated_rollouts"],
         undetermined_first_errors=undetermined,
         prefix_cache_hit_rate=totals.get("prefix_cache_hit_rate"),
+        steps_written_through=totals.get("steps_written_through"),
         warnings=count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {}),
     )

@@ -131,6 +131,7 @@ def finish_unit(
         "rejected": len(rejected),
         "prefix_probes": outcome.probes,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
+        "steps_written_through": outcome.written_through,  # positive: a correct rollout of a shorter prefix wrote them
         # prompt tokens vLLM looked up in its prefix cache for the rollouts, and found there (None: not reported)
         "prefix_cache_queries": outcome.prefix_cache[0] if outcome.prefix_cache else None,
         "prefix_cache_hits": outcome.prefix_cache[1] if outcome.prefix_cache else None,

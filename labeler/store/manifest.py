@@ -113,6 +113,11 @@ def refresh_totals(document: dict) -> None:
         # prefix probes the strategy asked for, and the requests sent once identical prefixes were merged
         "prefix_probes": int(total("prefix_probes")),
         "prefix_requests": int(total("prefix_requests")),
+        # steps found positive by a correct rollout of a shorter prefix that wrote them word for word (posterior); None
+        # when a committed unit that sampled rollouts predates the count
+        "steps_written_through": int(total("steps_written_through"))
+        if all("steps_written_through" in stat for stat in stats if stat.get("prefix_requests"))
+        else None,
         # the share of the rollouts' prompt tokens vLLM found in its prefix cache, as vLLM counts it; None unless every
         # committed unit that sampled rollouts reported it (a unit from before the count, another engine)
         "prefix_cache_hit_rate": _prefix_cache_hit_rate(stats),

@@ -41,6 +41,9 @@ class _Search:
     high: int | None = None  # a prefix known negative (None: none found yet)
     gallop: int = 0  # next galloping probe, while high is None
     unknown: set[int] = field(default_factory=set)  # probed, no verdict
+    # doubted positive prefixes searched before, newest last, each with the `high` to go back to once none before it
+    # is found negative (None: the search was galloping)
+    doubted: list[tuple[int, int | None]] = field(default_factory=list)
 
     def next_probe(self) -> int | None:
         if self.high is None:
@@ -50,9 +53,22 @@ class _Search:
             self.high = self.size  # galloped past the end: bisect what is left, "size" meaning none negative
         left = [i for i in range(self.low, self.high) if i not in self.unknown]
         if not left:
+            if self.doubted and self.doubted[-1][0] == self.high:  # nothing before the doubted prefix is negative
+                step, high = self.doubted.pop()
+                self.low, self.high = step + 1, None if high is None else min(high, self.size)
+                return self.next_probe()
             return None
         middle = (self.low + self.high) // 2
         return min(left, key=lambda i: (abs(i - middle), i))
+
+    def doubt(self, step: int) -> None:
+        """A positive probe most of whose rollouts failed: success rates fall at an error, so a prefix before it may be
+        negative (the search would step over it). Look for a negative before it first, as if it were negative; if there
+        is none, go on after it as after any positive probe."""
+        if self.high is None:
+            self.gallop = 2 * step + 1 if step else 1
+        self.doubted.append((step, self.high))
+        self.high = step
 
     def observe(self, step: int, positive: bool | None) -> None:
         if positive is None:

@@ -17,12 +17,20 @@ whose rollouts split (some right, some wrong). Elsewhere it draws to N, as first
 Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
 not, it draws on towards N.
 
+A positive probe most of whose rollouts failed is in doubt: a prefix past the first error reaches the answer now
+and then, and a search that probes one steps over the first error (exhaustive's first negative prefix lies
+before it). Rates fall at an error, so the search looks before such a probe for a negative prefix first, as
+if it were negative, and goes on after it only if it finds none (labeler/labeling/strategies/first_error.py,
+_Search.doubt). A probe that stops at its first correct rollout is doubted when that came after two or more
+failures.
+
 A correct rollout is evidence past its own prefix where its text allows: one that wrote the solution's next
 steps word for word (each whole, separator and all) before it reached the answer is a completion of each of
 those longer prefixes that reached the answer, so they are positive too, and the search goes on from the
-prefix where the rollout left the solution (most often its first error) without probing them. Only hard labels are read this way: those steps are `inferred` (soft
-null, no counts of their own), as every step the search does not draw from; a prefix already found negative
-by its own rollouts keeps its label and bounds the reach.
+prefix where the rollout left the solution (most often its first error) without probing them. Only hard
+labels are read this way: those steps are `inferred` (soft null, no counts of their own), as every step the
+search does not draw from; a prefix already found negative by its own rollouts keeps its label and bounds
+the reach. A doubted probe's rollouts are not read this way.
 
 Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
 correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
@@ -55,6 +63,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     prompts: dict[tuple[int, int], tuple] = {}  # (solution, step) -> what its rollouts are drawn from, made once
     # a rollout record names its solution by id: read on past a probe only where the id names one solution of the batch
     one_of_its_id = {id for id, count in Counter(solution.solution_id for solution in solutions).items() if count == 1}
+    written: set[tuple[int, int]] = set()  # (solution, step) found positive by a correct rollout of a shorter prefix
     while True:
         probes = []
         for s, state in enumerate(searches):
@@ -93,6 +102,11 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 continue
             problem = (solutions[s].problem, solutions[s].reference_answer)  # prompt_of's first two parts
             verdict = _verdict(ledger, ledger.counts[s][step], settings, prior if problem in sure else None)
+            own = ledger.counts[s][step]
+            if verdict is True and 2 * own.n_correct < own.n_rollouts:  # most of its rollouts failed
+                searches[s].doubt(step)
+                del probing[s]
+                continue
             if verdict != "open":
                 searches[s].observe(step, verdict)
                 del probing[s]
@@ -103,12 +117,15 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 reached = max((written_through(solutions[s], step, text, last) for text in texts), default=step)
                 if reached > step:
                     state.written_through(reached)
+                    written.update((s, i) for i in range(step + 1, reached + 1))
     infer_from_searches(ledger, solutions, searches, settings)
     for steps in ledger.counts:
         for step in steps:
             if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
                 step.measured_by = "early_stop"
-    return ledger.outcome()
+    outcome = ledger.outcome()
+    outcome.written_through = sum(ledger.counts[s][i].measured_by == "inferred" for s, i in written)
+    return outcome
 
 
 def written_through(solution: Solution, step: int, text: str, last: int) -> int:
