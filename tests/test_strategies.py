@@ -590,3 +590,76 @@ def test_posterior_looks_before_a_positive_most_of_whose_rollouts_failed_for_the
     assert agree["first-error"] == 86 and agree["posterior"] >= 93
     drawn = {name: sum(step.n_sampled for item in outcome.labelled for step in item.steps) for name, outcome in outcomes.items()}
     assert drawn["posterior"] * 2 < drawn["first-error"] and drawn["first-error"] * 6 < drawn["exhaustive"]
+
+
+class _SignsOff:
+    """Rollouts that retrace the solution through its step that boxes the answer, then sign off without one; past that
+    step they only sign off."""
+
+    model_name = "signs-off"
+
+    def __init__(self, solution, boxed_at):
+        self.steps, self.boxed_at = solution.steps, boxed_at
+
+    def generate(self, requests, sampling):
+        from labeler.labeling.generation import Completion, GenerationResult
+        from labeler.labeling.prompts import STEP_SEPARATOR
+
+        results = []
+        for request in requests:
+            done = request.assistant_prefix.count(STEP_SEPARATOR)
+            text = "".join(step + STEP_SEPARATOR for step in self.steps[done : self.boxed_at + 1]) + "I hope this helps!"
+            results.append(GenerationResult(tuple(Completion(text, 5, "stop", sampling.max_new_tokens) for _ in range(request.n))))
+        return results
+
+
+@pytest.mark.parametrize("final_step", ["check", "rollouts"])
+def test_a_rollout_correct_by_an_answer_it_copied_from_the_solution_makes_no_longer_prefix_positive(final_step, checker):
+    """A rollout correct only because a step it copied states the answer: after that step it wrote no answer, so the
+    prefix through it reached nothing (exhaustive: 0 of 8). Posterior read it as positive (its first error moved)."""
+    steps = [f"Step {i + 1} works on it." for i in range(8)] + [r"So the sum is $\boxed{42}$.", "Let me double-check: 20 + 22 = 42.",
+                                                                f"The answer is: {ANSWER}"]  # fmt: skip
+    boxed_at = 8 if final_step == "check" else len(steps) - 1
+    one = Solution("p", "copied", PROBLEM, ANSWER, tuple(steps), "test", 0)
+    exhaustive = label("exhaustive", [one], _SignsOff(one, boxed_at), checker, settings(final_step=final_step))
+    doubt = label("posterior", [one], _SignsOff(one, boxed_at), checker, settings(final_step=final_step))
+    assert hard(doubt.labelled[0])[:boxed_at + 1] == hard(exhaustive.labelled[0])[:boxed_at + 1]
+    assert doubt.labelled[0].steps[boxed_at].measured_by != "inferred"
+    assert doubt.written_through == boxed_at - 1  # steps 1 .. boxed_at-1: what came after each boxed the answer
+
+
+class _FailsAt:
+    """Retraces the solution from prefix 2 on, up to a step holding BOOM; a prefix holding BOOM gets an engine error."""
+
+    model_name = "fails-at"
+
+    def __init__(self, solution):
+        self.steps = solution.steps
+
+    def generate(self, requests, sampling):
+        from labeler.labeling.generation import Completion, GenerationResult
+        from labeler.labeling.prompts import STEP_SEPARATOR
+
+        results = []
+        for request in requests:
+            if "BOOM" in request.assistant_prefix:
+                results.append(GenerationResult((), error="engine error"))
+                continue
+            done = request.assistant_prefix.count(STEP_SEPARATOR)
+            ahead = []
+            for step in self.steps[done:-1] if done >= 2 else ():
+                if "BOOM" in step:
+                    break
+                ahead.append(step)
+            text = "".join(step + STEP_SEPARATOR for step in ahead) + f"The answer is: {ANSWER}"
+            results.append(GenerationResult(tuple(Completion(text, 5, "stop", sampling.max_new_tokens) for _ in range(request.n))))
+        return results
+
+
+def test_the_steps_written_through_of_a_solution_the_engine_failed_are_not_counted(checker):
+    texts = list(solution(12).steps)
+    texts[6] += " BOOM"
+    one = Solution("p", "boom", PROBLEM, ANSWER, tuple(texts), "test", 0)
+    outcome = label("posterior", [one], _FailsAt(one), checker, settings())
+    assert not outcome.labelled and len(outcome.failed) == 1
+    assert outcome.written_through == 0

@@ -21,16 +21,18 @@ A positive probe most of whose rollouts failed is in doubt: a prefix past the fi
 and then, and a search that probes one steps over the first error (exhaustive's first negative prefix lies
 before it). Rates fall at an error, so the search looks before such a probe for a negative prefix first, as
 if it were negative, and goes on after it only if it finds none (labeler/labeling/strategies/first_error.py,
-_Search.doubt). A probe that stops at its first correct rollout is doubted when that came after two or more
-failures.
+_Search.doubt). Doubted: a positive probe fewer than half of whose counted rollouts are correct (in rounds of
+2, one whose first round failed and whose next gave one correct rollout, not two); rollouts cut by the budget
+under --truncated excluded are not counted, so not failures.
 
-A correct rollout is evidence past its own prefix where its text allows: one that wrote the solution's next
-steps word for word (each whole, separator and all) before it reached the answer is a completion of each of
-those longer prefixes that reached the answer, so they are positive too, and the search goes on from the
-prefix where the rollout left the solution (most often its first error) without probing them. Only hard
-labels are read this way: those steps are `inferred` (soft null, no counts of their own), as every step the
-search does not draw from; a prefix already found negative by its own rollouts keeps its label and bounds
-the reach. A doubted probe's rollouts are not read this way.
+A correct rollout is evidence past its own prefix where its text allows. One that wrote the solution's next
+steps word for word (each whole, separator and all) is, after each of them, a completion of that longer
+prefix; where what it wrote after one reached the answer on its own (checked apart: an answer stated in a
+copied step is not one the longer prefix reached), that prefix is positive, and the shorter ones, as after a
+positive probe, and the search goes on from the next prefix (most often the first error: where the rollout
+left the solution) without probing them. Only hard labels are read this way: those steps are `inferred`
+(soft null, no counts of their own), as every step the search does not draw from; a prefix already found
+negative by its own rollouts keeps its label and bounds the reach; a doubted probe's rollouts are not read.
 
 Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
 correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
@@ -46,6 +48,7 @@ from typing import Sequence
 from labeler.labeling.beta_binomial import fit_prior
 from labeler.labeling.generation import Generator
 from labeler.labeling.prompts import assistant_prefix
+from labeler.inputs.traces import response_part
 from labeler.labeling.rollouts import FINAL_ANSWER_FINISH, BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
 from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
 from labeler.labeling.strategies.first_error import _Search, infer_from_searches
@@ -92,6 +95,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         # none whose rollouts split
         split = {key[:2] for key, (c, n) in counts.items() if 0 < c < n}
         sure = {key[:2] for key, (c, n) in counts.items() if c == n} - split
+        retraced: list[tuple[int, int, str, int]] = []  # (solution, its probe, a correct rollout, the prefix it wrote to)
         for probe in probes:
             s, step = probe.solution, probe.step
             if s in ledger.failed:  # rejected whole
@@ -113,18 +117,20 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             if verdict is True and solutions[s].solution_id in one_of_its_id:  # and every longer prefix a correct rollout wrote
                 state = searches[s]
                 last = min(state.size, state.high if state.high is not None else state.size) - 1
-                texts = correct_texts.get((solutions[s].solution_id, step), ())
-                reached = max((written_through(solutions[s], step, text, last) for text in texts), default=step)
-                if reached > step:
-                    state.written_through(reached)
-                    written.update((s, i) for i in range(step + 1, reached + 1))
+                for text in correct_texts.get((solutions[s].solution_id, step), ()):
+                    reached = written_through(solutions[s], step, text, last)
+                    if reached > step:
+                        retraced.append((s, step, text, reached))
+        for s, (step, reached) in _reached_from(retraced, solutions, checker).items():
+            searches[s].written_through(reached)
+            written.update((s, i) for i in range(step + 1, reached + 1))
     infer_from_searches(ledger, solutions, searches, settings)
     for steps in ledger.counts:
         for step in steps:
             if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
                 step.measured_by = "early_stop"
     outcome = ledger.outcome()
-    outcome.written_through = sum(ledger.counts[s][i].measured_by == "inferred" for s, i in written)
+    outcome.written_through = sum(ledger.counts[s][i].measured_by == "inferred" for s, i in written if s not in ledger.failed)
     return outcome
 
 
@@ -139,6 +145,34 @@ def written_through(solution: Solution, step: int, text: str, last: int) -> int:
             break
         reached = longer_step
     return reached
+
+
+def _reached_from(retraced: list[tuple[int, int, str, int]], solutions: Sequence[Solution], checker: Checker) -> dict[int, tuple[int, int]]:
+    """Solution -> (its probe, the longest prefix one of its correct rollouts wrote word for word and then reached the
+    answer from): what the rollout wrote after that prefix is checked on its own. A rollout correct by an answer in
+    the steps it copied (a step that states it) reached nothing from the longer prefix: it is read to a shorter one,
+    or not at all."""
+    reached: dict[int, tuple[int, int]] = {}
+    pending = retraced
+    while pending:
+        rest = [(s, step, text, to, _after(solutions[s], step, to, text)) for s, step, text, to in pending]
+        verdicts = checker.check_many([(response_part(after), solutions[s].reference_answer) for s, _, _, _, after in rest],
+                                      [solutions[s].problem for s, *_ in rest])  # fmt: skip
+        pending = []
+        for (s, step, text, to, _), verdict in zip(rest, verdicts):
+            if verdict.verdict == "correct":
+                reached[s] = (step, max(to, reached.get(s, (step, step))[1]))
+            elif to - 1 > max(step, reached.get(s, (step, step))[1]):
+                pending.append((s, step, text, to - 1))
+    return reached
+
+
+def _after(solution: Solution, step: int, to: int, text: str) -> str:
+    """What a completion `text` of prefix `step`, which wrote the solution word for word through prefix `to`, wrote
+    after it: the completion of that longer prefix."""
+    shorter = assistant_prefix(solution.steps[: step + 1], solution.thinking_steps)
+    longer = assistant_prefix(solution.steps[: to + 1], solution.thinking_steps)
+    return text[len(longer) - len(shorter) :]
 
 
 def _distinct_counts(ledger: StepLedger, sampler: PrefixSampler, prompts: dict) -> dict[tuple, tuple[int, int]]:
