@@ -240,7 +240,7 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     built = json.loads(marker.read_text()) if marker.exists() else None
     results = {"model": args.model, "policy_model": args.policy, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
-               "prm_labels": "first-error-8 (the completer) on the policy's samples", "temperature": args.temperature, "seed": args.seed, "world_version": WORLD_VERSION,
+               "prm_labels": "first-error-8 (the completer) on the policy's samples", "temperature": args.temperature, "seed": args.seed, "min_steps": args.min_steps, "world_version": WORLD_VERSION,
                "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search}  # fmt: skip
     results["summary"] = summary_of(results)
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")

@@ -38,7 +38,10 @@ sys.path.insert(0, str(ROOT))
 from bench.world import Commands, write_jsonl  # noqa: E402
 
 LABELLING = ["--strategy", "posterior", "--rollouts", "8"]  # bench/world.py's posterior-8, which trained WORLD/prm-posterior
-ALL_LABELS_NAME = "posterior-8"  # its name among the world run's summary labels
+ALL_LABELS_NAME = "posterior-8"  # its name among the world run's summary labels (its output: WORLD/policy-posterior)
+
+
+RECORD_KEYS = ("model", "temperature", "seed", "min_steps")  # the world run's flags its PRMs were trained with
 
 
 def main() -> None:
@@ -48,19 +51,11 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.25, help="the seed set's share of the samples, and the queue's (default 0.25)")
     parser.add_argument("--seed", type=int, default=0, help="the shuffle's seed")
     args = parser.parse_args()
-    if not 0 < args.share <= 0.5:
-        raise SystemExit(f"--share {args.share}: must lie in (0, 0.5] (the seed set and one more share of the samples)")
     world = Path(args.world).resolve()  # the commands run in the repository's root
-    record_file = world / "world.json"
-    needed = [world / "policy.jsonl", world / "policy-test.jsonl", world / "prm-posterior", record_file]
-    missing = [str(path) for path in needed if not path.exists()]
-    if missing:
-        raise SystemExit(f"--world {world}: not a finished bench/world.py run (missing {', '.join(missing)})")
-    record = json.loads(record_file.read_text())
-    all_labels = (record.get("summary") or {}).get("labels", {}).get(ALL_LABELS_NAME)
-    if not all_labels or all_labels.get("tokens") is None:
-        raise SystemExit(f"{record_file}: no summary.labels.{ALL_LABELS_NAME} (a world run from before 2026-12-07?)")
+    record, all_labels = world_run(world)
     work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-world-active-"))
+    if work.exists() and not work.is_dir():
+        raise SystemExit(f"--work {work}: not a folder")
     work.mkdir(parents=True, exist_ok=True)
     if any(work.iterdir()):
         raise SystemExit(f"--work {work} holds an earlier run (its commands would resume, not run): pass a new or empty folder")
@@ -70,26 +65,52 @@ def main() -> None:
     print(f"\n(everything in {work / 'active.json'})")
 
 
+def world_run(world: Path) -> tuple[dict, dict]:
+    """The world run's record (world.json) and its labels of every sample ({solutions, tokens}), or SystemExit saying
+    what is missing."""
+    record_file, manifest = world / "world.json", world / "policy-posterior" / "manifest.json"
+    needed = [world / "policy.jsonl", world / "policy-test.jsonl", world / "prm-posterior", record_file, manifest]
+    missing = [str(path) for path in needed if not path.exists()]
+    if missing:
+        raise SystemExit(f"--world {world}: not a finished bench/world.py run (missing {', '.join(missing)})")
+    try:
+        record, totals = json.loads(record_file.read_text()), json.loads(manifest.read_text())["totals"]
+    except (json.JSONDecodeError, KeyError) as error:
+        raise SystemExit(f"--world {world}: {record_file} or {manifest} is not a finished run's ({error})") from None
+    absent = [key for key in RECORD_KEYS if key not in record]
+    if absent:
+        raise SystemExit(f"{record_file} records no {', '.join(absent)} (a run from before 2026-12-07): rerun bench/world.py")
+    if (record.get("summary") or {}).get("labels", {}).get(ALL_LABELS_NAME, {}).get("tokens") != totals.get("generated_tokens"):
+        raise SystemExit(f"{record_file}: its summary's {ALL_LABELS_NAME} tokens are not {manifest}'s: not one finished run")
+    return record, {"solutions": totals.get("solutions"), "tokens": totals["generated_tokens"]}
+
+
 def run_active(world: Path, record: dict, all_labels: dict, work: Path, share: float, seed: int, commands: Commands) -> dict:
     rows = [json.loads(line) for line in (world / "policy.jsonl").read_text().splitlines() if line.strip()]
+    size = round(len(rows) * share)
+    if not 1 <= size or 2 * size > len(rows):
+        raise SystemExit(f"--share {share}: a share of the {len(rows)} samples is {size}; the seed set and another share need 1 to {len(rows) // 2}")
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
-    size = round(len(rows) * share)
-    if size < 1:
-        raise SystemExit(f"--share {share}: less than one of the {len(rows)} samples")
     pick = lambda indices: [rows[i] for i in indices]  # noqa: E731
     seed_file = write_jsonl(work / "seed.jsonl", pick(order[:size]))
     random_file = write_jsonl(work / "random.jsonl", pick(order[size : 2 * size]))
     pool_file = write_jsonl(work / "pool.jsonl", pick(order[size:]))
     common = ["--model", record["model"], "--temperature", str(record["temperature"]), "--seed", str(record["seed"]), "--quiet"]
-    train = ["--model", record["model"], "--device", "cpu", "--seed", str(record["seed"]), "--quiet"]
+    train = ["--model", record["model"], "--device", "cpu", "--seed", str(record["seed"]), "--quiet"]  # as bench/world.py trains
+    if record["min_steps"] is not None:
+        train += ["--min-steps", str(record["min_steps"])]
 
-    def label(name: str, input_file: Path) -> int:
+    def label(name: str, input_file: Path, expected: int) -> int:
+        """Label `input_file`, every one of its `expected` solutions (else SystemExit: the arms would not be alike); its tokens."""
         summary = json.loads(commands(f"label {name}", ["label", "--input", str(input_file), "--preset", "processbench",
                                                         "--output", str(work / f"labels-{name}"), *LABELLING, *common, "--json"]))  # fmt: skip
+        if summary["solutions"] != expected or summary["rejected_rows"]:
+            raise SystemExit(f"labelling {name} labelled {summary['solutions']} of {expected} solutions ({summary['rejected_rows']} rejected): "
+                             f"the arms would not be alike; see {work / f'labels-{name}'}")  # fmt: skip
         return summary["generated_tokens"]
 
-    tokens = {"seed": label("seed", seed_file)}
+    tokens = {"seed": label("seed", seed_file, size)}
     commands("train PRM on the seed set", ["train", "--labels", str(work / "labels-seed"), "--output", str(work / "prm-seed"), *train])
     queue = json.loads(commands("queue the seed PRM's most uncertain", ["select", "--queue", "uncertain", "--prm", str(work / "prm-seed"),
                                                                         "--input", str(pool_file), "--preset", "processbench",
@@ -97,8 +118,8 @@ def run_active(world: Path, record: dict, all_labels: dict, work: Path, share: f
                                                                         "--device", "cpu", "--json", "--quiet"]))  # fmt: skip
     if queue["queued"] < size or queue["ids_changed"]:  # the arms would not be alike: say so rather than compare them
         raise SystemExit(f"the queue holds {queue['queued']} of {size} solutions, {queue['ids_changed']} under another solution_id: {work / 'queue.jsonl'}")
-    tokens["queue"] = label("queue", work / "queue.jsonl")
-    tokens["random"] = label("random", random_file)
+    tokens["queue"] = label("queue", work / "queue.jsonl", size)
+    tokens["random"] = label("random", random_file, size)
     for arm in ("queue", "random"):
         commands(f"train PRM on seed + {arm}", ["train", "--labels", str(work / "labels-seed"), "--labels", str(work / f"labels-{arm}"),
                                                 "--output", str(work / f"prm-{arm}"), *train])  # fmt: skip
@@ -107,7 +128,7 @@ def run_active(world: Path, record: dict, all_labels: dict, work: Path, share: f
     quality = json.loads(commands("eval the PRMs on held-out samples", ["eval", *scored, "--reference", str(world / "policy-test.jsonl"),
                                                                         "--device", "cpu", "--json"]))  # fmt: skip
     by_name = {source["name"]: (source.get("subsets") or [{}])[0] for source in quality["sources"]}
-    labelled = {"seed": size, "active": 2 * size, "random": 2 * size, "all": len(rows)}
+    labelled = {"seed": size, "active": 2 * size, "random": 2 * size, "all": all_labels["solutions"]}
     spent = {"seed": tokens["seed"], "active": tokens["seed"] + tokens["queue"], "random": tokens["seed"] + tokens["random"],
              "all": all_labels["tokens"]}  # fmt: skip
     summary = {

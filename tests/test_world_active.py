@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench.world import Commands
-from bench.world_active import run_active, table
+from bench.world_active import run_active, table, world_run
 
 
 def world_folder(tmp_path, samples=20):
@@ -16,14 +16,17 @@ def world_folder(tmp_path, samples=20):
     return world, rows
 
 
-def answering(queued, tokens_per_row=10):
+RECORD = {"model": "/m", "temperature": 0.7, "seed": 0, "min_steps": None}
+
+
+def answering(queued, tokens_per_row=10, rejected=0):
     seen = []
 
     def runner(args):
         seen.append(args)
         if args[0] == "label":
-            rows = [line for line in open(args[args.index("--input") + 1]) if line.strip()] if "queue" not in args[2] else [None] * queued
-            return json.dumps({"generated_tokens": tokens_per_row * len(rows)})
+            rows = [line for line in open(args[args.index("--input") + 1]) if line.strip()] if not args[2].endswith("queue.jsonl") else [None] * queued
+            return json.dumps({"generated_tokens": tokens_per_row * len(rows), "solutions": len(rows) - rejected, "rejected_rows": rejected})
         if args[0] == "select":
             return json.dumps({"queued": queued, "ids_changed": 0})
         if args[0] == "eval":
@@ -39,8 +42,7 @@ def test_the_arms_label_disjoint_shares_and_count_their_tokens(tmp_path):
     work = tmp_path / "active"
     work.mkdir()
     runner, seen = answering(queued=5)
-    record = {"model": "/m", "temperature": 0.7, "seed": 0}
-    results = run_active(world, record, {"tokens": 1000}, work, 0.25, 3, Commands(runner))
+    results = run_active(world, RECORD | {"min_steps": 2}, {"solutions": 20, "tokens": 1000}, work, 0.25, 3, Commands(runner))
     read = lambda name: [json.loads(line)["steps"][0] for line in (work / name).read_text().splitlines()]  # noqa: E731
     seed, random_share, pool = read("seed.jsonl"), read("random.jsonl"), read("pool.jsonl")
     assert len(seed) == len(random_share) == 5 and len(pool) == 15
@@ -50,6 +52,7 @@ def test_the_arms_label_disjoint_shares_and_count_their_tokens(tmp_path):
     assert select[select.index("--input") + 1] == str(work / "pool.jsonl") and select[select.index("--budget") + 1] == "5"
     trains = [args for args in seen if args[0] == "train"]
     assert [args.count("--labels") for args in trains] == [1, 2, 2]
+    assert all(args[args.index("--min-steps") + 1] == "2" for args in trains)  # as the world run trained its PRM on all
     summary = results["summary"]
     assert summary["active"]["tokens"] == summary["random"]["tokens"] == 100 and summary["all"]["tokens"] == 1000
     assert [summary[name]["solutions"] for name in ("seed", "active", "random", "all")] == [5, 10, 10, 20]
@@ -62,5 +65,47 @@ def test_a_queue_short_of_the_share_stops_the_bench_before_labelling_it(tmp_path
     work.mkdir()
     runner, seen = answering(queued=3)
     with pytest.raises(SystemExit, match="the queue holds 3 of 5"):
-        run_active(world, {"model": "/m", "temperature": 0.7, "seed": 0}, {"tokens": 1000}, work, 0.25, 0, Commands(runner))
+        run_active(world, RECORD, {"solutions": 20, "tokens": 1000}, work, 0.25, 0, Commands(runner))
     assert not any(args[0] == "label" and "labels-queue" in " ".join(args) for args in seen)
+
+
+def test_an_arm_with_a_rejected_row_stops_the_bench_rather_than_count_it_labelled(tmp_path):
+    world, _ = world_folder(tmp_path)
+    work = tmp_path / "active"
+    work.mkdir()
+    runner, _ = answering(queued=5, rejected=1)
+    with pytest.raises(SystemExit, match="labelled 4 of 5 solutions"):
+        run_active(world, RECORD, {"solutions": 20, "tokens": 1000}, work, 0.25, 0, Commands(runner))
+
+
+def test_a_share_too_large_for_two_of_them_is_refused_before_any_command(tmp_path):
+    world, _ = world_folder(tmp_path, samples=7)
+    work = tmp_path / "active"
+    work.mkdir()
+    runner, seen = answering(queued=4)
+    with pytest.raises(SystemExit, match="--share 0.5"):
+        run_active(world, RECORD, {"solutions": 7, "tokens": 1000}, work, 0.5, 0, Commands(runner))
+    assert not seen
+
+
+def test_a_world_folder_that_is_not_one_finished_run_is_refused_saying_why(tmp_path):
+    world, _ = world_folder(tmp_path)
+    with pytest.raises(SystemExit, match="missing"):
+        world_run(world)
+    for name in ("policy-test.jsonl",):
+        (world / name).write_text("")
+    (world / "prm-posterior").mkdir()
+    (world / "policy-posterior").mkdir()
+    (world / "policy-posterior" / "manifest.json").write_text(json.dumps({"totals": {"solutions": 20, "generated_tokens": 1000}}))
+    (world / "world.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="not a finished run"):
+        world_run(world)
+    summary = {"summary": {"labels": {"posterior-8": {"tokens": 1000}}}}
+    (world / "world.json").write_text(json.dumps({"model": "/m", "temperature": 0.7, "seed": 0} | summary))
+    with pytest.raises(SystemExit, match="records no min_steps"):
+        world_run(world)
+    (world / "world.json").write_text(json.dumps(RECORD | {"summary": {"labels": {"posterior-8": {"tokens": 999}}}}))
+    with pytest.raises(SystemExit, match="not one finished run"):
+        world_run(world)
+    (world / "world.json").write_text(json.dumps(RECORD | summary))
+    assert world_run(world)[1] == {"solutions": 20, "tokens": 1000}
