@@ -29,8 +29,8 @@ A correct rollout is evidence past its own prefix where its text allows. One tha
 steps word for word (each whole, separator and all) is, after each of them, a completion of that longer
 prefix; where what it wrote after one reached the answer on its own (checked apart: an answer stated in a
 copied step is not one the longer prefix reached), that prefix is positive, and the shorter ones, as after a
-positive probe, and the search goes on from the next prefix (most often the first error: where the rollout
-left the solution) without probing them. Only hard labels are read this way: those steps are `inferred`
+positive probe, and the search goes on after it without probing them (galloping, its next probe is the prefix
+where the rollout left the solution, most often the first error). Only hard labels are read this way: those steps are `inferred`
 (soft null, no counts of their own), as every step the search does not draw from; a prefix already found
 negative by its own rollouts keeps its label and bounds the reach; a doubted probe's rollouts are not read.
 
