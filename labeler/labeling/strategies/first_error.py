@@ -81,8 +81,9 @@ class _Search:
             self.high = step
 
     def written_through(self, step: int) -> None:
-        """A correct rollout of a positive probe wrote the solution word for word through prefix `step`: that prefix and
-        every shorter one are positive, and the next probe is the one after it, where the rollout left the solution."""
+        """A correct rollout of a positive probe wrote the solution word for word through prefix `step`, and reached the
+        answer from there: that prefix and every shorter one are positive; galloping, the next probe is the one after
+        it, where the rollout left the solution."""
         self.low = max(self.low, step + 1)
         if self.high is None:
             self.gallop = step + 1

@@ -30,9 +30,10 @@ steps word for word (each whole, separator and all) is, after each of them, a co
 prefix; where what it wrote after one reached the answer on its own (checked apart: an answer stated in a
 copied step is not one the longer prefix reached), that prefix is positive, and the shorter ones, as after a
 positive probe, and the search goes on after it without probing them (galloping, its next probe is the prefix
-where the rollout left the solution, most often the first error). Only hard labels are read this way: those steps are `inferred`
-(soft null, no counts of their own), as every step the search does not draw from; a prefix already found
-negative by its own rollouts keeps its label and bounds the reach; a doubted probe's rollouts are not read.
+where the rollout left the solution, most often the first error). Only hard labels are read this way: those
+steps are `inferred` (soft null, no counts of their own), as every step the search does not draw from; a
+prefix already found negative by its own rollouts keeps its label and bounds the reach; a doubted probe's
+rollouts are not read.
 
 Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
 correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
@@ -45,10 +46,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
+from labeler.inputs.traces import response_part
 from labeler.labeling.beta_binomial import fit_prior
 from labeler.labeling.generation import Generator
 from labeler.labeling.prompts import assistant_prefix
-from labeler.inputs.traces import response_part
 from labeler.labeling.rollouts import FINAL_ANSWER_FINISH, BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
 from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
 from labeler.labeling.strategies.first_error import _Search, infer_from_searches
