@@ -184,7 +184,6 @@ class StepLedger:
         self.requests = 0
         # vLLM's prefix cache over the rounds that asked the engine for something: prompt tokens looked up, and found
         self.prefix_cache_counts = (0, 0)
-        self.engine_rounds = 0
         self.prefix_cache_unreported = False  # a round the engine gave no counts for: the totals would cover part of the batch
 
     def _checked(self, completion: Completion, thinking: bool) -> bool:
@@ -271,8 +270,7 @@ class StepLedger:
             step.n_correct += verdict.verdict == "correct"
         self.probes += len(sent.probes)
         self.requests += len(sent.requests)
-        if sent.results:
-            self.engine_rounds += 1
+        if sent.requests:  # a round that asked the engine for something
             if sent.prefix_cache is None:
                 self.prefix_cache_unreported = True
             else:
@@ -312,7 +310,7 @@ class StepLedger:
 
     def _prefix_cache(self) -> tuple[int, int] | None:
         """The batch's prefix cache counts; None when it asked the engine for nothing or a round was not reported."""
-        return self.prefix_cache_counts if self.engine_rounds and not self.prefix_cache_unreported else None
+        return self.prefix_cache_counts if self.requests and not self.prefix_cache_unreported else None
 
     def too_few_counted(self, step: StepCounts) -> bool:
         """A step sampled by rollouts, none correct, that too few counted rollouts would make hard 0."""
