@@ -93,6 +93,16 @@ class Commands:
         return stdout
 
 
+def sampling_flags(model: str, temperature: float, seed: int) -> list[str]:
+    """The flags of every sampling command of the bench (label, bon, search): `model` at the run's temperature and seed."""
+    return ["--model", model, "--temperature", str(temperature), "--seed", str(seed), "--quiet"]
+
+
+def train_flags(model: str, seed: int, min_steps: int | None) -> list[str]:
+    """The flags the bench trains every PRM with (bench/world_active.py's too); the product's defaults otherwise."""
+    return ["--model", model, "--device", "cpu", "--seed", str(seed), "--quiet", *(["--min-steps", str(min_steps)] if min_steps is not None else [])]
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
@@ -209,9 +219,8 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     truth = {row["id"]: row["label"] for row in label_rows}
     print(f"completer {args.model}, policy {args.policy}; outputs in {work}", file=sys.stderr, flush=True)
 
-    sampling_flags = ["--temperature", str(args.temperature), "--seed", str(args.seed), "--quiet"]
-    common = ["--model", args.model, *sampling_flags]  # the completer's rollouts
-    policy_common = ["--model", args.policy, *sampling_flags]  # the policy's samples
+    common = sampling_flags(args.model, args.temperature, args.seed)  # the completer's rollouts
+    policy_common = sampling_flags(args.policy, args.temperature, args.seed)  # the policy's samples
     runs = strategies(rollouts)
     tokens = {}
     for name, flags in runs:
@@ -277,9 +286,7 @@ def policy_prms(args: argparse.Namespace, work: Path, commands: Commands, common
     exact_file = write_jsonl(work / "policy-exact.jsonl", [stepwise_row(s, truth[s["key"]]) for s in samples])
     outcome_file = write_jsonl(work / "policy-outcome.jsonl", [outcome_row(s, truth[s["key"]]) for s in samples])
     reference = write_jsonl(work / "policy-test.jsonl", with_truth(test_samples, test_truth))
-    train = ["--model", args.model, "--device", "cpu", "--seed", str(args.seed), "--quiet"]  # the product's defaults otherwise
-    if args.min_steps is not None:
-        train += ["--min-steps", str(args.min_steps)]
+    train = train_flags(args.model, args.seed, args.min_steps)
     for name, _, folder, prm in POLICY_LABELLINGS:
         commands(f"train PRM on {name} labels", ["train", "--labels", str(work / folder), "--output", str(work / prm), *train])
     commands("train PRM on exact labels", ["train", "--labels", str(exact_file), "--output", str(work / "prm-true"), *train])

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.world import Commands, write_jsonl  # noqa: E402
+from bench.world import Commands, sampling_flags, train_flags, write_jsonl  # noqa: E402
 
 LABELLING = ["--strategy", "posterior", "--rollouts", "8"]  # bench/world.py's posterior-8, which trained WORLD/prm-posterior
 ALL_LABELS_NAME = "posterior-8"  # its name among the world run's summary labels (its output: WORLD/policy-posterior)
@@ -96,10 +96,8 @@ def run_active(world: Path, record: dict, all_labels: dict, work: Path, share: f
     seed_file = write_jsonl(work / "seed.jsonl", pick(order[:size]))
     random_file = write_jsonl(work / "random.jsonl", pick(order[size : 2 * size]))
     pool_file = write_jsonl(work / "pool.jsonl", pick(order[size:]))
-    common = ["--model", record["model"], "--temperature", str(record["temperature"]), "--seed", str(record["seed"]), "--quiet"]
-    train = ["--model", record["model"], "--device", "cpu", "--seed", str(record["seed"]), "--quiet"]  # as bench/world.py trains
-    if record["min_steps"] is not None:
-        train += ["--min-steps", str(record["min_steps"])]
+    common = sampling_flags(record["model"], record["temperature"], record["seed"])  # as bench/world.py labels and trains
+    train = train_flags(record["model"], record["seed"], record["min_steps"])
 
     def label(name: str, input_file: Path, expected: int) -> int:
         """Label `input_file`, every one of its `expected` solutions (else SystemExit: the arms would not be alike); its tokens."""
