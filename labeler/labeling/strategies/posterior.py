@@ -106,8 +106,8 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 del probing[s]
                 continue
             problem = (solutions[s].problem, solutions[s].reference_answer)  # prompt_of's first two parts
-            verdict = _verdict(ledger, ledger.counts[s][step], settings, prior if problem in sure else None)
             own = ledger.counts[s][step]
+            verdict = _verdict(ledger, own, settings, prior if problem in sure else None)
             if verdict is True and 2 * own.n_correct < own.n_rollouts:  # most of its rollouts failed
                 searches[s].doubt(step)
                 del probing[s]
