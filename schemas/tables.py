@@ -52,6 +52,11 @@ def first_error(hard_labels: Sequence[bool | None]) -> int | None:
 
 
 def _versioned(fields: list[pa.Field], table: str) -> pa.Schema:
+    # each column says what it means in the files too (field metadata b"description": schemas/descriptions.py)
+    from schemas.descriptions import COLUMN_DESCRIPTIONS, DESCRIPTION_KEY
+
+    described = COLUMN_DESCRIPTIONS.get(table, {})
+    fields = [f.with_metadata({DESCRIPTION_KEY: described[f.name]}) if f.name in described else f for f in fields]
     return pa.schema(fields, metadata={b"prm_labeler.table": table.encode(), b"prm_labeler.schema_version": SCHEMA_VERSION.encode()})
 
 
