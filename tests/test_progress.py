@@ -51,10 +51,35 @@ def test_without_a_planned_count_the_eta_comes_from_committed_solutions(monkeypa
     clock.now += 10
     reporter.generated(100, 2000)
     assert "ETA ? (until a unit is committed)" in stream.getvalue()
-    reporter.unit_committed(10, 100, 2000)
+    reporter.unit_committed(10, 100, 2000)  # at 10 s: 10 solutions in 10 s, 30 left
+    assert stream.getvalue().splitlines()[-1].endswith("ETA 0m30s")
     clock.now += 10
     reporter.generated(100, 2000)
-    assert stream.getvalue().splitlines()[-1].endswith("ETA 1m00s")  # 30 solutions left at 10 per 20 s
+    assert stream.getvalue().splitlines()[-1].endswith("ETA 0m20s")  # 30 s at the committed rate, 10 s of them gone
+
+
+def test_the_eta_counts_down_between_commits_and_never_grows_with_the_wait(monkeypatch):
+    """The ETA comes from the committed units' rate (solutions over the time to the last commit), counted down since
+    that commit: waiting for the next commit does not make the job look slower and slower (it did: elapsed time
+    over the solutions committed, so every idle second between commits raised it)."""
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()
+    reporter = ProgressReporter(10, 100, stream=stream)
+    reporter.start_clock()
+    clock.now += 60
+    reporter.unit_committed(10, 100, 2000)  # 10 solutions a minute: 90 left, 9 minutes
+    etas = [stream.getvalue().splitlines()[-1].rsplit("ETA ", 1)[1]]
+    for _ in range(4):
+        clock.now += progress_module.BATCH_LINE_EVERY_S * 3
+        reporter.generated(10, 100)
+        etas.append(stream.getvalue().splitlines()[-1].rsplit("ETA ", 1)[1])
+    assert etas == ["9m00s", "8m45s", "8m30s", "8m15s", "8m00s"], etas
+    clock.now += 9 * 60  # far past what the committed rate gave: no made-up time, and no growing one
+    reporter.generated(10, 100)
+    assert stream.getvalue().splitlines()[-1].endswith("ETA ? (the next commit is later than the committed units' rate; it updates the estimate)")
+    reporter.unit_committed(10, 100, 2000)  # 20 solutions in 11 minutes now: 80 left at 33 s each
+    assert stream.getvalue().splitlines()[-1].endswith("ETA 44m00s")
 
 
 def test_a_labeling_job_reports_progress_before_its_first_unit_commits(tmp_path, monkeypatch, capfd):

@@ -49,6 +49,7 @@ class ProgressReporter:
         self.rollouts_planned = rollouts_planned
         self.generated_rollouts = self.generated_tokens = 0  # this run, as generation batches end (failed units' too)
         self.started = self.last_batch_line = time.monotonic()
+        self.last_commit = None  # when this run last committed a unit (None: none yet)
         self.lock = threading.Lock()  # batches may end on another thread than commits
 
     def start_clock(self) -> None:
@@ -77,15 +78,26 @@ class ProgressReporter:
         self.solutions_this_run += solutions
         self.rollouts_this_run += rollouts
         self.tokens_this_run += tokens
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        remaining = max(self.solutions_total - self.solutions_done, 0)
-        eta = remaining * elapsed / self.solutions_this_run if self.solutions_this_run else float("nan")
+        self.last_commit = now = time.monotonic()
+        elapsed = max(now - self.started, 1e-9)
         self.log(
             f"units {self.units_done}/{self.units_total} | solutions {self.solutions_done}/{self.solutions_total} | "
             f"{self.samples_name} {self.rollouts} ({self.rollouts_this_run / elapsed:.1f}/s) | "
             f"tokens {self.tokens} ({self.tokens_this_run / elapsed:.0f}/s) | "
-            f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta) if eta == eta else '?'}"
+            f"elapsed {format_duration(elapsed)} | ETA {self._committed_eta(now)}"
         )
+
+    def _committed_eta(self, now: float) -> str:
+        """The time left at the rate of the solutions this run has committed (their count over the time it took to
+        commit them, up to the last commit), counted down since the last commit: it never grows while the job waits
+        for its next commit. Past that rate's due time it says so rather than show a time it cannot know."""
+        if not self.solutions_this_run or self.last_commit is None:
+            return "?"
+        seconds_per_solution = max(self.last_commit - self.started, 1e-9) / self.solutions_this_run
+        left = max(self.solutions_total - self.solutions_done, 0) * seconds_per_solution - (now - self.last_commit)
+        if left >= 0 or self.solutions_done >= self.solutions_total:
+            return format_duration(max(left, 0))
+        return "? (the next commit is later than the committed units' rate; it updates the estimate)"
 
     def generated(self, rollouts: int, tokens: int) -> None:
         """After a generation batch (a generate call of a unit): what it sampled. Logs the samples generated this
@@ -103,7 +115,7 @@ class ProgressReporter:
             if self.rollouts_planned and rate > 0:
                 eta = format_duration(max(self.rollouts_planned - self.generated_rollouts, 0) / rate)
             elif self.solutions_this_run:
-                eta = format_duration(max(self.solutions_total - self.solutions_done, 0) * elapsed / self.solutions_this_run)
+                eta = self._committed_eta(now)
             else:
                 eta = "? (until a unit is committed)"
             self.log(
