@@ -66,7 +66,7 @@ def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, ti
     shards = {u["files"]["labels"]: (out / u["files"]["labels"]).read_bytes() for u in first}
 
     capsys.readouterr()
-    assert main(["status", str(out)]) == 0 and "incomplete" in capsys.readouterr().out
+    assert main(["status", str(out)]) == 0 and "(interrupted" in capsys.readouterr().out
 
     # The rerun, in this process, on the session's engine: the same model and settings as the killed process's
     # (its engine record says so; a fresh engine process would add ~15 s and test nothing more).

@@ -44,7 +44,9 @@ def test_an_interrupted_job_has_no_eta_and_says_how_to_resume(interrupted, capsy
     assert status["state"] == "interrupted" and (status["units_committed"], status["units_total"]) == (2, 3)
     assert status["eta_seconds"] is None and status["eta_reason"].startswith("interrupted: no driver is running")
     assert status["driver"] is None
-    assert "(incomplete, interrupted: no driver holds its lock (unless it runs with --no-output-lock))" in text and "2/3 committed" in text
+    # the documented state words (docs/guides/resume.md): "incomplete" was retired
+    assert "(interrupted: no driver holds its lock (unless it runs with --no-output-lock))" in text and "2/3 committed" in text
+    assert "incomplete" not in text
     assert "only when no job runs on it" in text and "--checker-timeout, --max-rejected-share" in text
     assert "ETA       : none: the job is interrupted" in text
     assert "rate      : none now (no driver is running)" in text
@@ -68,7 +70,7 @@ def test_a_job_whose_lock_holder_is_alive_is_running_and_has_an_eta(interrupted,
         status, text = status_of(out, capsys)
     assert status["state"] == "running" and status["eta_reason"] is None and status["resume_command"] is None
     assert status["eta_seconds"] is not None and status["eta_seconds"] >= 0
-    assert "(incomplete, running)" in text and "ETA       : none" not in text and "resume" not in text
+    assert "(running)" in text and "incomplete" not in text and "ETA       : none" not in text and "resume" not in text
     assert "rate      : none now" not in text and f"pid {os.getpid()}" in text
 
 

@@ -118,10 +118,10 @@ def format_status(status: dict) -> str:
     if state == FINISHED:
         what, eta = "finished", "done"
     elif state == RUNNING:
-        what, eta = "incomplete, running", "?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"])
+        what, eta = "running", "?" if status["eta_seconds"] is None else format_duration(status["eta_seconds"])
     else:  # no driver: nothing runs, so no rate now and no ETA; only what it did while it ran, if anything
         unlocked = status["driver"] is None  # a job run with --no-output-lock holds no lock while it runs
-        what = "incomplete, interrupted: no driver holds its lock" + (" (unless it runs with --no-output-lock)" if unlocked else "")
+        what = "interrupted: no driver holds its lock" + (" (unless it runs with --no-output-lock)" if unlocked else "")
         eta = "none: the job is interrupted"
         if generates:
             rates = "none now (no driver is running)" + (f"; {rates} while it ran" if status["tokens_per_second"] is not None else "")
