@@ -31,7 +31,11 @@ a trace's thinking), except where the preset reads the answer from it.
 `math-500` is an alias of `math`. Column flags (PresetOptions.*_column) override a preset's
 columns; given without a preset they select `columns`. With an answer book (PresetOptions.answers,
 from --answers FILE), a math-shepherd, processbench, math or columns row that carries no reference
-answer of its own gets the one the book gives its problem. A bad row raises RowError naming the
+answer of its own gets the one the book gives its problem. A reference answer that is a missing value
+(labeler/checking/answer_keys.py's missing_answer: null, NaN, inf, blank, or the text "nan", "None", "null",
+"<NA>" in any case, as pandas and CSV exports write one) is no answer, wherever it was read: the preset's
+other sources and the book are tried as for an absent one, and a row left with none is rejected naming the
+value; the reward paths read references by the same rule. A bad row raises RowError naming the
 field; a bad configuration raises InputError.
 """
 
@@ -43,6 +47,7 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
+from labeler.checking.answer_keys import missing_answer
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
@@ -182,6 +187,8 @@ def to_source_row(preset: str, row_index: int, row: dict, options: PresetOptions
     thinking_steps, finished = trace or (0, True)  # only the trace reader tells them
     if options.sample_solutions:  # problem and reference only: the job samples the solutions
         steps, thinking_steps, finished = None, 0, True
+    if (what := missing_answer(answer)) is not None:  # read from a solution, a step or --answers: the same rule as a column
+        raise RowError("answer", f"no reference answer: the answer read from the row is {what}")
     total = len(problem) + len(answer) + sum(map(len, steps or ()))
     if total > options.max_row_chars:
         raise RowError("row", f"{total} characters of text, over max_row_chars={options.max_row_chars}")
@@ -352,6 +359,8 @@ def _math_shepherd_answer(row: dict, final_step: str) -> tuple[str | None, str]:
     stated = _LAST_ANSWER_IS.match(final_step)
     if not stated or not stated[1].strip():
         return None, "the final step, tagged '+', has no 'The answer is: X'"
+    if what := missing_answer(stated[1]):
+        return None, f"the final step, tagged '+', states {what}"
     return stated[1].strip(), ""
 
 
@@ -447,9 +456,10 @@ _READERS = {
 
 
 def _text(row: dict, column: str, field: str, *, numbers: bool = False, where: str = "") -> str | None:
-    """The stripped text in `column` ("" when blank), None when absent or null."""
+    """The stripped text in `column` ("" when blank), None when absent or null; for the answer field, None too
+    when it is no answer (missing_answer: inf, the text "nan", "None", "null", "<NA>")."""
     value = row.get(column)
-    if _is_null(value):
+    if _is_null(value) or field == "answer" and missing_answer(value):
         return None
     if numbers and isinstance(value, int | float) and not isinstance(value, bool):
         value = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
@@ -468,7 +478,11 @@ def _required(row: dict, column: str, field: str, *, numbers: bool = False, wher
 def _why_absent(row: dict, column: str, where: str = "") -> str:
     if column not in row:
         return f"missing column '{where}{column}'"
-    return f"column '{where}{column}' is {'null' if _is_null(row[column]) else 'empty'}"
+    value = row[column]
+    if _is_null(value) or isinstance(value, str) and not value.strip():
+        return f"column '{where}{column}' is {'null' if _is_null(value) else 'empty'}"
+    what = missing_answer(value)  # an answer column's missing value ("nan", "None", inf)
+    return f"column '{where}{column}' holds {what}: read as no answer" if what else f"column '{where}{column}' is empty"
 
 
 def _is_null(value) -> bool:

@@ -11,19 +11,19 @@ reward a cut completion as if the PRM had read it all), one the PRM cannot read 
 PRM's own step marker, named in the reason), one with a step score that is not a finite number (NaN, inf: None
 in step_scores, named in the reason), or, with an answer weight, one whose reference
 is missing (None, NaN: pandas' missing value, blank, or the text of a missing value: "nan", "None", "null",
-"<NA>", any case, as pandas' astype(str) and CSV exports write one; never checked against "nan") or whose answer
+"<NA>", any case, as pandas' astype(str) and CSV exports write one; never checked against "nan": the rule
+the label job reads references by too, labeler/checking/answer_keys.py) or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from labeler.checking.answer_keys import missing_answer
 from labeler.checking.verdicts import Verdict
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.splitting import split_steps
@@ -164,22 +164,9 @@ class ProcessReward:
         self.close()
 
 
-# A missing value as text: pandas' astype(str) and CSV exports write one as "nan" ("None", "<NA>", "null")
-MISSING_TEXTS = frozenset({"nan", "none", "null", "<na>"})
-
-
 def missing_reference(reference) -> str | None:
-    """Why `reference` is no reference answer (None, NaN or another non-finite number, blank text, the
-    text of a missing value: MISSING_TEXTS, any case); None when it is one."""
-    pandas = sys.modules.get("pandas")  # pandas' own missing value, where pandas made the column
-    if reference is None or pandas is not None and reference is pandas.NA:
-        what = "null"
-    elif isinstance(reference, numbers.Real) and not isinstance(reference, bool) and not math.isfinite(reference):
-        what = f"{reference}, a missing value"
-    elif isinstance(reference, str) and not reference.strip():
-        what = "blank"
-    elif isinstance(reference, str) and reference.strip().lower() in MISSING_TEXTS:
-        what = f"the text {reference.strip()!r}, how a missing value is written"
-    else:
-        return None
-    return f"no reference answer ({what}): the answer part of the reward is not measured"
+    """Why `reference` is no reference answer (labeler/checking/answer_keys.py's missing_answer: None, NaN or
+    another non-finite number, blank text, the text of a missing value, MISSING_TEXTS, any case); None when it is one.
+    The label job reads the same values as no answer (the row is rejected, naming them)."""
+    what = missing_answer(reference)
+    return None if what is None else f"no reference answer ({what}): the answer part of the reward is not measured"
