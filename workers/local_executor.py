@@ -78,6 +78,8 @@ class LocalExecutor:
                     continue
                 self._settle(in_flight, failures, queue, commit)
                 in_flight = finisher.submit(self._finish_and_commit, unit, generated, task, engine, failures, commit)
+        for result in failures.finish():  # units held back while none was labelled (or UnitsKeepFailingError: none was)
+            commit(result)
 
     def _start_engine(self, task: UnitTask, check_engine, progress: ProgressReporter) -> tuple[Generator, dict]:
         loads = getattr(self.generator_factory, "loads_model", True)  # NoGeneration.factory's loads none

@@ -166,6 +166,8 @@ class RayExecutor:
                 )
             if result is not None:
                 commit(result)
+        for result in failures.finish():  # units held back while none was labelled (or UnitsKeepFailingError: none was)
+            commit(result)
         if pool.failed:  # a worker failed for a reason Ray may know only now: a node it has declared dead since
             for node in nodes.lost(now=True):
                 progress.warn(self._loss(node, pool, []))

@@ -146,6 +146,9 @@ def _same_field(f: dataclasses.Field):
 # temperature above 2. `setting(..., **SEED_RANGE)` for every seed of the project.
 SEED_RANGE = {"at_least": 0, "at_most": 2**32 - 1}
 TEMPERATURE_RANGE = {"at_least": 0, "at_most": 2}
+# vLLM samples greedily below this temperature (its _SAMPLING_EPS), and then refuses a request for more than one
+# completion ("n must be 1 when using greedy sampling"), once the model is loaded: LabelConfig refuses it first.
+GREEDY_BELOW = 1e-5
 
 INPUT_OUTPUT, ROLLOUTS, ENGINE = "input and output", "rollouts", "engine"
 CLUSTER = "Ray cluster (without --workers the job runs in this process)"
@@ -379,10 +382,31 @@ class LabelConfig(JobSettings):
             raise ValueError("--stop must not be empty")
         if self.strategy == "final-answer" and self.final_step != "check":
             raise ValueError("--strategy final-answer labels the last step by checking its answer: it needs --final-step check")
+        if self.greedy and self.strategy in MONTE_CARLO_STRATEGIES and self.rollouts > 1:
+            raise ValueError(
+                f"--temperature {self.temperature:g} is greedy sampling: every rollout of a prefix would be the same "
+                f"completion (vLLM refuses to draw more than one), so --rollouts {self.rollouts} would label nothing; "
+                "use a temperature above 0 for N rollouts, or --rollouts 1"
+            )
+        if self.greedy and self.sample_solutions and self.solutions_per_problem > 1:
+            raise ValueError(self.greedy_solutions_error("--sample-solutions samples them for every row"))
         if self.min_counted_rollouts > self.rollouts:  # no step could ever be hard 0: every wrong step unlabelled
             raise ValueError(
                 f"--min-counted-rollouts {self.min_counted_rollouts} is more than --rollouts {self.rollouts}: no step could ever be labelled 0"
             )
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the engine samples greedily at this temperature (one completion per prompt, always the same)."""
+        return self.temperature < GREEDY_BELOW
+
+    def greedy_solutions_error(self, why: str) -> str:
+        """The refusal of --solutions-per-problem above 1 under greedy sampling, `why` solutions are sampled."""
+        return (
+            f"--temperature {self.temperature:g} is greedy sampling: the --solutions-per-problem {self.solutions_per_problem} "
+            f"solutions sampled for a problem would all be the same one (vLLM refuses to draw more than one), and {why}; "
+            "use a temperature above 0, or --solutions-per-problem 1"
+        )
 
     @property
     def sampling(self) -> SamplingSettings:

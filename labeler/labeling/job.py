@@ -160,6 +160,9 @@ def plan_job(config: LabelConfig) -> JobPlan:
     plan = plan_rows(read_rows(input_path(config.input), config.limit, config.trust_remote_code), config)
     if not plan.rows_read:  # an empty file, only blank lines, an empty dataset split
         raise InputError(f"{config.input}: no rows")
+    if config.greedy and config.solutions_per_problem > 1:  # vLLM would refuse it once the model is loaded
+        if to_sample := sum(row.needs_solutions for unit in plan.units for row in unit.rows):
+            raise InputError(config.greedy_solutions_error(f"{to_sample} rows of {config.input} carry no solution to label"))
     return plan
 
 

@@ -30,10 +30,14 @@ checker, a bug that one input triggers) or when the engine or worker under it di
 A checker that cannot check (CheckerUnavailable: its worker pool cannot start or fails its
 self-test, or it is sick: CheckerSickError) is never a unit's failure: the executors let it stop the job at once (`stops_the_job`),
 the unit it was checking left uncommitted, none of its rows in rejected/, so a plain rerun labels them.
-Three more cases stop the job (exit 1, the cause in one line), committed units kept, nothing
+Four more cases stop the job (exit 1, the cause in one line), committed units kept, nothing
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
 split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
+so is a run, of fewer units, that labels no row at all: a unit every row of which failed alone while no
+unit of the run was labelled is held back, not committed, and committed (its rows in rejected/) only once
+some unit is labelled; a run that ends with none labelled stops with the commonest cause (`finish`: a job
+that can label nothing does not finish green, and no row is written off for a setting the user can fix);
 an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
 the machine's trouble, not the rows' fault.
 """
@@ -105,6 +109,10 @@ class UnitFailures:
         self.probes: set[tuple] | None = None
         self.set_aside: list[WorkUnit] = []
         self.queue: deque | None = None
+        # units every row of which failed alone while no unit of this run was labelled: committed by `finish` once one
+        # is, else the run stops there; and why each row that failed alone failed
+        self.held: list[UnitResult] = []
+        self.causes: Counter[str] = Counter()
         self.lock = threading.RLock()  # lost() calls failed()
 
     def succeeded(self, unit: WorkUnit, result: UnitResult) -> UnitResult | None:
@@ -176,7 +184,9 @@ class UnitFailures:
                     self._probe_halves(queue)
                 return None
             row = unit.rows[0].source
-            self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): it goes to rejected/")
+            self.causes[reason] += 1
+            where = "it goes to rejected/" if self.labelled else "it goes to rejected/ once some row of this run is labelled"
+            self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): {where}")
             raw = json.dumps({"problem": row.problem, "steps": list(row.steps) if row.steps is not None else None})[:2000]
             bisection.failed_rows.append(
                 RejectedRow(row.row_index, "unit", f"failed alone after its unit {bisection.reason}; alone: {reason}", row.problem_id, raw)
@@ -241,7 +251,33 @@ class UnitFailures:
         if bisection.out:
             return None
         del self.bisections[bisection.unit.unit_id]
-        return bisected_unit_result(bisection)
+        result = bisected_unit_result(bisection)
+        if not bisection.results and self.labelled == 0:  # every row failed alone, and no row of the run was labelled
+            self.held.append(result)
+            return None
+        return result
+
+    def finish(self) -> list[UnitResult]:
+        """At the end of the run, once the queue is empty: the units held back (every row of theirs failed alone
+        while none was labelled), to commit now that some unit of the run was labelled. UnitsKeepFailingError when
+        none was: this run labelled no row, and writing them all off to rejected/ would make a job that labels
+        nothing finish green (a setting the engine refuses, a broken install); nothing is written off."""
+        with self.lock:
+            held, self.held = self.held, []
+            if not held or self.labelled:
+                return held
+            rows = sum(self.causes.values())
+            (cause, count), *others = self.causes.most_common()
+            if not others:
+                why = f"all {rows} rows failed, each alone too, with the same error: {cause}"
+            else:
+                also = "; ".join(f"{reason} ({n} row{'s' if n > 1 else ''})" for reason, n in others[:2])
+                more = f"; and {len(others) - 2} other errors" if len(others) > 2 else ""
+                why = f"all {rows} rows failed, each alone too; commonest error ({count} rows): {cause}; also {also}{more}"
+            raise UnitsKeepFailingError(
+                f"no row of this run was labelled: {why}; no row was written off to rejected/: fix the cause and rerun "
+                "(committed units are kept)"
+            )
 
 
 def bisected_unit_result(bisection: _Bisection) -> UnitResult:
