@@ -2,8 +2,9 @@
 
 What every subcommand shares happens in `main`: the libraries print only errors unless --verbose,
 our errors are one line `labeler COMMAND: error: MESSAGE` (exit code 2; an output that cannot be
-written or read, a StorageError, too), Ctrl-C ends with one line
-and exit code 130, and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
+written or read, a StorageError, too), Ctrl-C ends with one line and exit code 130, SIGTERM (a
+scheduler's stop or preemption) the same way, with exit code 143 (labeler/cli/common.py,
+sigterm_as_interrupt), and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from labeler.cli import (
     bon, check, consensus, eval, export, import_labels, judge, label, report, score, search, select, serve, status, train, view,
 )  # fmt: skip
 from labeler.checking import CheckerUnavailable
-from labeler.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LabelerParser
+from labeler.cli.common import (
+    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, LabelerParser, Terminated, sigterm_as_interrupt,
+)  # fmt: skip
 from labeler.labeling.unit_failures import UnitsKeepFailingError
 from labeler.store.errors import StorageError
 
@@ -40,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
         args = build_parser().parse_args(argv)
         prog = f"labeler {args.command}"
-        code = _run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        with sigterm_as_interrupt():  # for every command: SIGTERM stops it as Ctrl-C does
+            code = _run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except CheckerUnavailable as error:  # never a label from a checker that cannot check: stop, say why
         print(f"{prog}: error: the answer checker cannot check: {error}; nothing was labelled from it, rerun to resume", file=sys.stderr)
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as error:  # a full disk, no permission, a corrupt manifest: the path and the cause, in one line
         print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:  # SIGTERM: a scheduler stopping or preempting the job
+        print(f"{prog}: stopped by SIGTERM; rerun the same command to resume", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -1,17 +1,19 @@
 """What the subcommands share: how a subcommand is declared (its --help epilog with the exit codes),
 the flags that are not settings of a job (RunOptions), the input-format flags, one-line errors
-with exit code 2, progress logs on stderr, quiet transformers."""
+with exit code 2, SIGTERM stopping a command as Ctrl-C does, progress logs on stderr, quiet transformers."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from labeler.labeling.config import INPUT_OUTPUT, ROLLOUTS, check_numbers, setting
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 128 + 15  # SIGTERM, as 130 is 128 + SIGINT
 
 FORMAT_FIELDS = ("preset", "split_rule", "max_steps", "max_row_chars", "columns")  # LabelConfig fields: how input rows are read
 
@@ -101,9 +103,42 @@ class LabelerParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm, Kubernetes and Ray send to stop or preempt a job), raised where Ctrl-C raises its
+    KeyboardInterrupt: every command stops the same way (its `with` blocks closed, the output's lock released,
+    what is committed kept), and `main` says which signal it was (exit code EXIT_TERMINATED)."""
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """While a command runs: SIGTERM raises Terminated in the main thread, as SIGINT raises KeyboardInterrupt. A second
+    SIGTERM while the first unwinds is ignored, so that it does not cut short the release of the lock; the handler
+    found before is put back at the end (a command run in-process, from a test or a notebook, leaves it as it was).
+    Installed once, by `main`, for every command; outside the main thread (no signal handler can be set) a no-op."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def exit_codes(usage: str, failure: str = "unexpected failure", success: str = "success") -> str:
     """The --help epilog of a subcommand: its exit codes."""
-    rows = [("0", success), ("1", failure), ("2", usage), ("130", "interrupted (Ctrl-C)")]
+    rows = [
+        ("0", success), ("1", failure), ("2", usage), ("130", "interrupted (Ctrl-C)"),
+        ("143", "stopped by SIGTERM (a scheduler's stop or preemption), as by Ctrl-C"),
+    ]  # fmt: skip
     return "exit codes:\n" + "\n".join(f"  {code:<5}{meaning}" for code, meaning in rows)
 
 
