@@ -73,3 +73,46 @@ def test_every_column_of_every_table_has_a_description():
     for name, schema in (("labels", LABELS_SCHEMA), ("rollouts", ROLLOUTS_SCHEMA), ("rejected", REJECTED_SCHEMA)):
         assert [field.name for field in schema] == list(COLUMN_DESCRIPTIONS[name]), name
         assert all((field.metadata or {}).get(DESCRIPTION_KEY) for field in schema), name
+
+
+def _table_counts(out) -> tuple[Counter, Counter]:
+    rows = _labels(out)
+    methods = Counter(method for row in rows for method in row["label_method"])
+    negative = Counter(m for row in rows for m, hard in zip(row["label_method"], row["hard_labels"]) if hard is False)
+    return methods, negative
+
+
+def test_the_manifest_totals_each_label_method_as_the_table_has_it(first_error_job):
+    out, _, summary = first_error_job
+    methods, negative = _table_counts(out)
+    assert methods["inferred"] == 8 and negative["inferred"] == 8 and methods["unlabelled"] == 3  # the case is what it says
+    totals = json.loads((out / "manifest.json").read_text())["totals"]["label_counts"]
+    assert totals["methods"] == dict(methods) and totals["negative"] == dict(negative)
+    assert totals["final_right_first_error_undetermined"] == 1 and totals["final_right_after_a_negative_step"] == 1
+    assert summary["label_counts"] == totals
+
+
+def test_the_label_summary_and_status_count_each_label_method_apart_and_explain_the_odd_looking_labels(first_error_job, capsys):
+    out, text, _ = first_error_job
+    methods, _ = _table_counts(out)
+    line = next(line for line in text.splitlines() if line.startswith("label methods"))
+    assert f"{methods['rollouts']} measured by rollouts" in line and f"{methods['final_answer']} final answer checked" in line
+    assert "8 inferred (not sampled: deduced from other steps; 8 negative)" in line and "3 unlabelled" in line
+    assert "early-stopped" not in line  # none: not a 0 shown as if counted
+    assert "1 solution has a final answer checked right and an undetermined first error" in text
+    assert "1 solution has a final answer checked right after a step labelled wrong" in text
+    status, status_text = status_of(out, capsys)
+    assert status["label_counts"]["methods"] == dict(methods)
+    assert "labels    : steps by label method: " + line.split(":", 1)[1].strip() in status_text
+    assert "1 solution has a final answer checked right and an undetermined first error" in status_text
+
+
+def test_units_written_before_the_count_say_not_recorded_never_zero(first_error_job, capsys):
+    out, _, _ = first_error_job
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["units"][0]["stats"]["label_counts"]  # a unit an older prm-labeler committed
+    manifest_path.write_text(json.dumps(manifest))
+    status, text = status_of(out, capsys)
+    assert status["label_counts"] is None
+    assert "labels    : steps by label method: not recorded (units written by an older prm-labeler)" in text

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from functools import partial
 
 from labeler.cli.common import EXIT_FAILURE, EXIT_OK, RunOptions, add_command, usage_error
 from labeler.cli.flags import add_flags, flag_values
-from labeler.labeling.config import FINAL_ANSWER, POSTERIOR, ClusterSettings, LabelConfig
+from labeler.labeling.config import FINAL_ANSWER, POSTERIOR, READ_ONLY_BY, ClusterSettings, LabelConfig
 
 
 COMMAND = "label"
@@ -32,13 +33,31 @@ def register(subparsers) -> None:
     add_flags(parser, LabelConfig)
     add_flags(parser, ClusterSettings)
     add_flags(parser, RunOptions)
-    parser.set_defaults(handler=run_label)
+    # the flags only some strategies read parse to None when not given (their help shows the real default), so that
+    # one given for another strategy is told from a default and refused (`other_strategy_flags`)
+    parser.set_defaults(handler=run_label, **{name: None for name in READ_ONLY_BY})
 
 
 def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
     from labeler.labeling.job import SAMPLE_INPUT
 
-    return LabelConfig(**{**flag_values(args, LabelConfig), "input": args.input or SAMPLE_INPUT, "model": model_name})
+    values = {name: value for name, value in flag_values(args, LabelConfig).items() if not (name in READ_ONLY_BY and value is None)}
+    return LabelConfig(**{**values, "input": args.input or SAMPLE_INPUT, "model": model_name})
+
+
+def other_strategy_flags(args: argparse.Namespace) -> str | None:
+    """The refusal of a flag given that --strategy does not read (it would be ignored, silently), naming the
+    strategies that read it; None when every such flag given is read."""
+    from labeler.cli.flags import cli_fields, flag_name
+
+    for f in cli_fields(LabelConfig, only=tuple(READ_ONLY_BY)):
+        readers = READ_ONLY_BY[f.name]
+        if getattr(args, f.name, None) is not None and args.strategy not in readers:
+            return (
+                f"{flag_name(f)} is read only by --strategy {' and '.join(readers)}; --strategy {args.strategy} would "
+                "ignore it: leave it out, or choose a strategy that reads it"
+            )
+    return None
 
 
 def run_label(args: argparse.Namespace) -> int:
@@ -59,6 +78,10 @@ def run_label(args: argparse.Namespace) -> int:
     model_name = args.model or EMBEDDED_MODEL
     if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
         return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
+    if refusal := other_strategy_flags(args):
+        return usage_error(COMMAND, refusal)
+    if refusal := output_is_a_file(args.output):  # --dry-run too, which writes nothing there
+        return usage_error(COMMAND, refusal)
     try:  # every setting checked (finite, in range) before a checker or an engine starts
         cluster = None if args.workers is None else cluster_from_args(args, options)
         if cluster is not None and cluster.gpus_per_worker:
@@ -132,8 +155,44 @@ def _dry_run(config: LabelConfig, options) -> int:
         return usage_error(COMMAND, str(error))
     for warning in notices + result.warnings:
         print(f"labeler {COMMAND}: warning: {warning}", file=sys.stderr)
-    print(json.dumps(asdict(result), indent=1) if options.json else format_estimate(result))
+    reasons = rejected_reasons(plan.rejected)
+    if options.json:
+        print(json.dumps(asdict(result) | {"rejected_reasons": reasons}, indent=1))
+    else:
+        print("\n".join([format_estimate(result), *map(_format_reason, reasons)]))
     return EXIT_OK
+
+
+SHOWN_ROWS = 5  # the rows --dry-run names for each reason a row was rejected
+
+
+def rejected_reasons(rejected) -> list[dict]:
+    """Why the input's rows were rejected: each (field, reason) with its count and its first rows (0-based, as
+    rejected/ numbers them), the commonest first."""
+    by_reason: dict[tuple[str, str], list[int]] = {}
+    for row in rejected:
+        by_reason.setdefault((row.field, row.reason), []).append(row.row_index)
+    ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))  # stable: ties in the order first seen
+    return [{"field": field, "reason": reason, "count": len(rows), "rows": rows[:SHOWN_ROWS]} for (field, reason), rows in ranked]
+
+
+def _format_reason(reason: dict) -> str:
+    count, rows = reason["count"], reason["rows"]
+    more = f" and {count - len(rows)} more" if count > len(rows) else ""
+    which = f"(row{'s' if count > 1 else ''} {', '.join(map(str, rows))}{more})"
+    return f"rejected           : {count} row{'s' if count > 1 else ''}: {reason['field']}: {reason['reason']} {which}"
+
+
+def output_is_a_file(output: str | None) -> str | None:
+    """The refusal of an --output that is a file on this machine (a job's output is a folder); None otherwise."""
+    from labeler.store.location import OutputLocation
+
+    if output is None:
+        return None
+    location = OutputLocation(output)
+    if location.is_local and os.path.exists(location.base) and not os.path.isdir(location.base):
+        return f"{location.base}: is a file; the output must be a directory"
+    return None
 
 
 def cluster_from_args(args: argparse.Namespace, options: RunOptions) -> ClusterSettings:
@@ -159,10 +218,15 @@ def _format_summary(summary, strategy: str | None = None) -> str:
     unlabelled = summary.steps - summary.steps_labelled
     written = "n/a (a unit predates the count)" if summary.steps_written_through is None else summary.steps_written_through
     cache = "n/a (not reported for every unit)" if summary.prefix_cache_hit_rate is None else f"{summary.prefix_cache_hit_rate:.1%}"
+    from labeler.store.status import describe_label_counts
+
+    methods, notes = describe_label_counts(summary.label_counts)  # measured, inferred, early-stopped, ... apart
     return "\n".join(
         [
             f"solutions labelled : {summary.solutions}",
             f"steps              : {summary.steps} ({summary.steps_labelled} labelled, {unlabelled} unlabelled)",
+            f"label methods      : {methods}",
+            *(f"note               : {note}" for note in notes),
             f"mean soft label    : {mean}",
             f"steps hard-positive: {positive}",
             f"rollouts           : {summary.rollouts} ({summary.truncated_rollouts} cut by their token budget)",

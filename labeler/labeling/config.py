@@ -25,6 +25,14 @@ POSTERIOR = "posterior"  # the search that spends rollouts by doubt (labeler/lab
 MONTE_CARLO_STRATEGIES = ("exhaustive", "first-error", "adaptive", POSTERIOR)  # the ones that sample rollouts from step prefixes
 STRATEGIES = (*MONTE_CARLO_STRATEGIES, FINAL_ANSWER)
 AFTER_FIRST_ERROR = ("negative", "unlabelled")
+# The settings only some strategies read, and those strategies: `labeler label` refuses one given for another strategy
+# (it would be ignored, silently).
+READ_ONLY_BY = {
+    "round_size": ("adaptive", POSTERIOR),
+    "stop_risk": (POSTERIOR,),
+    "ci_width": ("adaptive",),
+    "after_first_error": ("first-error", POSTERIOR),
+}
 TRUNCATED_POLICIES = ("excluded", "incorrect")
 
 

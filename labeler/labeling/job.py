@@ -135,6 +135,8 @@ class JobSummary:
     # steps found positive by a correct rollout of a shorter prefix that wrote them word for word (posterior; None: a
     # unit predates the count)
     steps_written_through: int | None = 0
+    # the steps by label_method and the odd-looking solutions (labeler/store/manifest.py: label_counts); None: not recorded
+    label_counts: dict | None = None
     warnings: list[str] = field(default_factory=list)  # what the numbers above need said (labeler/store/status.py)
 
 
@@ -559,5 +561,6 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         undetermined_first_errors=undetermined,
         prefix_cache_hit_rate=totals.get("prefix_cache_hit_rate"),
         steps_written_through=totals.get("steps_written_through"),
+        label_counts=totals.get("label_counts"),
         warnings=count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {}),
     )

@@ -121,7 +121,57 @@ def refresh_totals(document: dict) -> None:
         # the share of the rollouts' prompt tokens vLLM found in its prefix cache, as vLLM counts it; None unless every
         # committed unit that sampled rollouts reported it (a unit from before the count, another engine)
         "prefix_cache_hit_rate": _prefix_cache_hit_rate(stats),
+        # the steps of the labels by label_method, and the solutions whose labels look odd but follow the rules
+        # (label_counts); None when a committed unit with solutions predates the count (or is a judge's)
+        LABEL_COUNTS_KEY: _total_label_counts(stats),
     }
+
+
+LABEL_COUNTS_KEY = "label_counts"  # a unit's stats (written as it commits: ShardStore.commit_unit) and the totals
+
+
+def label_counts(table) -> dict | None:
+    """What a labels table holds, counted for its readers: `methods`, its steps by label_method; `negative`, those
+    labelled wrong by label_method (an inferred negative is no measured one); and two kinds of solutions whose labels
+    look odd but follow the rules: `final_right_first_error_undetermined` (a final answer checked right, an unlabelled
+    step before any negative one: a right answer does not rule out an earlier error) and
+    `final_right_after_a_negative_step` (the last step positive after a step labelled wrong: a right answer reached
+    after an error, the steps after the first error negative by --after-first-error, inferred where not sampled).
+    None for a table without label methods (judgments)."""
+    from collections import Counter
+
+    if "label_method" not in table.column_names:
+        return None
+    methods, negative = Counter(), Counter()
+    undetermined = after_negative = 0
+    columns = [table.column(name).to_pylist() for name in ("label_method", "hard_labels", "first_error")]
+    for row_methods, hard, first in zip(*columns):
+        methods.update(row_methods)
+        negative.update(method for method, label in zip(row_methods, hard) if label is False)
+        right_answer = bool(hard) and hard[-1] is True
+        undetermined += right_answer and first is None
+        after_negative += right_answer and any(label is False for label in hard[:-1])
+    return {
+        "methods": dict(sorted(methods.items())),
+        "negative": dict(sorted(negative.items())),
+        "final_right_first_error_undetermined": int(undetermined),
+        "final_right_after_a_negative_step": int(after_negative),
+    }
+
+
+def _total_label_counts(stats: list[dict]) -> dict | None:
+    counted = [stat.get(LABEL_COUNTS_KEY) for stat in stats if stat.get("solutions")]
+    if any(counts is None for counts in counted):
+        return None
+    total: dict = {"methods": {}, "negative": {}, "final_right_first_error_undetermined": 0, "final_right_after_a_negative_step": 0}
+    for counts in counted:
+        for key, value in counts.items():
+            if isinstance(value, dict):
+                for method, n in value.items():
+                    total[key][method] = total[key].get(method, 0) + n
+            else:
+                total[key] = total.get(key, 0) + value
+    return {key: dict(sorted(value.items())) if isinstance(value, dict) else value for key, value in total.items()}
 
 
 def _prefix_cache_hit_rate(stats: list[dict]) -> float | None:

@@ -25,6 +25,7 @@ from labeler.store.errors import StorageError
 from labeler.store.manifest import (
     COMMITS_DIR,
     JOB_KIND_KEY,
+    LABEL_COUNTS_KEY,
     MANIFEST_NAME,
     RECORD_CONFIG_HASH,
     RECORD_SCHEMA_VERSION,
@@ -33,6 +34,7 @@ from labeler.store.manifest import (
     commit_record_name,
     compact,
     engine_record_id,
+    label_counts,
     load_manifest,
     now_iso,
     refresh_totals,
@@ -246,6 +248,8 @@ class ShardStore:
         self._check_fence()
         if (reopened := unit.pop(REOPENED_KEY, None)) and stats.get(TRANSIENT_KEY):  # failed again by the machine
             stats = {**stats, REOPENED_KEY: reopened}
+        if LABELS_DIR in tables and (counts := label_counts(tables[LABELS_DIR])) is not None:  # its steps by label method
+            stats = {**stats, LABEL_COUNTS_KEY: counts}
         files = {}
         for directory, table in tables.items():
             self._write(directory, shard_name, table)

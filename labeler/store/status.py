@@ -14,7 +14,7 @@ from typing import Callable
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import UNDETERMINED_KEY, generated_nothing, job_kind, load_manifest
+from labeler.store.manifest import LABEL_COUNTS_KEY, UNDETERMINED_KEY, generated_nothing, job_kind, load_manifest
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
@@ -81,6 +81,9 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         "truncated_rollouts": totals.get("truncated_rollouts", 0),  # of `rollouts`, cut by their token budget
         # solutions whose first error their labels leave undetermined (null first_error); None: not counted (older units)
         "undetermined_first_errors": totals.get(UNDETERMINED_KEY),
+        # the labels' steps by label_method (measured, inferred, early-stopped... apart) and the solutions whose labels
+        # look odd but follow the rules (labeler/store/manifest.py: label_counts); None: not recorded (older units)
+        "label_counts": totals.get(LABEL_COUNTS_KEY),
         "warnings": count_warnings(totals.get("truncated_rollouts", 0), totals["rollouts"], totals.get(UNDETERMINED_KEY),
                                    totals["solutions"], manifest.get("config") or {}),  # fmt: skip
         "generated_tokens": totals["generated_tokens"],
@@ -133,6 +136,7 @@ def format_status(status: dict) -> str:
         f"{status['input_rows_rejected']} rejected on input)",
         f"solutions : {status['solutions']} ({status['steps']} steps, {status['rollouts']} {_samples(status)}{_cut(status)})"
         f"{_undetermined(status)}",
+        *_label_lines(status),
         f"tokens    : {status['generated_tokens']} generated",
         f"rate      : {rates}",
         f"ETA       : {eta}",
@@ -189,6 +193,64 @@ def count_warnings(truncated: int, rollouts: int, undetermined: int | None, solu
             "labelled wrong one: null first_error); see unlabelled_reason in the labels"
         )
     return warnings
+
+
+# How each label_method reads in a summary, in this order (any other method: by its name, after them)
+METHOD_WORDS = {
+    "rollouts": "measured by rollouts",
+    "final_answer": "final answer checked",
+    "early_stop": "early-stopped (sampled, stopped before N: hard label only)",
+    "retraced": "retraced (hard label from a rollout of an earlier prefix that wrote the step)",
+    "inferred": "inferred (not sampled: deduced from other steps",
+    "unlabelled": "unlabelled",
+    "human": "human",
+    "judge": "judge",
+}
+
+
+def describe_label_counts(counts: dict | None) -> tuple[str, list[str]]:
+    """What `label_counts` (labeler/store/manifest.py) says, for the `label` summary and `labeler status`: the steps by
+    label method, each apart (only the methods the labels have; an inferred step's negatives counted too, so that
+    inferred negatives never pass for measured ones), and a note per kind of solution whose labels look odd but follow
+    the rules. None: 'not recorded' (a unit written before the count), never 0."""
+    if counts is None:
+        return "not recorded (units written by an older prm-labeler)", []
+    methods, negative = counts.get("methods", {}), counts.get("negative", {})
+    parts = []
+    for method in [*METHOD_WORDS, *sorted(set(methods) - set(METHOD_WORDS))]:
+        if not methods.get(method):
+            continue
+        words = METHOD_WORDS.get(method, method)
+        if method == "inferred":
+            words += f"; {negative.get(method, 0)} negative)"
+        elif method not in ("rollouts", "final_answer", "unlabelled") and negative.get(method):
+            words += f" ({negative[method]} negative)"
+        parts.append(f"{methods[method]} {words}")
+    notes = []
+    undetermined = counts.get("final_right_first_error_undetermined", 0)
+    if undetermined:
+        notes.append(
+            f"{_solutions(undetermined)} a final answer checked right and an undetermined first error: an unlabelled step "
+            "comes before any step labelled wrong, and a right answer does not rule out an earlier error (null first_error)"
+        )
+    after = counts.get("final_right_after_a_negative_step", 0)
+    if after:
+        notes.append(
+            f"{_solutions(after)} a final answer checked right after a step labelled wrong: an answer reached in spite of "
+            "an error; the steps after a first error are negative by --after-first-error (inferred where not sampled)"
+        )
+    return ", ".join(parts) or "no steps", notes
+
+
+def _solutions(n: int) -> str:
+    return f"{n} solution has" if n == 1 else f"{n} solutions have"
+
+
+def _label_lines(status: dict) -> list[str]:
+    if status.get("job") not in ("label", "import", "consensus") or not status["solutions"]:
+        return []
+    methods, notes = describe_label_counts(status.get("label_counts"))
+    return [f"labels    : steps by label method: {methods}", *(f"note      : {note}" for note in notes)]
 
 
 def _cut(status: dict) -> str:
