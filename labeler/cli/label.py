@@ -78,10 +78,6 @@ def run_label(args: argparse.Namespace) -> int:
     model_name = args.model or EMBEDDED_MODEL
     if args.workers is None and (args.address or args.gpus_per_worker is not None or args.checker_processes is not None):
         return usage_error(COMMAND, "--ray-address, --gpus-per-worker and --checker-processes need --workers")
-    if refusal := other_strategy_flags(args):
-        return usage_error(COMMAND, refusal)
-    if refusal := output_is_a_file(args.output):  # --dry-run too, which writes nothing there
-        return usage_error(COMMAND, refusal)
     try:  # every setting checked (finite, in range) before a checker or an engine starts
         cluster = None if args.workers is None else cluster_from_args(args, options)
         if cluster is not None and cluster.gpus_per_worker:
@@ -89,6 +85,8 @@ def run_label(args: argparse.Namespace) -> int:
         config = config_from_args(args, model_name)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
+    if refusal := other_strategy_flags(args) or output_is_a_file(config.output):  # --dry-run too, which writes nothing
+        return usage_error(COMMAND, refusal)
 
     if options.dry_run:
         return _dry_run(config, options)
