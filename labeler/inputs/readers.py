@@ -6,7 +6,8 @@ of such files (all of one kind, read in name order as one input: a dataset saved
 
 Problems with the whole input raise InputError. A row that cannot be read (a JSON Lines line
 that is not valid JSON or not an object) comes back as a RawRow carrying a RowError, so one bad
-line rejects one row, not the job.
+line rejects one row, not the job. A line that is not UTF-8 keeps its bytes, base64-encoded, in its raw
+text (after "base64:"), so that it can be repaired from rejected/.
 
 `row_index` is the 0-based position of the row among the input's rows. In JSON Lines, blank
 lines are not rows: they are skipped and not counted, so a file gets the same row indices as
@@ -15,6 +16,7 @@ the same data in Parquet, and `limit` counts rows, not lines.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -28,6 +30,8 @@ from labeler.records import RowError
 FILE_EXTENSIONS = (".jsonl", ".json", ".parquet")
 HF_PREFIX = "hf:"
 RAW_MAX_CHARS = 2000
+RAW_BASE64 = "base64:"  # how `raw` starts where it holds a row's bytes (a line that is not UTF-8), base64-encoded
+RAW_MAX_BYTES = 1 << 20  # of such a row's bytes, those kept
 _PARQUET_BATCH_ROWS = 1024
 _FINGERPRINT_CHUNK = 1 << 20  # 1 MiB
 
@@ -155,8 +159,8 @@ def _parse_line(row_index: int, line: bytes) -> RawRow:
     raw = line.decode("utf-8", errors="replace").strip()[:RAW_MAX_CHARS]
     try:
         data = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        return RawRow(row_index, None, RowError("row", "line is not valid UTF-8"), raw)
+    except UnicodeDecodeError as exc:
+        return _not_utf8(row_index, line, exc)
     except json.JSONDecodeError as exc:
         return RawRow(
             row_index,
@@ -167,6 +171,17 @@ def _parse_line(row_index: int, line: bytes) -> RawRow:
     if not isinstance(data, dict):
         return RawRow(row_index, None, RowError("row", f"expected a JSON object, got {_json_type(data)}"), raw)
     return RawRow(row_index, data, None, raw)
+
+
+def _not_utf8(row_index: int, line: bytes, exc: UnicodeDecodeError) -> RawRow:
+    """A line that is not UTF-8: rejected, its bytes kept as they were in `raw`, base64-encoded after RAW_BASE64 (a
+    text decoded with replacement characters would lose them), so that the row can be repaired (read as the
+    encoding it is in: Latin-1, CP-1252, ...) from rejected/ alone; at most RAW_MAX_BYTES of them."""
+    kept = line.rstrip(b"\r\n")
+    where = f"byte 0x{line[exc.start]:02x} at byte {exc.start}"
+    part = f"its first {RAW_MAX_BYTES} of {len(kept)} bytes" if len(kept) > RAW_MAX_BYTES else "its bytes as they were"
+    reason = f"line is not valid UTF-8 ({where}); {part} are in raw, base64-encoded after '{RAW_BASE64}'"
+    return RawRow(row_index, None, RowError("row", reason), RAW_BASE64 + base64.b64encode(kept[:RAW_MAX_BYTES]).decode("ascii"))
 
 
 def _json_message(exc: json.JSONDecodeError) -> str:
