@@ -65,8 +65,8 @@ def test_verl_a_nan_ground_truth_is_unmeasured(qwen_prm):
 
     info = {"question": "What is 2 + 3?"}
     with pytest.raises(ValueError, match="sample 0: no reward \\(no reference answer"):
-        compute_score("a", RIGHT, float("nan"), info, prm=qwen_prm, device="cpu", answer_weight=1.0)
-    chosen = compute_score("a", RIGHT, float("nan"), info, prm=qwen_prm, device="cpu", answer_weight=1.0, unmeasured_score=0.0)
+        compute_score("a", RIGHT, float("nan"), info, prm=qwen_prm, device="cpu", answer_weight=1.0, unmeasured_score=None)
+    chosen = compute_score("a", RIGHT, float("nan"), info, prm=qwen_prm, device="cpu", answer_weight=1.0)  # the default, 0.0
     assert chosen["score"] == 0.0 and chosen["prm_unmeasured"] == 1.0 and math.isnan(chosen["prm_answer_correct"])
 
 
@@ -110,8 +110,8 @@ def test_the_reward_server_answers_a_nan_label_as_unmeasured_over_http(qwen_prm)
     with ServedHere("--prm", qwen_prm, "--answer-weight", "1.0", "--prm-backend", "torch") as served:
         query = {"query": [CHAT_PROMPT + RESPONSE] * 2, "prompts": [CHAT_PROMPT] * 2, "labels": [5, float("nan")]}
         answer = httpx.post(f"{served.url}/get_reward", timeout=60, **nan_body(query))
-        assert answer.status_code == 422, answer.text
-        assert "sample 1 has no reward (no reference answer" in answer.json()["detail"]
+        assert answer.status_code == 200, answer.text  # that sample's outcome: --unmeasured-score, 0.0 by default
+        assert answer.json()["extra_logs"]["prm_unmeasured"] == [0.0, 1.0] and answer.json()["rewards"][1] == 0.0
         per_step = {"problems": [PROBLEM] * 2, "completions": [RESPONSE] * 2, "references": ["5", float("nan")]}
         answer = httpx.post(f"{served.url}/rewards", timeout=60, **nan_body(per_step))
         assert answer.status_code == 200, answer.text

@@ -171,7 +171,7 @@ def test_trl_grpo_trainer_trains_two_steps_with_the_prm_reward(qwen_prm, tiny_mo
     assert all(0.0 <= v <= 2.0 for v in measured)  # a probability, plus 1 for a right answer
 
 
-def test_verl_compute_score_in_both_call_forms_and_unmeasured_samples_stop_or_take_the_chosen_score(qwen_prm):
+def test_verl_compute_score_in_both_call_forms_and_unmeasured_samples_take_the_chosen_score_or_stop_when_asked(qwen_prm):
     from labeler.rewards.verl_score import compute_score
 
     info = {"question": "What is 2 + 3?"}
@@ -182,9 +182,9 @@ def test_verl_compute_score_in_both_call_forms_and_unmeasured_samples_stop_or_ta
         prm=qwen_prm, device="cpu", answer_weight=1.0,
     )  # fmt: skip
     assert batch[0] == one and batch[1]["prm_answer_correct"] == 0.0
-    with pytest.raises(ValueError, match="sample 0: no reward \\(empty completion"):
-        compute_score("a", "", "5", info, prm=qwen_prm, device="cpu")
-    chosen = compute_score("a", "", "5", info, prm=qwen_prm, device="cpu", unmeasured_score=0.0)
-    assert chosen["score"] == 0.0 and chosen["prm_unmeasured"] == 1.0 and math.isnan(chosen["prm_process"])
-    with pytest.raises(ValueError, match="extra_info has no 'question'"):
-        compute_score("a", TWO_STEPS, "5", {}, prm=qwen_prm, device="cpu")
+    with pytest.raises(ValueError, match="sample 0: no reward \\(empty completion"):  # stopping, asked for
+        compute_score("a", "", "5", info, prm=qwen_prm, device="cpu", unmeasured_score=None)
+    chosen = compute_score("a", "", "5", info, prm=qwen_prm, device="cpu", unmeasured_score=0.5)
+    assert chosen["score"] == 0.5 and chosen["prm_unmeasured"] == 1.0 and math.isnan(chosen["prm_process"])
+    default = compute_score("a", TWO_STEPS, "5", {}, prm=qwen_prm, device="cpu")  # no 'question': that sample's outcome
+    assert default["score"] == 0.0 and default["prm_unmeasured"] == 1.0

@@ -4,15 +4,20 @@
     custom_reward_function.name=compute_score
     +custom_reward_function.reward_kwargs.prm=runs/prm/best
     +custom_reward_function.reward_kwargs.answer_weight=1.0
-    +custom_reward_function.reward_kwargs.unmeasured_score=0.0   # only if you accept it (below)
+    +custom_reward_function.reward_kwargs.unmeasured_score=0.0   # the default: a sample with no reward scores 0
 
 `reward_kwargs` are RewardConfig's fields (labeler/rewards/config.py) plus `unmeasured_score`. The
-problem comes from the sample's extra_info["question"] (verl's GSM8K preprocessing puts it there; add it
-for other datasets), the reference from ground_truth. verl needs a number for every sample, and a reward that could
-not be measured has none: by default such a sample stops the run with its reason; `unmeasured_score`
-is the number you choose for them instead (each such sample logs a warning with its reason, and the
-metric prm_unmeasured counts them); a missing ground truth (None, NaN) is one of them, never checked as
-"nan". verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
+problem comes from the sample's extra_info["question"] (verl's GSM8K preprocessing puts it there; its MATH
+preprocessing does not: add it for other datasets), the reference from ground_truth. verl needs a number for
+every sample, and a reward that could not be measured has none: an empty completion, a step past the PRM's
+length limit, a missing ground truth (None, NaN, "nan": never checked as "nan"), an answer check that timed
+out, a sample whose extra_info has no 'question' (the PRM has no problem to read). Such a sample scores
+`unmeasured_score`, 0.0 by default: a failing score, no higher than any measured reward (the process reward is
+in [0, 1] and the answer part adds 0 or answer_weight), so that a policy gains nothing by writing what cannot
+be measured. Each logs a warning with its reason and this worker's running count (unmeasured_counts() gives
+them by reason), and the metric prm_unmeasured is 1 for it (verl's mean of it: the batch's share). One such
+sample never stops the batch; `unmeasured_score=null` asks for that instead (a ValueError with the sample
+and the reason). verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
 manager), and the reward loop's, which adds reward_router_address, reward_model_tokenizer and reward_model
 and calls from a thread pool: the PRM loads once per config, whichever thread asks first.
 
@@ -29,7 +34,9 @@ reward worker.
 from __future__ import annotations
 
 import logging
+import re
 import threading
+from collections import Counter
 
 from labeler.rewards.config import RewardConfig
 from labeler.rewards.process_reward import ProcessReward, Reward
@@ -41,8 +48,14 @@ _loading = threading.Lock()  # verl's reward loop calls from an executor's threa
 VERL_REWARD_MODEL_KWARGS = ("reward_model_tokenizer", "reward_model")
 
 
+UNMEASURED_SCORE = 0.0  # what a sample with no reward scores unless reward_kwargs.unmeasured_score says otherwise
+_unmeasured = Counter()  # samples scored unmeasured_score in this worker, by reason (the first line of it)
+_samples = 0  # samples this worker was asked to score
+_counting = threading.Lock()
+
+
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, data_sources=None,
-                  solution_strs=None, ground_truths=None, extra_infos=None, unmeasured_score: float | None = None,
+                  solution_strs=None, ground_truths=None, extra_infos=None, unmeasured_score: float | None = UNMEASURED_SCORE,
                   reward_router_address: str | None = None, score_locally: bool = False, **reward_kwargs):  # fmt: skip
     batch = solution_strs is not None
     solutions = list(solution_strs) if batch else [solution_str]
@@ -52,28 +65,51 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
         reward_kwargs.pop(name, None)
     address = None if score_locally else reward_router_address
     reward = _reward(RewardConfig(**reward_kwargs), address)
-    problems = []
+    if len(infos) != len(solutions):
+        raise ValueError(f"{len(infos)} extra_infos but {len(solutions)} solutions: one per sample")
+    answers_asked = reward.config.answer_weight > 0
+    results: list[Reward | None] = [None] * len(solutions)
+    problems = {}
     for i, info in enumerate(infos):
         question = info.get("question") if isinstance(info, dict) else None
-        if not isinstance(question, str):
-            raise ValueError(f"sample {i}: extra_info has no 'question' (the problem text the PRM reads with the solution)")
-        problems.append(question)
-    answers_asked = reward.config.answer_weight > 0
-    references = truths if answers_asked else None  # a missing one (None, NaN) is unmeasured (ProcessReward)
-    scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(reward.rewards(problems, solutions, references))]
+        if isinstance(question, str):
+            problems[i] = question
+        else:  # verl's MATH preprocessing leaves it out: this sample has no reward, the others theirs
+            what = "no extra_info" if not isinstance(info, dict) else "extra_info has no 'question'" if question is None else \
+                f"extra_info's 'question' is {type(question).__name__}, not text"
+            results[i] = Reward(None, reason=f"{what} (the problem text the PRM reads with the solution: add it when building the parquet)")
+    asked = sorted(problems)
+    references = [truths[i] for i in asked] if answers_asked else None  # a missing one (None, NaN) is unmeasured (ProcessReward)
+    for i, result in zip(asked, reward.rewards([problems[i] for i in asked], [solutions[i] for i in asked], references), strict=True):
+        results[i] = result
+    scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(results)]
     return scores if batch else scores[0]
+
+
+def unmeasured_counts() -> tuple[int, dict[str, int]]:
+    """(samples scored in this worker, samples of them scored unmeasured_score by reason)."""
+    with _counting:
+        return _samples, dict(_unmeasured)
 
 
 def _score(result: Reward, unmeasured_score: float | None, i: int, answers_asked: bool) -> dict:
     """verl's dict form: "score" is the reward, the other keys are logged as metrics (numbers only, NaN for
     what was not measured, the same keys for every sample)."""
+    global _samples
+    with _counting:
+        _samples += 1
+        if result.value is not None:
+            pass
+        elif unmeasured_score is None:  # asked for: stop rather than score
+            raise ValueError(f"sample {i}: no reward ({result.reason}); reward_kwargs.unmeasured_score=null stops the run on such a sample")
+        else:
+            _unmeasured[re.split(r"[(:]", result.reason)[0].strip()] += 1
+            count, total = sum(_unmeasured.values()), _samples
     if result.value is None:
-        if unmeasured_score is None:
-            raise ValueError(
-                f"sample {i}: no reward ({result.reason}); verl needs a number: set reward_kwargs.unmeasured_score to the "
-                "one such samples should get"
-            )
-        logger.warning("sample %d: no reward (%s): scored unmeasured_score=%s", i, result.reason, unmeasured_score)
+        logger.warning(
+            "sample %d: no reward (%s): scored unmeasured_score=%s (%d of %d samples so far in this worker)", i, result.reason,
+            unmeasured_score, count, total,
+        )  # fmt: skip
     score = {
         "score": result.value if result.value is not None else float(unmeasured_score),
         "prm_process": result.process if result.process is not None else float("nan"),

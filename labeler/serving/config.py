@@ -26,12 +26,12 @@ class ServeConfig:
         group=SERVER,
     )  # fmt: skip
     unmeasured_score: float = setting(
-        None,
+        0.0,
         help="the reward /get_reward gives a completion whose reward could not be measured (empty, a step past the PRM's "
-        "length limit, an answer check that timed out); without it such a request gets 422 with the reason, since "
-        "OpenRLHF needs a number for every sample",
+        "length limit, a missing label, an answer check that timed out), since OpenRLHF needs a number for every sample: "
+        "0 by default, a failing reward no higher than any measured one; each such sample is logged with its reason, "
+        "flagged in extra_logs.prm_unmeasured and counted in /health",
         group=SERVER,
-        default_text="none: 422",
     )
 
     def __post_init__(self):

@@ -19,12 +19,13 @@
                        every step's score (null past the PRM's length limit) and, for a reward that could not
                        be measured, value null and the reason.
     GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N,
-                        "discarded": N, "retries_joined": N}
+                        "discarded": N, "retries_joined": N, "unmeasured": N, "unmeasured_by_reason": {REASON: N}}
 
 A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, a missing label:
-null or the NaN literal, an answer check that timed out) is never a number made up here: the request gets 422 naming the sample and the
-reason, unless the server was started with --unmeasured-score, the number the user chose for them
-(extra_logs.prm_unmeasured marks them). Malformed requests get 4xx with the reason (413: more completions
+null, the NaN literal, blank or the text of a missing value, an answer check that timed out) is that sample's
+alone: it gets --unmeasured-score (0.0 by default, a failing reward no higher than any measured one), flagged
+in extra_logs.prm_unmeasured, logged with its reason and counted in /health by reason; the other samples of
+the request get their rewards. Malformed requests get 4xx with the reason (413: more completions
 than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
 are dropped unscored if still queued (counted as abandoned), or, when their batch is being scored already
 (a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); the
@@ -130,6 +131,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         reward.close()
 
     app = FastAPI(title="prm-labeler reward server", lifespan=lifespan)
+    unmeasured: dict[str, int] = {}  # /get_reward's samples scored --unmeasured-score, by reason
 
     async def rewards_of(problems: list[str], completions: list[str], references) -> list[Reward]:
         items = [(p, c, None if references is None else references[i]) for i, (p, c) in enumerate(zip(problems, completions))]
@@ -158,7 +160,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         return {
             "status": "ok", "prm": reward.config.prm, "pending": batcher.pending, "batches": batcher.batches,
             "scored": batcher.scored, "abandoned": batcher.abandoned, "discarded": batcher.discarded,
-            "retries_joined": batcher.retries_joined,
+            "retries_joined": batcher.retries_joined, "unmeasured": sum(unmeasured.values()), "unmeasured_by_reason": dict(unmeasured),
         }  # fmt: skip
 
     @app.post("/rewards")
@@ -194,14 +196,14 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
                 raise HTTPException(400, f"labels[{odd}]: a {type(request.labels[odd]).__name__} is not a reference answer (text or a number)")
             references = request.labels
         results = await rewards_of(problems, responses, references)
-        unmeasured = [(i, r.reason) for i, r in enumerate(results) if r.value is None]
-        if unmeasured and config.unmeasured_score is None:
-            i, reason = unmeasured[0]
-            raise HTTPException(
-                422,
-                f"sample {i} has no reward ({reason}); {len(unmeasured)} of {len(results)} unmeasured. Start the server with "
-                "--unmeasured-score to give them a number of your choice",
-            )
+        for i, r in enumerate(results):
+            if r.value is None:  # a number for every sample (OpenRLHF needs one), its reason logged and counted
+                kind = re.split(r"[(:]", r.reason)[0].strip()
+                unmeasured[kind] = unmeasured.get(kind, 0) + 1
+                log.warning(
+                    "sample %d of %d: no reward (%s): scored %s (--unmeasured-score; %d unmeasured since start)", i, len(results), r.reason,
+                    config.unmeasured_score, sum(unmeasured.values()),
+                )  # fmt: skip
         values = [r.value if r.value is not None else config.unmeasured_score for r in results]
         # OpenRLHF reads scores as values in [0, 1] (its dynamic filtering): the reward over its largest value, 1 + W
         scale = 1.0 + reward.config.answer_weight

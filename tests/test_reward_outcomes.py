@@ -1,0 +1,89 @@
+"""A sample whose reward cannot be measured has a per-sample outcome in the RL reward paths, never a failed
+batch: verl's compute_score (an unmeasured sample, a sample whose extra_info has no 'question' as verl's MATH
+preprocessing leaves it) and OpenRLHF's /get_reward over real HTTP (a missing label, an empty response) score
+such a sample `unmeasured_score` (0.0 by default), log its reason and count it, while the others in the batch get
+their rewards. Stopping on such a sample is what the user asks for explicitly (verl: unmeasured_score=null)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import httpx
+import pytest
+
+from labeler.rewards import verl_score
+from tests.public_prms import build_qwen_prm
+from tests.test_rewards import TWO_STEPS
+from tests.test_reward_server import CHAT_PROMPT, RESPONSE, ServedHere
+
+QUESTION = "What is 2 + 3?"
+VERL_MATH_INFO = {"split": "train", "index": 7}  # verl's MATH preprocessing: no 'question'
+
+
+@pytest.fixture(scope="module")
+def qwen_prm(tmp_path_factory):
+    folder, _, _ = build_qwen_prm(tmp_path_factory.mktemp("outcome-prm") / "qwen-prm")
+    return f"qwen-prm:{folder}"
+
+
+def test_verl_one_unmeasured_sample_scores_the_default_and_the_batch_goes_on(qwen_prm, caplog):
+    info = {"question": QUESTION}
+    before, _ = verl_score.unmeasured_counts()
+    with caplog.at_level(logging.WARNING, logger="labeler.rewards.verl_score"):
+        scores = verl_score.compute_score(
+            data_sources=["a"] * 4, solution_strs=[TWO_STEPS, "", TWO_STEPS, TWO_STEPS], ground_truths=["5", "5", float("nan"), "5"],
+            extra_infos=[info, info, info, VERL_MATH_INFO], prm=qwen_prm, device="cpu", answer_weight=1.0,
+        )  # fmt: skip
+    assert scores[0]["prm_unmeasured"] == 0.0 and scores[0]["score"] == pytest.approx(1.0 + scores[0]["prm_process"])
+    for unmeasured in scores[1:]:
+        assert unmeasured["score"] == verl_score.UNMEASURED_SCORE == 0.0 and unmeasured["prm_unmeasured"] == 1.0
+        assert math.isnan(unmeasured["prm_answer_correct"])
+    assert set(scores[3]) == set(scores[0])  # the same metric keys for every sample
+    logged = [record.getMessage() for record in caplog.records]
+    for sample, reason in ((1, "empty completion"), (2, "no reference answer"), (3, "extra_info has no 'question'")):
+        assert any(message.startswith(f"sample {sample}: no reward ({reason}") and "scored unmeasured_score=0.0" in message for message in logged), logged
+    after, by_reason = verl_score.unmeasured_counts()
+    assert after - before == 4
+    assert {"empty completion", "no reference answer", "extra_info has no 'question'"} <= set(by_reason)
+
+
+def test_verl_a_single_sample_without_a_question_gets_the_chosen_score(qwen_prm):
+    one = verl_score.compute_score("a", TWO_STEPS, "5", VERL_MATH_INFO, prm=qwen_prm, device="cpu", unmeasured_score=-1.0)
+    assert one["score"] == -1.0 and one["prm_unmeasured"] == 1.0 and math.isnan(one["prm_process"])
+    none = verl_score.compute_score("a", TWO_STEPS, "5", None, prm=qwen_prm, device="cpu")
+    assert none["score"] == 0.0 and none["prm_unmeasured"] == 1.0
+
+
+def test_verl_stops_on_an_unmeasured_sample_only_when_asked_to(qwen_prm):
+    with pytest.raises(ValueError, match="sample 0: no reward \\(extra_info has no 'question'.*unmeasured_score=null"):
+        verl_score.compute_score("a", TWO_STEPS, "5", VERL_MATH_INFO, prm=qwen_prm, device="cpu", unmeasured_score=None)
+    with pytest.raises(ValueError, match="sample 0: no reward \\(empty completion"):
+        verl_score.compute_score("a", "", "5", {"question": QUESTION}, prm=qwen_prm, device="cpu", unmeasured_score=None)
+
+
+def test_openrlhf_a_missing_label_scores_the_default_and_the_others_get_their_rewards_over_http(qwen_prm, capfd):
+    body = {
+        "query": [CHAT_PROMPT + RESPONSE, CHAT_PROMPT + RESPONSE, CHAT_PROMPT, CHAT_PROMPT + RESPONSE],
+        "prompts": [CHAT_PROMPT] * 4,
+        "labels": ["5", None, "5", "nan"],
+    }
+    with ServedHere("--prm", qwen_prm, "--answer-weight", "1.0", "--prm-backend", "torch") as served:
+        answer = httpx.post(f"{served.url}/get_reward", json=body, timeout=60)
+        health = httpx.get(f"{served.url}/health", timeout=60).json()
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert data["extra_logs"]["prm_unmeasured"] == [0.0, 1.0, 1.0, 1.0]
+    assert data["rewards"][0] == pytest.approx(1.0 + data["extra_logs"]["prm_process"][0]) and data["rewards"][1:] == [0.0, 0.0, 0.0]
+    assert data["scores"] == [value / 2 for value in data["rewards"]]
+    assert health["unmeasured"] == 3 and health["unmeasured_by_reason"] == {"no reference answer": 2, "empty completion": 1}
+    logged = capfd.readouterr().err.splitlines()  # the server's log: stderr
+    for sample, reason in ((1, "no reference answer (null"), (2, "empty completion"), (3, "no reference answer (the text 'nan'")):
+        assert any(f"sample {sample} of 4: no reward ({reason}" in line and "scored 0.0" in line for line in logged), logged
+
+
+def test_openrlhf_the_unmeasured_score_is_the_one_chosen(qwen_prm):
+    body = {"query": [CHAT_PROMPT + RESPONSE], "prompts": [CHAT_PROMPT], "labels": [None]}
+    with ServedHere("--prm", qwen_prm, "--answer-weight", "1.0", "--unmeasured-score", "-0.5", "--prm-backend", "torch") as served:
+        data = httpx.post(f"{served.url}/get_reward", json=body, timeout=60).json()
+    assert data["rewards"] == [-0.5] and data["extra_logs"]["prm_unmeasured"] == [1.0]
