@@ -470,3 +470,87 @@ def test_the_best_threshold_sweep_agrees_with_trying_every_threshold():
         pairs = lambda t: [(label, next((i for i, p in enumerate(row) if p < t), -1)) for label, row in solutions]  # noqa: E731
         brute = max(first_error_metrics(pairs(t / 200)).f1 for t in range(0, 202))
         assert best[1] == pytest.approx(brute) and first_error_metrics(pairs(best[0])).f1 == pytest.approx(best[1])
+
+
+def _scores_file(tmp_path):
+    return write_jsonl(
+        tmp_path / "scores.jsonl",
+        [
+            {"problem_id": "pb-0", "solution_id": "s0", "step_scores": [0.9, 0.8, 0.7]},
+            {"problem_id": "pb-1", "solution_id": "s1", "step_scores": [0.9, 0.2, 0.1]},
+        ],
+    )
+
+
+def test_the_text_report_names_its_threshold_and_where_it_came_from(tmp_path, capsys):
+    """Issue 53, item 15: the text report did not name its threshold; the JSON says where it came from too."""
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    scores = _scores_file(tmp_path)
+    assert main(["eval", "--scores", str(scores), "--reference", str(reference)]) == 0
+    assert "threshold: 0.5 (the default for scores; --threshold sets another)" in capsys.readouterr().out
+    assert main(["eval", "--scores", str(scores), "--reference", str(reference), "--threshold", "0.3"]) == 0
+    assert "threshold: 0.3 (--threshold)" in capsys.readouterr().out
+    assert eval_json(capsys, "--scores", str(scores), "--reference", str(reference))["threshold_from"] == "default"
+    labels = write_labels(tmp_path / "job", [labels_row("pb-0", "s0", "P0", ["a", "b", "c"], [1.0, 0.5, 0.25], [True, True, True])])
+    assert main(["eval", "--labels", str(labels), "--reference", str(reference)]) == 0
+    assert "threshold: none (hard labels; --threshold reads soft labels instead)" in capsys.readouterr().out
+    assert main(["eval", "--labels", f"mc={labels}", "--scores", f"prm={scores}", "--reference", str(reference)]) == 0
+    out = capsys.readouterr().out
+    assert "threshold (mc): none (hard labels" in out and "threshold (prm): 0.5 (the default for scores" in out
+
+
+def test_a_prm_checkpoint_threshold_is_named_as_chosen_on_its_validation_split(tmp_path, capsys, monkeypatch):
+    from labeler.cli import common
+    from labeler.cli import eval as eval_cli
+
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+    monkeypatch.setattr(eval_cli, "stored_threshold", lambda spec: 0.37)
+    monkeypatch.setattr(common, "prm_scorer", lambda *args, **kwargs: ConstantScorer(0.9))
+    assert main(["eval", "--prm", "ours=unused", "--reference", str(reference), "--quiet", "--device", "cpu"]) == 0
+    assert "threshold: 0.37 (chosen on the PRM's validation split by `labeler train`; --threshold sets another)" in capsys.readouterr().out
+
+
+class ConstantScorer:
+    """A step scorer for the eval command's own logic (progress, threshold): every step the same score."""
+
+    name = "constant"
+
+    def __init__(self, score: float, calls: list | None = None):
+        self.score, self.calls = score, calls if calls is not None else []
+
+    def step_scores(self, solutions):
+        self.calls.append(len(solutions))
+        return [[self.score] * len(s.steps) for s in solutions]
+
+    def close(self):
+        pass
+
+
+def test_eval_with_a_prm_shows_its_scoring_progress_on_stderr(tmp_path, capsys, monkeypatch):
+    """Issue 53, item 15: 400 rows scored for over a minute with no line; now a line per chunk of solutions scored."""
+    from labeler.cli import common
+
+    rows = [{"id": f"pb-{i}", "problem": f"P{i}", "steps": ["a", "b"], "label": -1, "final_answer_correct": True} for i in range(40)]
+    reference = write_jsonl(tmp_path / "many.jsonl", rows)
+    calls: list[int] = []
+    monkeypatch.setattr(common, "prm_scorer", lambda *args, **kwargs: ConstantScorer(0.9, calls))
+    assert main(["eval", "--prm", "unused", "--reference", str(reference), "--batch-size", "2", "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "reference solutions scored" in line]
+    assert len(lines) == len(calls) > 1 and sum(calls) == 40, (calls, err)
+    assert "40/40 reference solutions scored" in lines[-1] and "ETA" in lines[0]
+
+
+def test_ctrl_c_in_eval_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
+    """Issue 53, item 15: it said 'rerun the same command to resume', and eval saves nothing to resume from."""
+    from labeler.evaluation import human_agreement
+
+    reference = write_jsonl(tmp_path / "tiny.jsonl", processbench_rows())
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(human_agreement, "evaluate", interrupted)
+    assert main(["eval", "--scores", str(_scores_file(tmp_path)), "--reference", str(reference)]) == 130
+    err = capsys.readouterr().err
+    assert "resume" not in err and "labeler eval: interrupted; nothing was saved" in err

@@ -37,8 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RESUME_NOTE = "rerun the same command to resume"  # after Ctrl-C or SIGTERM, unless the command says otherwise (on_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
-    prog = "labeler"
+    prog, args = "labeler", None
     try:
         logging.basicConfig(level=os.environ.get("LABELER_LOG_LEVEL", "WARNING"), stream=sys.stderr)
         args = build_parser().parse_args(argv)
@@ -57,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated:  # SIGTERM: a scheduler stopping or preempting the job
-        print(f"{prog}: stopped by SIGTERM; rerun the same command to resume", file=sys.stderr)
+        print(f"{prog}: stopped by SIGTERM; {getattr(args, 'on_interrupt', None) or RESUME_NOTE}", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
+        print(f"{prog}: interrupted; {getattr(args, 'on_interrupt', None) or RESUME_NOTE}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): what it read is all it wanted
         _discard_stdout()

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import time
 from functools import partial
 from pathlib import Path
 
@@ -113,12 +114,18 @@ def register(subparsers) -> None:
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
     add_flags(parser, BackendConfig, into=run)
     add_flags(parser, RunOptions, only=("json", "quiet", "verbose"))
-    parser.set_defaults(handler=run_eval)
+    # what `main` says after Ctrl-C or SIGTERM: eval writes nothing until it prints its report, so nothing resumes
+    parser.set_defaults(handler=run_eval, on_interrupt="nothing was saved (eval writes nothing before its report): rerun the command to evaluate")
 
 
 def run_eval(args: argparse.Namespace) -> int:
     from labeler.evaluation.human_agreement import (
+        DEFAULT,
         DEFAULT_SCORE_THRESHOLD,
+        GIVEN,
+        HARD_LABELS,
+        JUDGE_VERDICTS,
+        VALIDATION_SPLIT,
         EvalSettings,
         PredictionSource,
         evaluate,
@@ -156,16 +163,19 @@ def run_eval(args: argparse.Namespace) -> int:
         sources = []
         for kind, name, path in named:
             if kind == "labels":
-                sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold)))
+                from_ = GIVEN if args.threshold is not None else HARD_LABELS
+                sources.append(PredictionSource(name, kind, path, args.threshold, predictions_from_labels(path, args.threshold), from_))
             elif kind == "scores":
-                sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold)))
+                from_ = GIVEN if args.threshold is not None else DEFAULT
+                sources.append(PredictionSource(name, kind, path, score_threshold, predictions_from_scores(path, score_threshold), from_))
             elif kind == "prm":
                 stored = stored_threshold(path)  # a checkpoint's own, chosen on its validation split
                 threshold = score_threshold if args.threshold is not None or stored is None else stored
+                from_ = GIVEN if args.threshold is not None else DEFAULT if stored is None else VALIDATION_SPLIT
                 predictions = _prm_predictions(args, path, references, threshold)
-                sources.append(PredictionSource(name, kind, path, threshold, predictions))
+                sources.append(PredictionSource(name, kind, path, threshold, predictions, from_))
             else:
-                sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path)))
+                sources.append(PredictionSource(name, kind, path, None, predictions_from_judgments(path), JUDGE_VERDICTS))
     except (ValueError, InputError) as error:
         return usage_error(COMMAND, str(error).splitlines()[0])
     if len(sources) == 1:
@@ -203,6 +213,26 @@ def _prm_predictions(args: argparse.Namespace, spec: str, references, threshold:
         "scoring %d reference solutions with %s on %s, %s backend", len(solutions), spec, placement.describe(), backend_of(scorer)
     )
     try:
-        return predictions_from_step_scores(solutions, scorer.step_scores(solutions), threshold, partial(render_problem, scorer))
+        return predictions_from_step_scores(solutions, _scored_with_progress(scorer, solutions, args.batch_size), threshold,
+                                            partial(render_problem, scorer))  # fmt: skip
     finally:
         release(scorer)
+
+
+PROGRESS_BATCHES = 8  # the reference solutions are scored in chunks of this many --batch-size batches, a line each
+
+
+def _scored_with_progress(scorer, solutions: list, batch_size: int) -> list:
+    """The scorer's step scores of `solutions`, scored a chunk at a time with a progress line on stderr after each (how
+    many are scored, their rate, an ETA): a few hundred rows on a CPU take minutes, which were silent."""
+    from labeler.store.progress import format_duration
+
+    log = logging.getLogger("labeler.eval")
+    chunk, scores, started = max(batch_size * PROGRESS_BATCHES, 1), [], time.monotonic()
+    for start in range(0, len(solutions), chunk):
+        scores += scorer.step_scores(solutions[start : start + chunk])
+        elapsed = max(time.monotonic() - started, 1e-9)
+        rate, left = len(scores) / elapsed, len(solutions) - len(scores)
+        log.info("%d/%d reference solutions scored (%.1f/s) | elapsed %s | ETA %s",
+                 len(scores), len(solutions), rate, format_duration(elapsed), format_duration(left / rate))  # fmt: skip
+    return scores

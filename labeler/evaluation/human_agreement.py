@@ -46,6 +46,15 @@ from labeler.records import is_score
 from labeler.ids import same_solution
 
 DEFAULT_SCORE_THRESHOLD = 0.5
+# Where a source's threshold comes from (PredictionSource.threshold_from), and how the text report says it
+GIVEN, DEFAULT, VALIDATION_SPLIT, HARD_LABELS, JUDGE_VERDICTS = "--threshold", "default", "validation split", "hard labels", "judge verdicts"
+THRESHOLD_FROM = {
+    GIVEN: "--threshold",
+    DEFAULT: "the default for scores; --threshold sets another",
+    VALIDATION_SPLIT: "chosen on the PRM's validation split by `labeler train`; --threshold sets another",
+    HARD_LABELS: "hard labels; --threshold reads soft labels instead",
+    JUDGE_VERDICTS: "a judge's verdicts name a step",
+}
 CUT_AT_MAX_LENGTH = "step scores cut at max_length"  # why a scored step has no score
 UNLABELLED = "unlabelled step"
 
@@ -339,6 +348,8 @@ class PredictionSource:
     path: str
     threshold: float | None  # None: hard labels
     predictions: list[Prediction]
+    threshold_from: str | None = None  # where the threshold comes from (THRESHOLD_FROM); None: not said
+
 
     @property
     def label_source(self) -> str:
@@ -347,7 +358,8 @@ class PredictionSource:
         return ", ".join(found) if found else unlabelled.get(self.kind, "none")
 
     def header(self) -> dict:
-        return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold}
+        return {"name": self.name, "predictions": self.path, "kind": self.kind, "label_source": self.label_source, "threshold": self.threshold,
+                "threshold_from": self.threshold_from}  # fmt: skip
 
 
 def evaluate_sources(
@@ -413,7 +425,16 @@ def format_table(report: dict) -> str:
     if skipped:
         lines.append(f"not compared: {skipped}")
     lines += _unpredicted(report["subsets"])
+    if "threshold" in report:
+        lines.append(f"threshold: {_threshold(report)}")
     return "\n".join(lines)
+
+
+def _threshold(source: dict) -> str:
+    """A source's threshold and where it came from, as the text reports name it."""
+    value = "none" if source.get("threshold") is None else f"{source['threshold']:.4g}"
+    from_ = THRESHOLD_FROM.get(source.get("threshold_from"))
+    return f"{value} ({from_})" if from_ else value
 
 
 def format_comparison(report: dict) -> str:
@@ -430,6 +451,7 @@ def format_comparison(report: dict) -> str:
         if skipped:
             lines.append(f"not compared ({source['name']}): {skipped}")
         lines += _unpredicted(source["subsets"], f" ({source['name']})")
+    lines += [f"threshold ({source['name']}): {_threshold(source)}" for source in report["sources"]]
     if report["common"]:
         for key, why in (("not_matched_by_every_source", "not matched by"), ("not_predicted_by_every_source", "without a prediction from")):
             left_out = {s["subset"]: s[key] for s in report["sources"][0]["subsets"] if s[key]}
