@@ -137,6 +137,9 @@ class JobSummary:
     steps_written_through: int | None = 0
     # the steps by label_method and the odd-looking solutions (labeler/store/manifest.py: label_counts); None: not recorded
     label_counts: dict | None = None
+    # posterior: units none of whose rounds fitted a prior (no probe there stopped early as negative: first-error's
+    # search drawn in rounds); None: not a posterior job, or no unit says (units that predate the count)
+    units_without_prior: int | None = None
     warnings: list[str] = field(default_factory=list)  # what the numbers above need said (labeler/store/status.py)
 
 
@@ -527,6 +530,7 @@ def one_step_warning(rows: Iterable[PlannedRow], config: LabelConfig) -> str | N
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
     soft_sum, soft_count, positives, hard_count, steps, solutions = 0.0, 0, 0, 0, 0, 0
     generation_rejected, undetermined = 0, 0
+    fitted = [unit["stats"]["prior_fitted"] for unit in store.committed_units() if "prior_fitted" in unit.get("stats", {})]
     for unit in store.committed_units():
         if LABELS_DIR not in unit["files"]:  # a unit whose rows were all rejected
             generation_rejected += unit.get("stats", {}).get("rejected", 0)
@@ -542,6 +546,15 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
             undetermined += first_error(hard) is None
         generation_rejected += unit.get("stats", {}).get("rejected", 0)
     totals = store.manifest["totals"]
+    warnings = count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {})
+    if without_prior := fitted.count(False):
+        from labeler.labeling.strategies.posterior import PRIOR_FROM
+
+        warnings.append(
+            f"posterior fitted no prior in {without_prior} of {len(fitted)} units (a unit's prior needs {PRIOR_FROM} distinct "
+            "prefixes drawn twice or more): no probe there stopped early as negative, each drew to N rollouts as first-error "
+            "does; a larger --shard-size gives each unit's prior more prefixes"
+        )
     return JobSummary(
         output=store.location.display(),
         units_total=totals["units"],
@@ -562,5 +575,6 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         prefix_cache_hit_rate=totals.get("prefix_cache_hit_rate"),
         steps_written_through=totals.get("steps_written_through"),
         label_counts=totals.get("label_counts"),
-        warnings=count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {}),
+        units_without_prior=without_prior if fitted else None,
+        warnings=warnings,
     )

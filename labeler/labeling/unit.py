@@ -132,6 +132,8 @@ def finish_unit(
         "prefix_probes": outcome.probes,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
         "steps_written_through": outcome.written_through,  # positive: a correct rollout of a shorter prefix wrote them
+        # posterior: whether some round fitted a prior (without one no probe stops early as negative); others: absent
+        **({"prior_fitted": outcome.prior_fitted} if outcome.prior_fitted is not None else {}),
         # prompt tokens vLLM looked up in its prefix cache for the rollouts, and found there (None: not reported)
         "prefix_cache_queries": outcome.prefix_cache[0] if outcome.prefix_cache else None,
         "prefix_cache_hits": outcome.prefix_cache[1] if outcome.prefix_cache else None,

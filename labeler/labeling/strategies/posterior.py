@@ -68,6 +68,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     # a rollout record names its solution by id: read on past a probe only where the id names one solution of the batch
     one_of_its_id = {id for id, count in Counter(solution.solution_id for solution in solutions).items() if count == 1}
     written: set[tuple[int, int]] = set()  # (solution, step) found positive by a correct rollout of a shorter prefix
+    fitted = False  # whether some round fitted a prior (without one no probe stops early as negative)
     while True:
         probes = []
         for s, state in enumerate(searches):
@@ -92,6 +93,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
                 correct_texts.setdefault((record.solution_id, record.step_index), []).append(record.text)
         counts = _distinct_counts(ledger, sampler, prompts)
         prior = fit_prior(counts.values(), PRIOR_FROM)
+        fitted = fitted or prior is not None
         # (problem, reference) whose completer has shown it is sure: a prefix whose every rollout reached the answer,
         # none whose rollouts split
         split = {key[:2] for key, (c, n) in counts.items() if 0 < c < n}
@@ -131,6 +133,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
                 step.measured_by = "early_stop"
     outcome = ledger.outcome()
+    outcome.prior_fitted = fitted
     outcome.written_through = sum(ledger.counts[s][i].measured_by == "inferred" for s, i in written if s not in ledger.failed)
     return outcome
 
