@@ -163,9 +163,13 @@ REJECTED_SCHEMA = _versioned(
 )
 
 VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "truncated")
-LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "unlabelled", "human", "judge")
+LABEL_METHODS = ("rollouts", "final_answer", "early_stop", "inferred", "retraced", "unlabelled", "human", "judge")
 LABEL_SOURCES = ("monte-carlo", "judge", "consensus", "human")
 MONTE_CARLO = "monte-carlo"  # the label_source of `labeler label`'s rows, and of every 1.2 shard
 MEASURED_METHODS = ("rollouts", "final_answer", "early_stop")
+# Steps whose hard label was not measured at N rollouts of their own prefix: "early_stop" (sampled, stopped before N:
+# counts kept, soft null), "inferred" (not sampled: deduced from other steps), "retraced" (a rollout of an earlier
+# prefix wrote this step word for word). A trainer or exporter must not read their hard label as a c/N estimate.
+NOT_MEASURED_AT_N = ("early_stop", "inferred", "retraced")
 UNCHECKED = "unchecked"  # trajectory_verdict of labels imported from a dataset, or older than 1.4: no answer was checked
 TRAJECTORY_VERDICTS = ("correct", "incorrect", "unparseable", "timeout", "unfinished", UNCHECKED)

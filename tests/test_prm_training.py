@@ -142,8 +142,11 @@ def test_soft_and_hard_targets_and_steps_without_labels(tiny_model_dir, tmp_path
     labels = read_labelled_rows(write_labels(tmp_path, rows))
     tokenizer = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=64, target="soft").tokenizer
     soft, stats = build_examples(labels, tokenizer, "soft", 64)
-    assert [e.targets for e in soft] == [[0.75, 0.0]]  # an inferred step trains on its hard label; unlabelled steps not at all
+    # an inferred step (not measured at N) gets no soft target; unlabelled steps no target at all
+    assert [e.targets for e in soft] == [[0.75]] and stats.left_out == {"inferred": 1}
     assert (stats.steps_unlabelled, stats.solutions_dropped) == (2, 1)
+    mixed, _ = build_examples(labels, tokenizer, "soft", 64, unmeasured_steps="hard")
+    assert [e.targets for e in mixed] == [[0.75, 0.0]]  # on request, it trains on its hard label
     hard, _ = build_examples(labels, tokenizer, "hard", 64)
     assert [e.targets for e in hard] == [[1.0, 0.0]]
 

@@ -25,7 +25,10 @@ batch x accumulation x processes solutions, and process 0 validates, logs and sa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,7 +78,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     try:
         config = replace(config, model=model_path, model_name=model_name)
-        result = train(config)
+        with stdout_to_stderr():  # stdout holds the result alone: what libraries print while training goes to stderr
+            result = train(config)
     except (ValueError, InputError) as error:  # bad settings, labels, model, or a mismatched resume
         return usage_error(COMMAND, str(error).splitlines()[0])
     if result.process_rank != 0:  # under torchrun, process 0 reports for all
@@ -85,6 +89,22 @@ def run_train(args: argparse.Namespace) -> int:
         return EXIT_OK
     print("\n".join(f"{name:<16}: {value}" for name, value in _summary(config, result)))
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """File descriptor 1 pointed at stderr for the duration: DeepSpeed's accelerator notice (printed through a handler
+    that holds sys.stdout, under any --sharding) and any C library's output reach stderr, not the result on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
@@ -109,11 +129,22 @@ def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
     elif any(Path(folder).name == "best" for folder in result.checkpoints):
         # no epoch measured the metric: best/ is the first epoch's, written so that a finished run always has one
         best = f"none measurable by {best_by} (it was n/a every epoch); best/ holds epoch 1"
-    return [
+    planned = getattr(result, "epochs_planned", 0) or config.epochs
+    raised = f" (--epochs {config.epochs} raised by --min-steps {config.min_steps})" if planned > config.epochs else ""
+    stopped = " (stopped by --max-steps)" if result.stopped_early else ""
+    lines = [
         ("run", result.output),
-        ("epochs done", f"{result.epochs_done} of {config.epochs}{' (stopped by --max-steps)' if result.stopped_early else ''}"),
+        ("epochs done", f"{result.epochs_done} of {planned}{raised}{stopped}"),
         ("optimizer steps", steps),
         ("last epoch", metrics or "none finished in this call"),
         ("best epoch", best),
         ("checkpoints", ", ".join(result.checkpoints) or "none"),
     ]
+    steps = getattr(result, "steps", None)
+    if steps:
+        from labeler.prm.data import StepCounts
+
+        lines.insert(2, ("steps", StepCounts(**steps).describe()))
+    if getattr(result, "validation_warning", None):
+        lines.insert(-1, ("validation", result.validation_warning))  # before the checkpoints, the summary's last line
+    return lines

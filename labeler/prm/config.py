@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from labeler.labeling.config import SEED_RANGE, check_choices, check_numbers, names_with, setting
 
 TARGETS = ("soft", "hard")
+UNMEASURED_STEPS = ("skip", "hard")  # under --target soft, what a step not measured at N trains on (labeler/prm/data.py)
 SELECT_BEST = ("val_loss", "val_auc")
 PRECISIONS = ("auto", "fp32", "bf16-mixed", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -84,6 +85,15 @@ class TrainConfig:
     )
     model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
     target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
+    unmeasured_steps: str = setting(
+        "skip",
+        choices=UNMEASURED_STEPS,
+        help="under --target soft, steps whose label was not measured at N rollouts (label_method early_stop, inferred or "
+        "retraced: a hard label, no soft one) are left out of the loss (skip), or train on their hard label as 0/1 beside "
+        "the soft targets (hard: a biased mix, their 1.0s pull the targets up); the run counts them either way. "
+        "--target hard trains every step on its hard label",
+        group=DATA,
+    )
     epochs: int = setting(
         3, at_least=1, help="passes over the training set (more when --min-steps asks for them)", group=OPTIMISATION, may_change_on_resume=True
     )
@@ -265,6 +275,8 @@ class TrainConfig:
                 "--sharding deepspeed with --precision bf16: DeepSpeed's bf16 mode keeps float32 master weights in the optimizer, "
                 "which is --precision bf16-mixed; use that (or fp32)"
             )
+        if self.target == "hard" and self.unmeasured_steps != "skip":
+            raise ValueError("--unmeasured-steps is for --target soft: under --target hard every step trains on its hard label already")
         if self.load_in_4bit and not self.lora_rank:
             raise ValueError(
                 "--load-in-4bit without --lora-rank: a 4-bit base is frozen, only LoRA adapters can train on it; give --lora-rank R"
@@ -317,7 +329,7 @@ def _weights(weights: list[float]) -> str:
 ADDED_LATER = {
     "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
     "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
-    "load_in_4bit": False,
+    "load_in_4bit": False, "unmeasured_steps": "skip",
 }  # fmt: skip
 
 # Settings a resumed run may change: they do not alter what the finished model is.

@@ -1,8 +1,14 @@
 """Labels shards to PRM training examples: rendering, targets, the split by problem, batches.
 
-Targets per step: `soft` is the soft label (a step with only a hard label, "inferred" by a search
-or "human" from an import, uses it as 0/1); `hard` is the hard label. Steps with no label
-("unlabelled") and steps cut off by the length limit get no target. Accuracy and AUC are always
+Targets per step: `soft` is the soft label, the Monte-Carlo estimate c/N. A step whose label was not
+measured at N (schemas/tables.py NOT_MEASURED_AT_N: `early_stop`, `inferred`, `retraced`: a hard label
+only, resting on fewer rollouts of its own prefix or none) has no such estimate: under `soft` it is left out
+of the loss (`unmeasured_steps="skip"`, the default: trained at 1.0 beside measured steps at c/N it would
+pull the targets up, 0.71 against 0.30 on steps of true rate 0.3), or trains on its hard label as 0/1 on
+request (`"hard"`). A step whose only label is a hard one that was measured ("human" from an import, "judge",
+TRL's stepwise rows) trains on it as 0/1. `hard` is the hard label of every step. Steps with no label
+("unlabelled") and steps cut off by the length limit get no target. `ExampleStats` counts the steps by
+what they trained on, per label method. Accuracy and AUC are always
 measured against hard labels. Each example carries its label source's index and weight (--labels
 DIR:WEIGHT): `weighted_loss` scales each step's loss by it (labeler/prm/config.py says why).
 With --train-on-last-step-only, `last_step_only` keeps each training solution's last step's target
@@ -27,14 +33,15 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from labeler.store.reader import LabelledRow
 from labeler.prm.model import StepSpans
 from labeler.prm.rendering import render_solution
-from labeler.prm.config import TARGETS
+from labeler.prm.config import TARGETS, UNMEASURED_STEPS
+from schemas.tables import NOT_MEASURED_AT_N
 
 
 @dataclass(frozen=True)
@@ -60,24 +67,37 @@ class ExampleStats:
     steps_unlabelled: int
     steps_truncated: int
     solutions_dropped: int  # no step left with a target
+    # steps with a target, by label method, then by what they train on ("soft": c/N, "hard": the hard label as 0/1)
+    trained: dict[str, dict[str, int]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # by method: not measured at N, with no soft target (skip)
 
 
 def build_examples(
-    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0, rendering: str = "plain"
-) -> tuple[list[PRMExample], ExampleStats]:
+    rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0, rendering: str = "plain",
+    unmeasured_steps: str = "skip",
+) -> tuple[list[PRMExample], ExampleStats]:  # fmt: skip
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if unmeasured_steps not in UNMEASURED_STEPS:
+        raise ValueError(f"unmeasured_steps must be one of {', '.join(UNMEASURED_STEPS)}, got {unmeasured_steps!r}")
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
+    trained: dict[str, dict[str, int]] = {}
+    left_out: dict[str, int] = {}
     for row in rows:
         rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps, rendering)
         truncated += len(row.steps) - rendered.steps_kept
         positions, targets, hard, spans, last = [], [], [], [], -1
         for i, position in enumerate(rendered.score_positions):
-            value = row.soft_or_hard(i) if target == "soft" else _as_float(row.hard_labels[i])
+            value, kind, method = step_target(row, i, target, unmeasured_steps)
+            if kind == "left out":
+                left_out[method] = left_out.get(method, 0) + 1
+                continue
             if value is None:
                 unlabelled += 1
                 continue
+            by_kind = trained.setdefault(method, {})
+            by_kind[kind] = by_kind.get(kind, 0) + 1
             positions.append(position)
             targets.append(value)
             hard.append(row.hard_labels[i])
@@ -97,8 +117,66 @@ def build_examples(
                 step_spans=spans,
             )
         )  # fmt: skip
-    stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped)
+    stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped, trained, left_out)
     return examples, stats
+
+
+def step_target(row: LabelledRow, i: int, target: str, unmeasured_steps: str = "skip") -> tuple[float | None, str, str]:
+    """Step i's target, what it is ("soft", "hard", or "left out": not measured at N, no soft target under
+    skip) and its label method. A value of None with kind "soft"/"hard": the step has no label."""
+    method = row.label_method[i] if i < len(row.label_method) else "unlabelled"
+    hard = _as_float(row.hard_labels[i])
+    if target == "hard":
+        return hard, "hard", method
+    if method in NOT_MEASURED_AT_N:  # whatever soft value an old shard holds: it is not c/N of N rollouts
+        if hard is not None and unmeasured_steps == "skip":
+            return None, "left out", method
+        return hard, "hard", method
+    soft = row.soft_labels[i]
+    return (soft, "soft", method) if soft is not None else (hard, "hard", method)
+
+
+@dataclass
+class StepCounts:
+    """Steps over all label sources: trained by method and kind, left out, unlabelled, cut by the length limit."""
+
+    trained: dict[str, dict[str, int]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    unlabelled: int = 0
+    cut: int = 0
+
+    def add(self, stats: ExampleStats) -> None:
+        for method, kinds in stats.trained.items():
+            mine = self.trained.setdefault(method, {})
+            for kind, count in kinds.items():
+                mine[kind] = mine.get(kind, 0) + count
+        for method, count in stats.left_out.items():
+            self.left_out[method] = self.left_out.get(method, 0) + count
+        self.unlabelled += stats.steps_unlabelled
+        self.cut += stats.steps_truncated
+
+    def describe(self) -> str:
+        """`24 trained (20 rollouts on their soft label, 4 inferred on their hard label); left out: ...; N unlabelled; N cut`."""
+        total = sum(count for kinds in self.trained.values() for count in kinds.values())
+        parts = [
+            f"{count} {method} on their {kind} label"
+            for method, kinds in sorted(self.trained.items(), key=lambda item: _method_order(item[0]))
+            for kind, count in sorted(kinds.items(), key=lambda item: item[0] != "soft")
+        ]
+        text = f"{total} trained ({', '.join(parts) or 'none'})"
+        if self.left_out:
+            left = ", ".join(f"{count} {method}" for method, count in sorted(self.left_out.items(), key=lambda item: _method_order(item[0])))
+            text += f"; left out: {left} (not measured at N: no soft target)"
+        return text + f"; {self.unlabelled} unlabelled; {self.cut} cut by --max-length"
+
+    def to_dict(self) -> dict:
+        return {"trained": self.trained, "left_out": self.left_out, "unlabelled": self.unlabelled, "cut": self.cut}
+
+
+def _method_order(method: str) -> tuple[int, str]:
+    """Measured methods first, then those not measured at N, then the rest (human, judge, ...), by name."""
+    order = {"rollouts": 0, "final_answer": 1, **{m: 2 + k for k, m in enumerate(NOT_MEASURED_AT_N)}}
+    return order.get(method, len(order) + 2), method
 
 
 def last_step_only(examples: Sequence[PRMExample]) -> list[PRMExample]:
@@ -132,6 +210,27 @@ def split_by_problem(examples: Sequence[PRMExample], validation_fraction: float,
         count = 0
     validation = set(problems[:count])
     return [e for e in examples if e.problem_id not in validation], [e for e in examples if e.problem_id in validation]
+
+
+# Below these the validation split cannot choose best/ or the threshold: its AUC and F1 move by whole steps.
+MIN_VALIDATION_PROBLEMS = 5
+MIN_VALIDATION_STEPS_EACH = 10
+
+
+def validation_too_small(validation: Sequence[PRMExample]) -> str | None:
+    """What makes a non-empty validation split too small to choose by (few problems, or few right or wrong steps), or None."""
+    if not validation:
+        return None
+    problems = len({e.problem_id for e in validation})
+    right = sum(h is True for e in validation for h in e.hard_labels)
+    wrong = sum(h is False for e in validation for h in e.hard_labels)
+    if problems >= MIN_VALIDATION_PROBLEMS and min(right, wrong) >= MIN_VALIDATION_STEPS_EACH:
+        return None
+    return (
+        f"the validation split ({problems} problem{'s' if problems != 1 else ''}, {right} right and {wrong} wrong steps) is too "
+        f"small to choose best/ or the threshold by (wanted: {MIN_VALIDATION_PROBLEMS} problems, {MIN_VALIDATION_STEPS_EACH} "
+        "steps of each kind): its AUC and first-error F1 are noise; raise --validation-fraction or label more problems"
+    )
 
 
 @dataclass

@@ -56,6 +56,7 @@ from labeler.prm.data import (
     ExampleTensors,
     PackedBatch,
     PRMExample,
+    StepCounts,
     build_examples,
     collate,
     collate_packed,
@@ -64,6 +65,7 @@ from labeler.prm.data import (
     last_step_only,
     micro_batches,
     split_by_problem,
+    validation_too_small,
     weighted_loss,
 )
 from labeler.prm.distributed import Processes
@@ -99,11 +101,27 @@ class TrainResult:
     steps_trained: int = 0  # optimizer steps this call took (0: the run was already done, or at --max-steps)
     checkpoints: list[str] = field(default_factory=list)  # the checkpoint folders the run holds, best/ then last/
     best_metric_name: str | None = None  # what best_metric is: --select-best, or val_loss where the validation has no AUC
+    epochs_planned: int = 0  # the epochs this run trains in all: --epochs, or more for --min-steps
+    steps: dict = field(default_factory=dict)  # the steps of all sources by what they trained on (StepCounts.to_dict)
+    validation_warning: str | None = None  # why the validation split is too small to choose by, when it is
 
 
 def train(config: TrainConfig) -> TrainResult:
     run_dir = Path(config.output)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TrainingError(f"--output {run_dir} is a file: give a folder for the run (best/, last/, metrics.jsonl)")
+    created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # removed again if the run is refused
     run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _train_in(config, run_dir)
+    except Exception:
+        for folder in created:  # deepest first; one that holds anything stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _train_in(config: TrainConfig, run_dir: Path) -> TrainResult:
     placement = place(config.device, config.precision)
     _refuse_accelerate_engines(config)
     if config.sharding == "deepspeed":
@@ -195,7 +213,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         except QuantizationError as error:  # no bitsandbytes, or layers a 4-bit base cannot be merged back into
             raise TrainingError(str(error)) from error
 
-    train_set, validation_set = _examples(config, prm, rows)
+    train_set, validation_set, counts = _examples(config, prm, rows)
     if state is None:
         step_prior, trajectory_prior = _priors(train_set)
         offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
@@ -203,7 +221,9 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     base_fingerprint = _add_lora(prm, config, state) if lora else None  # before sharding splits the weights
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
-        raise TrainingError(f"{run_dir} was trained on other labels; use the same labels to resume, or another --output")
+        before = "unmeasured_steps" not in (read_saved_config(run_dir) or {}) and counts.left_out and config.target == "soft"
+        hint = " (or it trained its steps not measured at N on their hard label, as runs before --unmeasured-steps did: pass --unmeasured-steps hard)"
+        raise TrainingError(f"{run_dir} was trained on other labels{hint if before else ''}; use the same labels to resume, or another --output")
     processes.barrier()  # every process has read the saved run before process 0 writes
     if processes.is_main:
         write_config(run_dir, config.to_dict())
@@ -235,6 +255,8 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         sharding.load_full_optimizer_state(prm, optimizer, state["optimizer"])
     elif state is not None and config.sharding != "deepspeed":  # DeepSpeed's engine reads its own checkpoint (_TrainingLoop)
         optimizer.load_state_dict(state["optimizer"])
+    if state is not None and lora:  # LoRA rebuilt the PRM from --model: the threshold chosen so far is last/'s
+        prm.settings = replace(prm.settings, threshold=saved_threshold(checkpoint_dir(run_dir, LAST)))
     if state is not None:  # this process's random state (dropout draws differ between processes), or process 0's in older runs
         by_rank = state.get("rng_by_rank") or [state["rng"]]
         torch.set_rng_state(by_rank[processes.rank] if processes.rank < len(by_rank) else by_rank[0])
@@ -243,7 +265,15 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         elif "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
     loop = _TrainingLoop(config, prm, optimizer, placement, run_dir, data, validation_set, fingerprint, state, processes, batching, base_fingerprint)
+    loop.counts = counts
     return loop.run()
+
+
+def saved_threshold(folder: Path | None) -> float | None:
+    """The threshold a checkpoint's prm.json holds (None: none chosen yet, or no checkpoint)."""
+    if folder is None or not (folder / "prm.json").is_file():
+        return None
+    return json.loads((folder / "prm.json").read_text()).get("threshold")
 
 
 def _add_lora(prm: ProcessRewardModel, config: TrainConfig, state: dict | None) -> list[float]:
@@ -342,28 +372,43 @@ def _with_values(name: str, saved: dict, config: TrainConfig) -> str:
     return f"{name}: {json.dumps(saved.get(name, 'not recorded'))} -> {json.dumps(now[name])}"
 
 
-def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
-    """The examples of every source, in --labels order, split by problem across all of them."""
+def _examples(
+    config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]
+) -> tuple[list[PRMExample], list[PRMExample], StepCounts]:
+    """The examples of every source, in --labels order, split by problem across all of them, and their steps counted."""
     examples: list[PRMExample] = []
+    counts = StepCounts()
     for index, (source, source_rows) in enumerate(zip(config.sources, rows)):
-        built, stats = build_examples(source_rows, prm.tokenizer, config.target, prm.settings.max_length, source.weight, index, prm.settings.rendering)
+        settings = prm.settings
+        built, stats = build_examples(
+            source_rows, prm.tokenizer, config.target, settings.max_length, source.weight, index, settings.rendering, config.unmeasured_steps
+        )  # fmt: skip
+        one = StepCounts()
+        one.add(stats)
         log.info(
-            "labels %s [%s]: %d solutions, %d steps with a %s target, %d unlabelled, %d cut by --max-length %d, %d solutions left without a target",
+            "labels %s [%s]: %d solutions; steps: %s %d (%d solutions left without a target)",
             source.describe(),
             ", ".join(sorted({row.label_source for row in source_rows})) or "empty",
             stats.solutions,
-            stats.steps_with_target,
-            config.target,
-            stats.steps_unlabelled,
-            stats.steps_truncated,
-            prm.settings.max_length,  # --max-length, capped to the backbone's context
+            one.describe(),
+            settings.max_length,  # --max-length, capped to the backbone's context
             stats.solutions_dropped,
         )
+        if stats.left_out:
+            log.warning(
+                "labels %s: left out of the soft loss: %s steps not measured at N (a hard label only: trained at 1.0 beside "
+                "measured steps at c/N they would pull the targets up); --unmeasured-steps hard trains them on it, --target hard trains every step so",
+                source.describe(),
+                ", ".join(f"{count} {method}" for method, count in stats.left_out.items()),
+            )
         if not built:
+            left = sum(stats.left_out.values())
+            why = f", {left} not measured at N left out of the soft loss: pass --target hard, or --unmeasured-steps hard" if left else ""
             raise TrainingError(
                 f"{source.path}: no step with a {config.target} label to train on "
-                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {prm.settings.max_length})"
+                f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {settings.max_length}{why})"
             )
+        counts.add(stats)
         if any(row.label_source == TRL_STEPWISE for row in source_rows):
             log.info("labels %s: TRL stepwise supervision has hard labels only: a soft target is the hard label, 0 or 1", source.describe())
         examples += built
@@ -388,7 +433,10 @@ def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[Labe
     )
     if config.validation_fraction > 0 and not validation_set:
         log.warning("only one problem: no validation split; the best checkpoint follows the training loss")
-    return train_set, validation_set
+    small = validation_too_small(validation_set)
+    if small:
+        log.warning("%s", small)
+    return train_set, validation_set, counts
 
 
 SURPRISE_SAMPLE = 256  # training solutions whose steps' mean surprise sets the starting bias
@@ -486,6 +534,8 @@ class _TrainingLoop:
         self._reset_throughput()
         self.history: list[dict] = []
         self._warned_no_auc = False
+        self.counts = StepCounts()  # set by the caller: the steps of all sources by what they train on
+        self.started = time.monotonic()  # this call's start, for the run's ETA
         self.best_metric_name = state.get("best_metric_name")
         self.trainable = trainable_names(prm)  # LoRA: the adapters and heads, saved unmerged for a resume
         self.frozen_fingerprint = base_fingerprint  # LoRA: the frozen base's, that a resume checks
@@ -508,6 +558,15 @@ class _TrainingLoop:
         rows = f"rows of up to {self.pack_length} tokens" if self.pack_length else "rows that pad least within the padded batch's attention work"
         layout = f"each micro-batch packed in {rows}" if self.batching == "packed" else "padded batches"
         processes = f" x {self.processes.world_size} processes" if self.processes.distributed else ""
+        if self.epochs > config.epochs:
+            log.info(
+                "--min-steps %d: %d optimizer steps an epoch, so this run trains %d epochs, not --epochs %d (--min-steps 0 for --epochs alone)",
+                config.min_steps,
+                self.steps_per_epoch,
+                self.epochs,
+                config.epochs,
+            )
+        self.started = time.monotonic()
         log.info(
             "training on %s: %d epochs of %d optimizer steps (batch %d x %d accumulation%s), lr %g, heads' lr %g (%s), %s, %s attention",
             self.placement.describe(),
@@ -544,7 +603,18 @@ class _TrainingLoop:
             steps_trained=self.global_step - self.first_step,
             checkpoints=[str(folder) for name in (BEST, LAST) if (folder := checkpoint_dir(self.run_dir, name)) is not None],
             best_metric_name=self.best_metric_name,
+            epochs_planned=self.epochs,
+            steps=self.counts.to_dict(),
+            validation_warning=validation_too_small(self.validation_set),
         )
+
+    def _eta(self) -> str:
+        """The time left for the whole run at this call's pace so far (its validations included)."""
+        done = self.global_step - self.first_step
+        if not done:
+            return "ETA unknown"
+        seconds = (time.monotonic() - self.started) / done * max(0, self.total_steps - self.global_step)
+        return f"ETA {_duration(seconds)} for the run's {self.total_steps - self.global_step} steps left"
 
     def _run_epoch(self) -> bool:
         """Train the rest of the current epoch; True when --max-steps stopped it part-way."""
@@ -564,7 +634,7 @@ class _TrainingLoop:
                 counts = [self.loss_sum.item(), self.loss_count, self.real_tokens, self.padded_tokens]
                 loss_sum, loss_count, real, padded = self.processes.sum(counts)
                 log.info(
-                    "epoch %d/%d step %d/%d: loss %.4f, lr %.3g, %.2f tokens per real token",
+                    "epoch %d/%d step %d/%d: loss %.4f, lr %.3g, %.2f tokens per real token; %s",
                     self.epoch + 1,
                     self.epochs,
                     step_in_epoch,
@@ -572,6 +642,7 @@ class _TrainingLoop:
                     loss_sum / max(1, loss_count),
                     self._learning_rate(self.global_step),
                     padded / max(1, real),
+                    self._eta(),
                 )
             if self.batches_done >= len(groups):
                 break
@@ -737,7 +808,7 @@ class _TrainingLoop:
         self.history.append(record)
         log.info(
             "epoch %d/%d done in %.1fs: train loss %.4f, val loss %s, val step accuracy %s, val AUC %s, "
-            "val first-error F1 %s at threshold %s%s; %.2f tokens per real token, %.1f solutions/s",
+            "val first-error F1 %s at threshold %s%s; %.2f tokens per real token, %.1f solutions/s; %s",
             record["epoch"],
             self.epochs,
             seconds,
@@ -750,6 +821,7 @@ class _TrainingLoop:
             " (best so far)" if improved else "",
             record["padded_per_real_token"] or 0,
             record["solutions_per_second"] or 0,
+            self._eta(),
         )
 
     def _validate(self) -> dict:
@@ -898,6 +970,12 @@ def choose_threshold(probabilities: list[list[float]], examples: list[PRMExample
     erroneous, correct = sum(label >= 0 for label, _ in solutions), sum(label < 0 for label, _ in solutions)
     best = best_first_error_threshold(solutions)
     return ChosenThreshold(best[0], best[1], erroneous, correct) if best else ChosenThreshold(None, None, erroneous, correct)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def _fmt(value: float | None) -> str:
