@@ -20,7 +20,9 @@ or 'ки', and it cannot be read at all: --max-length does not help; a step or t
 not a finite number, NaN or inf, written as null), and solution_fingerprint (of the problem and steps scored:
 what `labeler view` and `select --scores` check a join by solution_id with). Lines go to --output,
 or to stdout when it is not given; a summary goes to stderr (to stdout with --output): it counts the steps past
-the PRM's max length and the solutions not fully scored apart, by reason.
+the PRM's max length and the solutions not fully scored apart, by reason. --output is written whole once every
+solution is scored (FILE.tmp, then moved onto FILE); a directory, or a file in a folder that does not exist, is
+refused before the PRM loads; a FILE.tmp that cannot be moved onto FILE is kept, and the error names it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 from collections import Counter
 
 from labeler.cli.common import (
+    EXIT_FAILURE,
     EXIT_OK,
     RunOptions,
     add_command,
@@ -82,7 +85,8 @@ def register(subparsers) -> None:
     add_flags(parser, TrainConfig, only=("device", "precision", "trust_remote_code"), into=run)
     add_flags(parser, BackendConfig, into=run)
     add_flags(parser, RunOptions, only=RUN_OPTIONS)
-    parser.set_defaults(handler=run_score)
+    # what `main` says after Ctrl-C or SIGTERM: the lines go to --output only once every solution is scored
+    parser.set_defaults(handler=run_score, on_interrupt="nothing was written (score writes its lines once all are scored): rerun the command to score")
 
 
 def run_score(args: argparse.Namespace) -> int:
@@ -113,6 +117,9 @@ def run_score(args: argparse.Namespace) -> int:
         check_format_flags(args)
     except ValueError as error:
         return usage_error(COMMAND, str(error))
+    problem = _output_problem(args.output)
+    if problem:  # before the PRM loads: a path that cannot take the lines is refused, not found out after scoring
+        return usage_error(COMMAND, problem)
     options = PresetOptions.from_columns(args.split_rule, args.max_row_chars, column_flags(args), max_steps=args.max_steps)
     try:
         read = read_solutions(args.input, args.preset, options, args.limit, args.trust_remote_code)
@@ -135,7 +142,13 @@ def run_score(args: argparse.Namespace) -> int:
         scored = score_solutions(scorer, read.solutions, select_by=args.select_by, combined=combined)
     finally:
         release(scorer)
-    _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
+    try:
+        _write_lines((json.dumps(s.to_dict()) for s in scored), args.output)
+    except OSError as error:  # after scoring: what could be written is kept, and where it is said
+        kept = f"{args.output}.tmp"
+        where = f"the scores are in {kept}: move it to where you want them" if os.path.isfile(kept) else "nothing was written"
+        print(f"labeler {COMMAND}: error: cannot write --output {args.output}: {error}; {where}", file=sys.stderr)
+        return EXIT_FAILURE
     summary = {
         "solutions": len(scored),
         "problems": len({s.problem_id for s in scored}),
@@ -163,13 +176,32 @@ def run_score(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _output_problem(output: str | None) -> str | None:
+    """Why --output cannot take the score lines (None: it can): a directory, or a file in a folder that does not exist."""
+    if output is None:
+        return None
+    if os.path.isdir(output):
+        return f"--output {output} is a directory; give the file the score lines go to (e.g. {os.path.join(output, 'scores.jsonl')})"
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        return f"--output {output}: its folder {folder} does not exist"
+    return None
+
+
 def _write_lines(lines, output: str | None) -> None:
+    """The lines to stdout, or to `output` whole: written to OUTPUT.tmp, then moved onto it. A write cut short
+    (a full disk, Ctrl-C) leaves no OUTPUT.tmp; one written whole that cannot be moved stays, for the caller to name."""
     if output is None:
         for line in lines:
             print(line)
         return
     temp = f"{output}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(line + "\n")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(line + "\n")
+    except BaseException:
+        if os.path.isfile(temp):
+            os.remove(temp)
+        raise
     os.replace(temp, output)
