@@ -411,9 +411,9 @@ class LabelConfig(JobSettings):
     def greedy_solutions_error(self, why: str) -> str:
         """The refusal of --solutions-per-problem above 1 under greedy sampling, `why` solutions are sampled."""
         return (
-            f"--temperature {self.temperature:g} is greedy sampling: the --solutions-per-problem {self.solutions_per_problem} "
-            f"solutions sampled for a problem would all be the same one (vLLM refuses to draw more than one), and {why}; "
-            "use a temperature above 0, or --solutions-per-problem 1"
+            f"--temperature {self.temperature:g} is greedy sampling: the {self.solutions_per_problem} solutions sampled per "
+            f"problem (--solutions-per-problem {self.solutions_per_problem}; labeler bon's --candidates) would all be the "
+            f"same one (vLLM refuses to draw more than one), and {why}; use a temperature above 0, or one solution per problem"
         )
 
     @property
