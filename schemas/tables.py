@@ -32,7 +32,11 @@ import pyarrow as pa
 # 1.6: first_error is null where the steps do not determine it: an unlabelled step comes before the first
 #      hard-negative step (before any step, when none is negative). Before, it read -1 or the first negative step
 #      whatever came before it. Readers (labeler/store/reader.py) recompute the column of older shards by this rule.
-SCHEMA_VERSION = "1.6"
+# 1.7: label_method gains "retraced" (posterior): a step the search passed without probing it, on rollouts of a shorter
+#      prefix that wrote it word for word, enough of them, at least half right (hard label positive, soft null, no counts of its
+#      own: those rollouts are in the rollouts table under the prefix they were drawn from). Before, such steps were
+#      "inferred", on one correct rollout and no failures counted. Columns carry their descriptions as field metadata.
+SCHEMA_VERSION = "1.7"
 
 
 class SchemaError(ValueError):
@@ -84,7 +88,8 @@ LABELS_SCHEMA = _versioned(
         # "rollouts": sampled completions of the prefix; "final_answer": the step itself states
         # the answer and was checked directly (counted as one rollout); "early_stop" (adaptive, posterior):
         # sampled but stopped before N rollouts, hard label only, soft null; "inferred": not sampled,
-        # hard label deduced from other steps (first-error search), soft label null; "unlabelled":
+        # hard label deduced from other steps (first-error search), soft label null; "retraced" (posterior): not sampled,
+        # hard label positive from rollouts of a shorter prefix that wrote this step word for word, soft null; "unlabelled":
         # no label (soft and hard null), for the reason in unlabelled_reason (null on other steps), its
         # counts kept (some rollouts may have been counted, none correct: too few to call it wrong);
         # "human": given by the input dataset (`labeler import`) or by a reviewer (`labeler view`'s corrections,

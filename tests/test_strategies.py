@@ -442,7 +442,7 @@ SHAPES = [(12, -1), (12, 7), (30, 21), (6, 0), (9, 8), (40, 33)]
 
 def test_posterior_reads_a_correct_rollout_that_wrote_the_next_steps_as_their_labels_too(checker):
     """A correct rollout of prefix i that wrote steps i+1..j word for word is a correct completion of those prefixes: the
-    search does not probe them. First errors stay exhaustive's; the steps passed through are inferred (soft null)."""
+    search does not probe them. First errors stay exhaustive's; the steps passed through are `retraced` (soft null)."""
     solutions = _own_problems(SHAPES)
     exhaustive = label("exhaustive", solutions, _Retracing(solutions), checker, settings())
     search = label("first-error", solutions, _Retracing(solutions), checker, settings())
@@ -452,8 +452,8 @@ def test_posterior_reads_a_correct_rollout_that_wrote_the_next_steps_as_their_la
     assert [first_error(hard(i)) for i in doubt.labelled] == [wrong_at for _, wrong_at in SHAPES]
     measured = [[i for i, s in enumerate(item.steps) if s.measured and s.measured_by != "final_answer"] for item in doubt.labelled]
     assert measured == [[0], [0, 7], [0, 21], [0], [0], [0, 33]]  # the first prefix, then the first error (a last one is checked)
-    inferred = [s for item in doubt.labelled for s in item.steps if s.measured_by == "inferred" and s.inferred_hard]
-    assert inferred and all(s.n_rollouts == 0 for s in inferred)
+    retraced = [s for item in doubt.labelled for s in item.steps if s.measured_by == "retraced"]
+    assert retraced and all(s.n_rollouts == 0 and s.inferred_hard for s in retraced)
     assert len(doubt.rollouts) * 3 < len(search.rollouts)
 
 

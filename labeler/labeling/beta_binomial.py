@@ -13,7 +13,10 @@ more; and ties (within rounding) go to the larger concentration, the prior that 
 What the `posterior` strategy asks of it: given a prefix with 0 correct of n drawn, the chance that
 m more draws (up to the N exhaustive would draw) contain a success,
 1 - B(a, b + n + m) / B(a, b + n): the chance that exhaustive-N would call the prefix positive where
-stopping now calls it negative.
+stopping now calls it negative. And given a prefix reached by rollouts of a shorter one that wrote it word for
+word, c correct of n, the chance that its own N rollouts (exhaustive's) would all fail,
+B(a + c, b + n - c + N) / B(a + c, b + n - c): the chance that exhaustive-N would call it negative where
+passing it on those rollouts calls it positive.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ class BetaPrior:
             return 0.0
         n = drawn_without_success
         return 1.0 - math.exp(log_beta(self.a, self.b + n + more) - log_beta(self.a, self.b + n))
+
+    def chance_all_fail(self, correct: int, drawn: int, more: int) -> float:
+        """The chance that `more` fresh draws from a prefix all fail, given `correct` successes in `drawn` draws:
+        B(a + c, b + n - c + m) / B(a + c, b + n - c)."""
+        a, b = self.a + correct, self.b + drawn - correct
+        return math.exp(log_beta(a, b + more) - log_beta(a, b)) if more > 0 else 1.0
 
     def log_likelihood(self, counts: Counter) -> float:
         """Of the observed outcome sequences, `counts` mapping (correct, drawn) to how many prefixes had them."""

@@ -12,8 +12,11 @@ for them (the same completions), and stops:
 The prior is the unit's, pooled over its problems, so its chance is an average over them: a hard problem
 among easy ones (its right prefixes reaching the answer one time in four) would have its right prefixes
 stopped as often as an easy problem's wrong ones. So a probe stops early only where its own problem has
-shown the completer sure of it: a prefix of the problem whose every rollout reached the answer, and none
-whose rollouts split (some right, some wrong). Elsewhere it draws to N, as first-error does.
+shown the completer sure of it: prefixes of the problem every counted rollout of which reached the answer,
+holding at least SURE_FROM (2) counted rollouts between them, and none whose rollouts split (some right, some
+wrong). Only counted rollouts show it: a prefix whose rollouts were all cut, still thinking or timed out
+(0 of 0) shows nothing, and one lucky rollout (1 of 1, a positive probe under --round-size 1) is not enough.
+Elsewhere it draws to N, as first-error does.
 Where completers are sure (rates near 0 or 1) a negative probe stops after a rollout or two; where they are
 not, it draws on towards N.
 
@@ -25,15 +28,21 @@ _Search.doubt). Doubted: a positive probe fewer than half of whose counted rollo
 2, one whose first round failed and whose next gave one correct rollout, not two); rollouts cut by the budget
 under --truncated excluded are not counted, so not failures.
 
-A correct rollout is evidence past its own prefix where its text allows. One that wrote the solution's next
-steps word for word (each whole, separator and all) is, after each of them, a completion of that longer
-prefix; where what it wrote after one reached the answer on its own (checked apart: an answer stated in a
-copied step is not one the longer prefix reached), that prefix is positive, and the shorter ones, as after a
-positive probe, and the search goes on after it without probing them (galloping, its next probe is the prefix
-where the rollout left the solution, most often the first error). Only hard labels are read this way: those
-steps are `inferred` (soft null, no counts of their own), as every step the search does not draw from; a
-prefix already found negative by its own rollouts keeps its label and bounds the reach; a doubted probe's
-rollouts are not read.
+A rollout is evidence past its own prefix where its text allows. One that wrote the solution's next steps word
+for word (each whole, separator and all) is, after each of them, a completion of that longer prefix, and what it
+wrote after one is checked on its own (an answer stated in a copied step is not one the longer prefix reached):
+right or wrong, each such rollout counts for each prefix it reached, failures as well as successes (one cut by
+its budget or whose check timed out, for none). Those are not the prefix's own rollouts (not exhaustive's draws
+of it), so a positive probe's search passes a longer prefix without probing it only on as much evidence as a
+probe of it would give, and more: at least RETRACED_FROM (2) counted retracing rollouts and at least a round's
+(--round-size), not doubted by the rule above (fewer than half correct), and the chance that its own N rollouts
+would all fail, given those counts under a uniform prior over its rate, below --stop-risk (at N = 8 and the
+default 0.05: 2 of 2 passes, 1 of 2 does not, 0.055; the batch's prior is not used here: pooled over the unit's right prefixes it would call a lucky wrong
+one sure). Every prefix up to the one passed must qualify; a prefix already found negative by its own rollouts
+bounds the reach; galloping, the next probe is the prefix after the last one passed, most often where the
+rollouts left the solution. Only hard labels are read this way: those steps are `retraced` (hard label
+positive, soft null, no counts of their own; the retracing rollouts are in the rollouts table under the prefix
+they were drawn from).
 
 Labels are honest about what was drawn: a prefix that reached its N rollouts has its soft label
 correct / N, as exhaustive's; one stopped earlier is `early_stop` (its hard label, a null soft label, its
@@ -47,15 +56,17 @@ from collections import Counter
 from typing import Sequence
 
 from labeler.inputs.traces import response_part
-from labeler.labeling.beta_binomial import fit_prior
+from labeler.labeling.beta_binomial import UNIFORM, fit_prior
 from labeler.labeling.generation import Generator
 from labeler.labeling.prompts import assistant_prefix
-from labeler.labeling.rollouts import FINAL_ANSWER_FINISH, BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
+from labeler.labeling.rollouts import FINAL_ANSWER_FINISH, TIMEOUT, TRUNCATED, BatchOutcome, Checker, PrefixSampler, Probe, StepLedger
 from labeler.labeling.strategies import StrategySettings, checked_final_steps, sampled_prefixes
 from labeler.labeling.strategies.first_error import _Search, infer_from_searches
 from labeler.records import Solution, StepCounts
 
 PRIOR_FROM = 16  # distinct prefixes of the batch counted twice or more before a prior is fitted (and a probe may stop early)
+SURE_FROM = 2  # counted rollouts, all correct, a problem's unsplit prefixes need between them to show its completer sure
+RETRACED_FROM = 2  # counted retracing rollouts (and at least a round's) a prefix needs to be passed without a probe
 
 
 def search(solutions: Sequence[Solution], generator: Generator, checker: Checker, settings: StrategySettings) -> BatchOutcome:
@@ -66,8 +77,11 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
     probing: dict[int, int] = {}  # solution -> the prefix its search is probing now
     prompts: dict[tuple[int, int], tuple] = {}  # (solution, step) -> what its rollouts are drawn from, made once
     # a rollout record names its solution by id: read on past a probe only where the id names one solution of the batch
-    one_of_its_id = {id for id, count in Counter(solution.solution_id for solution in solutions).items() if count == 1}
-    written: set[tuple[int, int]] = set()  # (solution, step) found positive by a correct rollout of a shorter prefix
+    ids = Counter(solution.solution_id for solution in solutions)
+    readable = {solution.solution_id: s for s, solution in enumerate(solutions) if ids[solution.solution_id] == 1}
+    # solution -> prefix -> [correct, counted] of the rollouts of shorter prefixes that wrote the solution through it
+    retraced: list[dict[int, list[int]]] = [{} for _ in solutions]
+    written: set[tuple[int, int]] = set()  # (solution, step) passed without a probe, on the rollouts that retraced it
     fitted = False  # whether some round fitted a prior (without one no probe stops early as negative)
     while True:
         probes = []
@@ -87,18 +101,11 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         first_record = len(ledger.records)
         ledger.record(sampler.send(probes), checker, final_checks=final_checks)
         final_checks = ()
-        correct_texts: dict[tuple[str, int], list[str]] = {}  # (solution id, step) -> this round's correct rollouts
-        for record in ledger.records[first_record:]:
-            if record.verdict == "correct" and record.finish_reason != FINAL_ANSWER_FINISH:
-                correct_texts.setdefault((record.solution_id, record.step_index), []).append(record.text)
+        _read_retraces(ledger.records[first_record:], solutions, readable, searches, checker, retraced)
         counts = _distinct_counts(ledger, sampler, prompts)
         prior = fit_prior(counts.values(), PRIOR_FROM)
         fitted = fitted or prior is not None
-        # (problem, reference) whose completer has shown it is sure: a prefix whose every rollout reached the answer,
-        # none whose rollouts split
-        split = {key[:2] for key, (c, n) in counts.items() if 0 < c < n}
-        sure = {key[:2] for key, (c, n) in counts.items() if c == n} - split
-        retraced: list[tuple[int, int, str, int]] = []  # (solution, its probe, a correct rollout, the prefix it wrote to)
+        sure = _sure_problems(counts)
         for probe in probes:
             s, step = probe.solution, probe.step
             if s in ledger.failed:  # rejected whole
@@ -110,32 +117,97 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
             problem = (solutions[s].problem, solutions[s].reference_answer)  # prompt_of's first two parts
             own = ledger.counts[s][step]
             verdict = _verdict(ledger, own, settings, prior if problem in sure else None)
-            if verdict is True and 2 * own.n_correct < own.n_rollouts:  # most of its rollouts failed
+            if verdict is True and _doubted(own.n_correct, own.n_rollouts):
                 searches[s].doubt(step)
                 del probing[s]
                 continue
             if verdict != "open":
                 searches[s].observe(step, verdict)
                 del probing[s]
-            if verdict is True and solutions[s].solution_id in one_of_its_id:  # and every longer prefix a correct rollout wrote
-                state = searches[s]
-                last = min(state.size, state.high if state.high is not None else state.size) - 1
-                for text in correct_texts.get((solutions[s].solution_id, step), ()):
-                    reached = written_through(solutions[s], step, text, last)
-                    if reached > step:
-                        retraced.append((s, step, text, reached))
-        for s, (step, reached) in _reached_from(retraced, solutions, checker).items():
-            searches[s].written_through(reached)
-            written.update((s, i) for i in range(step + 1, reached + 1))
+            if verdict is True:  # and every longer prefix that rollouts retraced, as a probe of it would have found it
+                reached = _passable(searches[s], step, retraced[s], settings)
+                if reached > step:
+                    searches[s].written_through(reached)
+                    written.update((s, i) for i in range(step + 1, reached + 1))
     infer_from_searches(ledger, solutions, searches, settings)
     for steps in ledger.counts:
         for step in steps:
             if step.measured_by == "rollouts" and _drawn(step) < settings.rollouts:
                 step.measured_by = "early_stop"
+    for s, i in written:
+        step = ledger.counts[s][i]
+        if step.measured_by == "inferred" and step.inferred_hard:
+            step.measured_by = "retraced"
     outcome = ledger.outcome()
     outcome.prior_fitted = fitted
-    outcome.written_through = sum(ledger.counts[s][i].measured_by == "inferred" for s, i in written if s not in ledger.failed)
+    outcome.written_through = sum(ledger.counts[s][i].measured_by == "retraced" for s, i in written if s not in ledger.failed)
     return outcome
+
+
+def _sure_problems(counts: dict[tuple, tuple[int, int]]) -> set[tuple]:
+    """(problem, reference) whose completer has shown it is sure: prefixes of it every counted rollout of which reached
+    the answer, holding SURE_FROM counted rollouts or more between them, and none whose rollouts split (some right, some
+    wrong). A prefix with no counted rollout (all cut, still thinking or timed out) shows nothing; one lucky rollout
+    (1 of 1, under --round-size 1) is not enough."""
+    split = {key[:2] for key, (c, n) in counts.items() if 0 < c < n}
+    all_correct = Counter()
+    for key, (c, n) in counts.items():
+        if c == n:
+            all_correct[key[:2]] += n
+    return {problem for problem, counted in all_correct.items() if counted >= SURE_FROM} - split
+
+
+def _doubted(correct: int, counted: int) -> bool:
+    """The doubt rule, for a probed prefix and for one reached by retracing rollouts alike: fewer than half of its counted
+    rollouts correct."""
+    return 2 * correct < counted
+
+
+def _passable(state: _Search, step: int, retraced: dict[int, list[int]], settings: StrategySettings) -> int:
+    """The longest prefix after a positive probe of `step` that the search may pass without probing: every prefix up to it
+    reached by at least RETRACED_FROM (and a round's) counted rollouts that retraced the solution, failed ones counted
+    too, not doubted by them, and settled by them: the chance that its own N rollouts would all fail, under a uniform
+    prior updated by those counts, below --stop-risk. Never at or past a prefix known negative."""
+    needed = max(RETRACED_FROM, settings.round_size)
+    last = min(state.size, state.high if state.high is not None else state.size) - 1
+    reached = step
+    for k in range(step + 1, last + 1):
+        correct, counted = retraced.get(k, (0, 0))
+        if counted < needed or _doubted(correct, counted):
+            break
+        if UNIFORM.chance_all_fail(correct, counted, settings.rollouts) >= settings.stop_risk:
+            break
+        reached = k
+    return reached
+
+
+def _read_retraces(records, solutions: Sequence[Solution], readable: dict[str, int], searches: list[_Search], checker: Checker,
+                   retraced: list[dict[int, list[int]]]) -> None:  # fmt: skip
+    """Add to `retraced` what a round's rollouts say of the longer prefixes they wrote word for word: for each prefix a
+    rollout retraced, whether what it wrote after that prefix reached the answer on its own (checked apart: an answer
+    stated in a copied step is not one the longer prefix reached). Every checked rollout counts, a failed one as a
+    failure; one cut by its budget (under --truncated excluded) or whose check timed out counts for none, as for its own
+    prefix."""
+    pending: dict[tuple[str, str, str], list[tuple[int, int]]] = {}  # (after, reference, problem) -> the (solution, prefix) it reached
+    for record in records:
+        s = readable.get(record.solution_id)
+        if s is None or record.finish_reason == FINAL_ANSWER_FINISH or record.verdict in (TRUNCATED, TIMEOUT):
+            continue
+        solution = solutions[s]
+        reached = written_through(solution, record.step_index, record.text, searches[s].size - 1)
+        for k in range(record.step_index + 1, reached + 1):
+            after = response_part(_after(solution, record.step_index, k, record.text))
+            pending.setdefault((after, solution.reference_answer, solution.problem), []).append((s, k))
+    if not pending:
+        return
+    verdicts = checker.check_many([(after, reference) for after, reference, _ in pending], [problem for *_, problem in pending])
+    for reached, verdict in zip(pending.values(), verdicts):
+        if verdict.verdict.value == TIMEOUT:
+            continue
+        for s, k in reached:
+            tally = retraced[s].setdefault(k, [0, 0])
+            tally[0] += verdict.verdict == "correct"
+            tally[1] += 1
 
 
 def written_through(solution: Solution, step: int, text: str, last: int) -> int:
@@ -148,26 +220,6 @@ def written_through(solution: Solution, step: int, text: str, last: int) -> int:
         if not longer.startswith(shorter) or not text.startswith(longer[len(shorter) :]):
             break
         reached = longer_step
-    return reached
-
-
-def _reached_from(retraced: list[tuple[int, int, str, int]], solutions: Sequence[Solution], checker: Checker) -> dict[int, tuple[int, int]]:
-    """Solution -> (its probe, the longest prefix one of its correct rollouts wrote word for word and then reached the
-    answer from): what the rollout wrote after that prefix is checked on its own. A rollout correct by an answer in
-    the steps it copied (a step that states it) reached nothing from the longer prefix: it is read to a shorter one,
-    or not at all."""
-    reached: dict[int, tuple[int, int]] = {}
-    pending = retraced
-    while pending:
-        rest = [(s, step, text, to, _after(solutions[s], step, to, text)) for s, step, text, to in pending]
-        verdicts = checker.check_many([(response_part(after), solutions[s].reference_answer) for s, _, _, _, after in rest],
-                                      [solutions[s].problem for s, *_ in rest])  # fmt: skip
-        pending = []
-        for (s, step, text, to, _), verdict in zip(rest, verdicts):
-            if verdict.verdict == "correct":
-                reached[s] = (step, max(to, reached.get(s, (step, step))[1]))
-            elif to - 1 > max(step, reached.get(s, (step, step))[1]):
-                pending.append((s, step, text, to - 1))
     return reached
 
 
