@@ -1,4 +1,4 @@
-"""End to end: `labeler label` as a subprocess on the real engine, killed with SIGKILL mid-run, then rerun to its end."""
+"""End to end: `labeler label` as a subprocess on the real engine, killed with SIGKILL mid-run, then rerun to its end; and stopped by SIGTERM."""
 
 import json
 import os
@@ -91,3 +91,33 @@ def test_sigkill_mid_run_then_rerun_gives_every_solution_once(tiny_model_dir, ti
 
     assert main(["status", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "finished"
+
+
+def test_sigterm_mid_run_on_the_real_engine_stops_with_a_message_and_releases_the_lock(tiny_model_dir, tmp_path, capsys):
+    """What Slurm, Kubernetes and Ray send on preemption, to the driver only, while its vLLM engine generates: the job
+    stops as on Ctrl-C (one line, exit 143), the lock released, what is committed kept (issue 53, item 10)."""
+    rows = [{"id": f"r{i}", "problem": f"What is {i} + 3?", "answer": str(i + 3), "steps": [f"Start from {i}.", f"The answer is: {i + 3}"]}
+            for i in range(ROWS)]  # fmt: skip
+    dataset = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out"
+    process = labeler("label", "--input", str(dataset), "--output", str(out), "--model", str(tiny_model_dir), "--rollouts", "4",
+                      "--max-new-tokens", "16", "--shard-size", "1", "--dtype", "float32", "--max-model-len", "1024",
+                      start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 600
+    try:
+        while not committed_units(out):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no unit committed in time"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 143, stderr[-3000:]
+    assert "labeler label: stopped by SIGTERM; rerun the same command to resume" in stderr and "Traceback" not in stderr, stderr[-3000:]
+    assert not (out / ".lock").exists()
+    assert 1 <= len(committed_units(out)) < ROWS
+    capsys.readouterr()
+    assert main(["status", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "interrupted"
