@@ -159,3 +159,16 @@ def test_train_json_on_stdout_parses_in_a_fresh_process(tiny_model_dir, tmp_path
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["epochs_done"] == 1
+
+
+def test_a_lora_run_shows_no_bitsandbytes_warning_by_default(tiny_model_dir, tmp_path):
+    """peft imports bitsandbytes, which warns on CPUs about an optional kernels package: noise under the quiet default."""
+    import subprocess
+    import sys
+
+    labels = write_labels(tmp_path / "labels", posterior_like_rows(4))
+    argv = [sys.executable, "-m", "labeler.cli", "train", "--labels", str(labels), "--model", str(tiny_model_dir), "--lora-rank", "4",
+            "--max-length", "384", "--min-steps", "0", "--max-steps", "1", "--device", "cpu"]  # fmt: skip
+    result = subprocess.run([*argv, "--output", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "bitsandbytes" not in result.stderr + result.stdout

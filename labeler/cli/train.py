@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 from dataclasses import asdict, replace
@@ -70,6 +71,8 @@ def run_train(args: argparse.Namespace) -> int:
     log_to_stderr(options.quiet)
     if not options.verbose:
         quiet_transformers()
+        # peft imports bitsandbytes, whose CPU backend warns about an optional `kernels` package on every LoRA run
+        logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     try:
         model_path, model_name = resolve_backbone(args.model)
     except RuntimeError as error:  # the embedded model could not be provisioned
