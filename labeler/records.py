@@ -85,7 +85,9 @@ class StepCounts:
     tokens: int = 0  # tokens generated for this prefix (shared prefixes: charged once)
     # "rollouts": sampled from the prefix; "final_answer": the step states the answer, checked as
     # one rollout; "early_stop": sampled, but stopped before N rollouts (hard label only);
-    # "inferred": not sampled, label deduced from other steps; "unlabelled" (with its reason).
+    # "inferred": not sampled, label deduced from other steps; "retraced" (posterior): not sampled, hard label
+    # positive from rollouts of a shorter prefix that wrote the step word for word (no counts of its own);
+    # "unlabelled" (with its reason).
     measured_by: str = "rollouts"
     inferred_hard: bool | None = None
     unlabelled_reason: str | None = None

@@ -119,6 +119,24 @@ def test_retraced_steps_have_their_own_label_method_hard_only(checker):
     assert row["hard_labels"] == [True] * 6 and row["first_error"] == -1
 
 
+def test_retraced_steps_read_back_as_written(checker, tmp_path):
+    """The readers take the new method as it is: a shard of schema 1.7 with retraced steps reads back with them."""
+    import pyarrow.parquet as pq
+
+    from labeler.store.reader import read_labelled_rows
+    from schemas.tables import SCHEMA_VERSION
+
+    steps = [f"Step {i + 1} works on it." for i in range(6)]
+    steps[-1] += f" The answer is: {ANSWER}"
+    one = Solution("p", "right", PROBLEM, ANSWER, tuple(steps), "test", 0)
+    posterior = label("posterior", [one], _Retracers(one, {0: ANSWER, 1: ANSWER}, to=2), checker, settings())
+    pq.write_table(labels_table(posterior.labelled, Provenance("u", "m", "posterior", SEED, "h")), tmp_path / "part.parquet")
+    (row,) = read_labelled_rows(tmp_path / "part.parquet", corrections=False)
+    assert SCHEMA_VERSION == "1.7"
+    assert row.label_method[1:3] == ("retraced", "retraced") and row.soft_labels[1:3] == (None, None)
+    assert row.hard_labels[1:3] == (True, True) and row.n_rollouts[1:3] == (0, 0) and row.first_error == -1
+
+
 class _RetracingRates:
     """Rollouts that retrace their solution and then behave as rollouts of the prefix they reached: a rollout of a prefix
     writes each next step word for word with chance `retrace` (up to the last but one), then reaches the answer with the
@@ -267,3 +285,20 @@ def test_the_chance_that_a_prefixs_own_rollouts_all_fail_given_counts_of_others(
     assert UNIFORM.chance_all_fail(1, 2, 0) == 1.0
     prior = BetaPrior(0.3, 2.0)  # no successes seen: the complement of chance_of_success
     assert prior.chance_all_fail(0, 3, 5) == pytest.approx(1 - prior.chance_of_success(3, 5))
+
+
+def test_a_posterior_output_of_an_older_schema_is_not_resumed_under_the_new_retrace_rule():
+    """1.7 changed only which steps posterior passes on retracing rollouts: an output of 1.6 (or 1.5) of another strategy
+    resumes under 1.7; a posterior one is refused, saying why (its committed units keep labels the new rule does not
+    write), since resuming would mix both rules in one table; rows rewritten by consensus likewise keep their version."""
+    from labeler.judging.consensus import _relabelled
+    from labeler.store.manifest import ConfigMismatchError, check_same_schema
+    from schemas.tables import SCHEMA_VERSION
+
+    for version in ("1.5", "1.6"):
+        exhaustive = {"schema_version": version, "config": {"strategy": "exhaustive"}}
+        assert version in check_same_schema(exhaustive, "out")[0] and exhaustive["schema_version"] == SCHEMA_VERSION
+        with pytest.raises(ConfigMismatchError, match=rf"schema {version}.*posterior.*retrac.*--overwrite"):
+            check_same_schema({"schema_version": version, "config": {"strategy": "posterior"}}, "out")
+        assert _relabelled({"schema_version": version, "strategy": "exhaustive"}, "consensus")["schema_version"] == SCHEMA_VERSION
+        assert _relabelled({"schema_version": version, "strategy": "posterior"}, "consensus")["schema_version"] == version

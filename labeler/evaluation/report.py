@@ -349,7 +349,7 @@ def rollout_notes(inputs: ReportInputs) -> list[str]:
 def soft_label_section(inputs: ReportInputs) -> Section:
     soft = [s for row in inputs.rows for s in row.soft_labels if s is not None]
     if not soft:
-        return Section("Soft labels", html=_note("No step has a soft label (every step is inferred, stopped early or unlabelled)."))
+        return Section("Soft labels", html=_note("No step has a soft label (every step is inferred, retraced, stopped early or unlabelled)."))
     figure = _figure()
     axes = figure.add_subplot()
     axes.hist(soft, bins=[i / 20 for i in range(21)], color="#4c72b0", edgecolor="white")

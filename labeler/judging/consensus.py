@@ -34,7 +34,7 @@ from labeler.labeling.job import JobPlan, open_output
 from labeler.labeling.planning import PlannedRow, plan_units
 from labeler.records import SourceRow
 from labeler.store.lock import hold_output
-from labeler.store.manifest import RESUMABLE_SCHEMAS
+from labeler.store.manifest import resumable_schema
 from labeler.store.progress import ProgressReporter
 from labeler.store.corrections import correction_files
 from labeler.store.reader import read_judgments_table, read_labels_table
@@ -156,9 +156,10 @@ def with_trajectory(row: dict) -> dict:
 def _relabelled(row: dict, source: str) -> dict:
     """The Monte-Carlo row with its new label_source and its own schema_version: a row of an older schema was
     labelled by that schema's rules (before 1.5, a timed-out check counted as a wrong answer) and says so. A row of
-    a schema that differs from the current one only in what the readers recomputed (RESUMABLE_SCHEMAS: 1.5, whose
-    first_error it now carries by 1.6's rule) is a current row, and says SCHEMA_VERSION."""
-    version = SCHEMA_VERSION if row.get("schema_version") in RESUMABLE_SCHEMAS else row.get("schema_version")
+    a schema that differs from the current one only in what the readers recomputed or in rules its strategy does not use
+    (resumable_schema: 1.5, whose first_error it now carries by 1.6's rule, and 1.6, but for posterior's rows) is a
+    current row, and says SCHEMA_VERSION."""
+    version = SCHEMA_VERSION if resumable_schema(row.get("schema_version"), row.get("strategy")) else row.get("schema_version")
     return {**row, "label_source": source, "schema_version": version}
 
 

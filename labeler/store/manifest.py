@@ -279,7 +279,9 @@ def rebuild_manifest(
     config_hash = document["config_hash"]
     if kind != WRITES_JUDGMENTS:
         location = location or _location(directory)
-        schemas = sorted({record_schema_version(location, record) for record in records} - {SCHEMA_VERSION, None, *RESUMABLE_SCHEMAS})
+        strategy = (document.get("config") or {}).get("strategy")
+        written = {record_schema_version(location, record) for record in records} - {SCHEMA_VERSION, None}
+        schemas = sorted(version for version in written if not resumable_schema(version, strategy))
         if schemas:
             raise ConfigMismatchError(
                 f"{directory}: commits/ holds units written under labels schema {', '.join(schemas)}, and this version of "
@@ -356,7 +358,20 @@ WRITES_JUDGMENTS = "judge"  # the job kind whose shards are judgments (schemas/j
 
 # Labels schemas whose outputs a resume (or a rebuild) continues under SCHEMA_VERSION, with what changed since:
 # their rows read as the current schema's (labeler/store/reader.py recomputes it) and each says its own schema_version.
-RESUMABLE_SCHEMAS = {"1.5": "only first_error's rule changed; its rows' first_error is recomputed by 1.6's rule when read"}
+RESUMABLE_SCHEMAS = {
+    "1.5": "first_error's rule changed, its rows' first_error recomputed by 1.6's rule when read; and posterior's "
+    "retrace rule (1.7), which this job's strategy does not use",
+    "1.6": "only posterior's retrace rule changed (1.7), which this job's strategy does not use",
+}
+# ...but for these strategies: 1.7 changed which steps posterior passes on rollouts of a shorter prefix that retraced
+# them ("retraced"; before, "inferred" on a single correct rollout), so its units committed before keep labels the
+# new rule does not write, and a resume would mix both rules in one table.
+NOT_RESUMABLE_FOR = {"posterior": ("1.5", "1.6")}
+
+
+def resumable_schema(version: str | None, strategy: str | None) -> bool:
+    """Whether labels of schema `version` written by `strategy` read as the current schema's."""
+    return version in RESUMABLE_SCHEMAS and version not in NOT_RESUMABLE_FOR.get(strategy or "", ())
 
 
 def check_same_schema(existing: dict, directory: str | Path, kind: str | None = None) -> list[str]:
@@ -368,13 +383,20 @@ def check_same_schema(existing: dict, directory: str | Path, kind: str | None = 
     if kind == WRITES_JUDGMENTS:
         return []
     found = existing.get("schema_version", NOT_RECORDED)
-    if found in RESUMABLE_SCHEMAS:
+    strategy = (existing.get("config") or {}).get("strategy")
+    if resumable_schema(found, strategy):
         existing["schema_version"] = SCHEMA_VERSION
         return [f"{directory} holds shards of labels schema {found}: resumed under {SCHEMA_VERSION}, new shards written {SCHEMA_VERSION} ({RESUMABLE_SCHEMAS[found]})"]
     if found != SCHEMA_VERSION:
+        why = (
+            f" (a {strategy} job: 1.7 changed which steps it passes on rollouts that retraced them, so its committed "
+            "units keep labels the new rule does not write)"
+            if found in NOT_RESUMABLE_FOR.get(strategy or "", ())
+            else ""
+        )
         raise ConfigMismatchError(
             f"{directory} holds shards of labels schema {found}, and this version of prm-labeler writes schema "
-            f"{SCHEMA_VERSION}; resuming would mix both in one table; use another --output, or --overwrite to start over"
+            f"{SCHEMA_VERSION}{why}; resuming would mix both in one table; use another --output, or --overwrite to start over"
         )
     return []
 
