@@ -251,3 +251,22 @@ def test_a_trl_export_trains_back_in_labeler_train(job, tmp_path, tiny_model_dir
     assert main(["train", "--labels", str(out), "--output", str(tmp_path / "run"), "--model", str(tiny_model_dir), "--epochs", "1",
                  "--max-length", "384", "--min-steps", "0", "--device", "cpu", "--validation-fraction", "0", "--quiet"]) == 0  # fmt: skip
     assert (tmp_path / "run" / "best" / "prm.json").is_file()
+
+
+def test_steps_not_measured_at_n_are_counted_and_said_in_every_format(tmp_path, capsys):
+    """A posterior job's early-stopped and inferred steps: the boolean formats write their hard label (with --threshold
+    too: they have no soft label to compare), and the summary counts them apart, by method."""
+    posterior = labels_row("p1", "s1", "What is 2 + 3?", ["2 + 3 = 5.", "5 + 1 = 6.", "The answer is 6."], [0.5, None, None],
+                           [True, True, True])  # fmt: skip
+    posterior |= {"label_method": ["rollouts", "early_stop", "inferred"], "n_correct": [2, 1, 0], "n_rollouts": [4, 1, 0]}
+    job = write_labels(tmp_path / "job", [posterior])
+    for format in ("trl", "openrlhf", "math-shepherd", "jsonl"):
+        out = tmp_path / f"{format}.jsonl"
+        assert main(["export", str(job), "--format", format, "--output", str(out), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["not_measured"] == {"early_stop": 1, "inferred": 1}, format
+    assert main(["export", str(job), "--format", "trl", "--output", str(tmp_path / "t.jsonl"), "--threshold", "0.75"]) == 0
+    captured = capsys.readouterr()
+    assert read_lines(tmp_path / "t.jsonl")[0]["labels"] == [False, True, True]
+    assert "2 steps not measured at N (1 early_stop, 1 inferred) written from their hard label" in captured.out
+    assert "no soft label to compare with --threshold 0.75" in captured.out

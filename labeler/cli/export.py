@@ -12,6 +12,8 @@ placeholder token after each step (`ки`, or --placeholder), `label` a list of 
 placeholder; train it with --input_key input --label_key label --placeholder_token ки
 --reward_tokens + -. math-shepherd: {input, label} with `ки` step tags and +/- labels in the text.
 jsonl: the label columns as they are. Boolean labels are the hard labels, or soft >= --threshold;
+a step not measured at N (label_method early_stop, inferred, retraced: a search strategy's, with a hard
+label only) is written with its hard label, under --threshold too, and counted apart in the summary;
 a solution is cut before its first unlabelled step. Steps and labels of every row are checked to
 line up before anything is written; the output's extension (.jsonl or .parquet) picks the file type.
 """
@@ -86,4 +88,10 @@ def run_export(args: argparse.Namespace) -> int:
                 f"{summary.solutions_cut} solutions cut before their first unlabelled step; "
                 f"{summary.solutions_skipped} left out: their first step is unlabelled"
             )
+        if summary.not_measured:  # a search strategy's early-stopped, inferred or retraced steps: no c/N behind them
+            methods = ", ".join(f"{count} {method}" for method, count in summary.not_measured.items())
+            how = "their label_method says which" if args.format == "jsonl" else "written from their hard label"
+            if args.threshold is not None and args.format != "jsonl":
+                how += f" (no soft label to compare with --threshold {args.threshold:g})"
+            print(f"{sum(summary.not_measured.values())} steps not measured at N ({methods}) {how}")
     return EXIT_OK

@@ -22,7 +22,11 @@
   is the labels table's: null where it is not known, an unlabelled step before the first hard 0 (any step,
   when there is none).
 
-Booleans (and OpenRLHF's +/-) are the hard labels, or soft >= --threshold when given. A step without
+Booleans (and OpenRLHF's +/-) are the hard labels, or soft >= --threshold when given. A step whose label was
+not measured at N rollouts of its own prefix (schemas/tables.py NOT_MEASURED_AT_N: `early_stop`, `inferred`,
+`retraced`, which a search strategy writes with a hard label and no soft one) is written with its hard label,
+under --threshold too (there is no soft label to compare); the summary counts such steps by method
+(`not_measured`), so that a reader knows how many of the booleans did not come from N rollouts. A step without
 a label (a search strategy left it unlabelled, or ProcessBench stops judging after the first error)
 is never written as a label: in the boolean formats (trl, math-shepherd, openrlhf) the solution is
 cut before it, and a solution whose first step has no label is left out; both are counted. (Writing
@@ -37,12 +41,13 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labeler.evaluation.metrics import first_predicted_error
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.inputs.splitting import KI_TAG
+from schemas.tables import NOT_MEASURED_AT_N
 
 EXPORT_FORMATS = ("trl", "math-shepherd", "openrlhf", "jsonl")
 # OpenRLHF's train_prm: the text field, the labels field (its --input_key and --label_key defaults) and
@@ -67,6 +72,8 @@ class ExportSummary:
     steps: int
     solutions_cut: int  # cut before their first unlabelled step
     solutions_skipped: int  # left out: their first step is unlabelled (later steps may have labels)
+    # steps written whose label was not measured at N (early_stop, inferred, retraced), by method: their hard label
+    not_measured: dict[str, int] = field(default_factory=dict)
 
 
 def export_labels(
@@ -87,10 +94,12 @@ def export_labels(
     if format == "trl":
         log.warning("TRL's PRMTrainer truncates float labels (int(0.75) == 0): writing boolean labels (%s)", _label_rule(threshold))
     records, written, steps_written, cut, skipped = [], [], 0, 0, 0  # written: the solution id of each record
+    not_measured: dict[str, int] = {}
     for row in rows:
         if format == "jsonl":
             records.append(_jsonl_record(row))
             steps_written += len(row.steps)
+            _count_not_measured(not_measured, row, len(row.steps))
             continue
         labels_kept = _boolean_labels(row, threshold)
         if not labels_kept:
@@ -99,6 +108,7 @@ def export_labels(
         cut += len(labels_kept) < len(row.steps)
         steps = row.steps[: len(labels_kept)]
         steps_written += len(steps)
+        _count_not_measured(not_measured, row, len(steps))
         written.append(row.solution_id)
         if format == "trl":
             records.append(_trl_record(row, steps, labels_kept))
@@ -109,7 +119,14 @@ def export_labels(
     if tokenizer is not None:
         check_openrlhf_tokens(records, written, tokenizer, placeholder)
     write_records(records, out_path)
-    return ExportSummary(str(out_path), format, len(records), steps_written, cut, skipped)
+    return ExportSummary(str(out_path), format, len(records), steps_written, cut, skipped, not_measured)
+
+
+def _count_not_measured(counts: dict[str, int], row: LabelledRow, steps: int) -> None:
+    """Count the written steps (the first `steps` of `row`) whose label was not measured at N, by method."""
+    for method in row.label_method[:steps]:
+        if method in NOT_MEASURED_AT_N:
+            counts[method] = counts.get(method, 0) + 1
 
 
 def _label_rule(threshold: float | None) -> str:
