@@ -129,7 +129,8 @@ def test_a_server_of_another_model_is_refused_with_both_named(served, tiny_model
 
 
 class FakeModels:
-    """An HTTP server on a thread whose /v1/models says it serves `root` with a context of `context` tokens."""
+    """An HTTP server on a thread whose /v1/models says it serves `root` with a context of `context` tokens, and
+    whose /pooling gives two raw logits per token (their softmax with use_activation, as vLLM does)."""
 
     def __init__(self, root: str, context: int):
         import http.server
@@ -143,6 +144,20 @@ class FakeModels:
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_POST(self):
+                import torch
+
+                asked = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                rows = [torch.tensor([[t % 7 - 3.0, 1.5 - t % 5] for t in ids]) for ids in asked["input"]]
+                if asked.get("use_activation") is not False:
+                    rows = [torch.softmax(r, dim=-1) for r in rows]
+                answer = json.dumps({"data": [{"index": i, "data": r.tolist()} for i, r in enumerate(rows)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args):
                 pass

@@ -11,9 +11,15 @@ the scores the in-process one gives (tests/test_verl_pooling.py: a real `vllm se
 
 The server must run the PRM this side renders for: `/v1/models` is read once, and a server whose
 model is another folder, or whose context is shorter than the PRM's max length (it would refuse a
-long solution mid-run rather than score the steps that fit), is refused at once, with both named. A
-request that fails, or an answer of the wrong shape, raises with the server's reason (behind verl's
-router, which re-raises, an HTTP 500): a reward computed from a partial answer is never returned.
+long solution mid-run rather than score the steps that fit), is refused at once, with both named. The
+rows must be raw logits: at connection one short solution is asked for with use_activation false and
+true, and a server that answers both with the same values in [0, 1] (it ignored the flag and gave its
+activation's probabilities) is refused; an answer whose every row is a probability distribution (two or
+more columns in [0, 1] summing to 1, as another replica behind a router could give) is refused too:
+probabilities read as logits would be activated twice. Every item's `index` is checked (an integer, each of
+0..n-1 once) and the items are read by it. A request that fails, or an answer of the wrong shape, raises
+with the server's reason (behind verl's router, which re-raises, an HTTP 500): a reward computed from a
+partial answer is never returned.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class PoolingServerScorer:
         self._sequences = sequences
         self.reading: Reading = reading
         self.served_model = self._served_model(folder, context)
+        self._check_raw_logits()
         if reading.trajectory_column is not None:  # what score_solutions looks for
             self.step_and_trajectory_scores = self._scores
         if render_problem is not None:
@@ -79,27 +86,75 @@ class PoolingServerScorer:
             )
         return served["id"]
 
+    def _check_raw_logits(self) -> None:
+        """Ask for one short solution's rows with use_activation false and true: a server that answers both the
+        same way ignores the flag, and with values in [0, 1] it gave probabilities (vLLM's default activation),
+        which read as logits would be activated a second time: refused."""
+        probe = SolutionToScore("probe", "probe", "What is 1 + 1?", ("1 + 1 = 2.", "The answer is 2."))
+        ids = self._sequences([probe])[0][0]
+        if not ids:
+            return
+        raw, activated = (self._pooling([ids], use_activation=flag)[0] for flag in (False, True))
+        if raw.shape == activated.shape and torch.allclose(raw, activated, atol=1e-6) and bool(((raw >= 0) & (raw <= 1)).all()):
+            raise PoolingServerError(
+                f"{self.url}/pooling answered probabilities where raw logits were asked for: the same rows with use_activation "
+                "false as with true (the server ignores the flag and applies its activation); reading them as logits would "
+                f"activate them twice: serve with a vLLM whose /pooling honours use_activation{OPT_OUT}"
+            )
+
+    def _pooling(self, token_ids: list[list[int]], use_activation: bool = False) -> list[torch.Tensor]:
+        """The per-token rows of each token-id list, in order: every item's index checked (each of 0..n-1 once),
+        and, where raw logits were asked for, rows that are probability distributions refused."""
+        body = {"model": self.served_model, "input": token_ids, "task": "token_classify", "use_activation": use_activation}
+        data = _request(f"{self.url}/pooling", body).get("data")
+        if isinstance(data, list) and not all(isinstance(item, dict) and isinstance(item.get("data"), list) for item in data):
+            raise PoolingServerError(f"{self.url}/pooling answered items without per-token data")
+        if not isinstance(data, list) or len(data) != len(token_ids):
+            raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(token_ids)} solutions")
+        by_index: dict[int, list] = {}
+        for k, item in enumerate(data):
+            index = item.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise PoolingServerError(f"{self.url}/pooling: item {k} has no integer index ({index!r}): which solution it scores is unknown")
+            if not 0 <= index < len(token_ids):
+                raise PoolingServerError(f"{self.url}/pooling: item {k} has index {index}, out of 0..{len(token_ids) - 1} for {len(token_ids)} solutions")
+            if index in by_index:
+                raise PoolingServerError(f"{self.url}/pooling answered index {index} twice (items of {len(token_ids)} solutions): one would go unscored")
+            by_index[index] = item["data"]
+        try:
+            rows = [torch.tensor(by_index[i], dtype=torch.float32) for i in range(len(token_ids))]
+        except (TypeError, ValueError) as error:  # ragged or not numbers
+            raise PoolingServerError(f"{self.url}/pooling answered per-token data that is not a table of numbers: {error}") from None
+        if not use_activation and _probability_rows(rows):
+            raise PoolingServerError(
+                f"{self.url}/pooling answered probabilities where raw logits were asked for: every row of its {len(rows)} outputs "
+                "is a distribution (in [0, 1], summing to 1), as the server's activation gives them; reading them as logits would "
+                f"activate them twice: serve with a vLLM whose /pooling honours use_activation (each replica behind a router){OPT_OUT}"
+            )
+        return rows
+
     def step_scores(self, solutions: Sequence[SolutionToScore]) -> list[list[float | None]]:
         return [steps for steps, _ in self._scores(solutions)]
 
     def _scores(self, solutions: Sequence[SolutionToScore]) -> list[tuple[list[float | None], float | None]]:
-        def encode(token_ids: list[list[int]]) -> list[torch.Tensor]:
-            body = {"model": self.served_model, "input": token_ids, "task": "token_classify", "use_activation": False}
-            data = _request(f"{self.url}/pooling", body).get("data")
-            if isinstance(data, list) and not all(isinstance(item, dict) and isinstance(item.get("data"), list) for item in data):
-                raise PoolingServerError(f"{self.url}/pooling answered items without per-token data")
-            if not isinstance(data, list) or len(data) != len(token_ids):
-                raise PoolingServerError(f"{self.url}/pooling answered {len(data) if isinstance(data, list) else 'no'} outputs for {len(token_ids)} solutions")
-            return [torch.tensor(item["data"], dtype=torch.float32) for item in sorted(data, key=lambda d: d.get("index", 0))]
-
         shape_error = lambda solution, shape, tokens: PoolingServerError(  # noqa: E731
             f"{self.url}/pooling returned {shape} for the {tokens} tokens of solution {solution} "
             "(expected one row per token: serve with --pooler-config '{\"task\": \"token_classify\", \"tok_pooling_type\": \"ALL\"}')"
         )
-        return pooled_scores(solutions, self._sequences(solutions), self.reading, encode, shape_error)
+        return pooled_scores(solutions, self._sequences(solutions), self.reading, self._pooling, shape_error)
 
     def close(self) -> None:
         pass  # the server is not ours to stop
+
+
+def _probability_rows(rows: list[torch.Tensor]) -> bool:
+    """Whether every row of every output is a probability distribution over two or more classes (what softmax
+    gives): raw logits of a real head over whole solutions never are. One-column rows cannot tell (a sigmoid's
+    output is also a logit's value): the check at connection covers them."""
+    tables = [r for r in rows if r.dim() == 2 and r.shape[0] > 0]
+    if not tables or any(r.shape[1] < 2 for r in tables):
+        return False
+    return all(bool(((r >= 0) & (r <= 1)).all()) and torch.allclose(r.sum(dim=1), torch.ones(r.shape[0]), atol=1e-4) for r in tables)
 
 
 def _same_folder(name: str, folder: str) -> bool:
