@@ -29,7 +29,7 @@ class ServeConfig:
         0.0,
         help="the reward /get_reward gives a completion whose reward could not be measured (empty, a step past the PRM's "
         "length limit, a missing label, an answer check that timed out), since OpenRLHF needs a number for every sample: "
-        "0 by default, a failing reward no higher than any measured one; each such sample is logged with its reason, "
+        "the default, 0, is a failing reward no higher than any measured one; each such sample is logged with its reason, "
         "flagged in extra_logs.prm_unmeasured and counted in /health",
         group=SERVER,
     )
