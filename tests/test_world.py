@@ -390,3 +390,33 @@ def test_a_last_step_whose_answer_line_is_not_the_value_alone_is_wrong():
     for ending in (f"{problem.answer}.5", f"{problem.answer} apples", f"{problem.answer}. Wait, it is {problem.answer + 1}."):
         assert exact_first_error(problem, [*steps[:-1], f"{body}\nThe answer is: {ending}"]) == len(steps) - 1, ending
     assert exact_first_error(problem, [*steps[:-1], f"{body}\nThe answer is: {problem.answer}."]) == -1
+
+
+def test_a_step_that_restates_another_event_is_wrong_even_with_the_right_arithmetic():
+    """Issue 53, item 8: step k must restate the k-th event (its ordinal and its phrase), not only do its arithmetic."""
+    from labeler.world.problems import ORDINALS, _step_text
+    from labeler.world.truth import exact_first_error
+
+    problems = make_problems(300, "truth-test-5")
+    # another event's sentence with this event's arithmetic: the next event's, or this one's under another ordinal
+    problem = next(p for p in problems if len(p.events) >= 3)
+    steps = solution_steps(problem)
+    values = [problem.start, *problem.values]
+    swapped = _step_text(problem.events[2], values[1], values[2], problem.events[1].kind)
+    swapped = swapped.replace(f"{problem.events[2].number} =", f"{problem.events[1].number} =")  # event 1's operand: the arithmetic of event 1
+    assert swapped.split(":")[1] == steps[1].split(":")[1]  # the same arithmetic as the right step
+    assert exact_first_error(problem, [steps[0], swapped, *steps[2:]]) == 1
+    wrong_ordinal = steps[1].replace(ORDINALS[1], ORDINALS[3], 1)
+    assert exact_first_error(problem, [steps[0], wrong_ordinal, *steps[2:]]) == 1
+    # the same kind and number, another phrase ("buys 5 more" where the event "finds 5 more"): another event
+    twin = next((p, k) for p in problems for k, e in enumerate(p.events) if e.kind == "+" and "buys" in e.sentence)
+    problem, k = twin
+    steps = solution_steps(problem)
+    other = steps[k].replace("buys", "finds", 1)
+    assert exact_first_error(problem, [*steps[:k], other, *steps[k + 1 :]]) == k
+    # a step that adds text after its equation restates more than its event
+    tail = steps[k].split("\n")[0] + " Then she loses 3."
+    rest = steps[k].partition("\n")[2]
+    assert exact_first_error(problem, [*steps[:k], tail + (f"\n{rest}" if rest else ""), *steps[k + 1 :]]) == k
+    # the right solution is still right, whitespace around a step included
+    assert exact_first_error(problem, [f" {s} " if i < len(steps) - 1 else s for i, s in enumerate(steps)]) == -1

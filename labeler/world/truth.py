@@ -1,8 +1,12 @@
 """The exact first error of any solution to a world problem, the model's own samples included.
 
 The world knows its arithmetic, so a step is checked against it, not against Monte-Carlo rollouts:
-step k is right when it states the k-th event's operation on the running value and the value after
-it ("..., a op b = c." with a the value before the event, op and b the event's, c the value after).
+step k is right when it restates the k-th event (its sentence, ordinal and phrase, without the final
+period) and then states that event's operation on the running value and the value after it, and
+nothing more ("<the k-th event's sentence>: a op b = c." with a the value before the event, op and b
+the event's, c the value after). A step that restates another event (another ordinal, another phrase:
+"buys 5" where the event "finds 5"), even with the right arithmetic, or that adds text after its
+equation, is wrong: the world cannot tell which event it does.
 The first step that is not so is the first error; a solution whose steps are all right, one per
 event, ending with the answer line "The answer is: <the answer>", is correct (-1).
 
@@ -22,8 +26,8 @@ from labeler.world.problems import _SYMBOL, Problem
 
 __all__ = ["exact_first_error"]
 
-# "<left> <op> <operand> = <result>", the last such equation in the step (the step restates the event first)
-_EQUATION = re.compile(r"(-?\d+)\s*([+\-*/])\s*(-?\d+)\s*=\s*(-?\d+)")
+# "<restated event>: <left> <op> <operand> = <result>." the whole first line of a step (its period optional)
+_STEP_LINE = re.compile(r"(.*?):\s*(-?\d+)\s*([+\-*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*\.?", re.DOTALL)
 _ANSWER_ANYWHERE = re.compile(r"The answer is:\s*(-?\d+)")
 _ANSWER_AT_END = re.compile(r"\nThe answer is:\s*(-?\d+)\s*\.?\s*$")  # its own line, nothing after it
 
@@ -39,10 +43,12 @@ def exact_first_error(problem: Problem, steps: Sequence[str]) -> int:
             return k  # a step past the last event
         event = problem.events[k]
         body, _, answer_line = step.partition("\n")
-        equations = _EQUATION.findall(body)
-        if not equations:
+        line = _STEP_LINE.fullmatch(body.strip())
+        if line is None:  # no equation, or text after it
             return k
-        left, op, operand, result = equations[-1]
+        restated, left, op, operand, result = line.groups()
+        if " ".join(restated.split()) != event.sentence[:-1]:  # another event restated (its ordinal, its phrase), or none
+            return k
         after = event.apply(before)
         if (int(left), op, int(operand), int(result)) != (before, _SYMBOL[event.kind], event.number, after):
             return k
