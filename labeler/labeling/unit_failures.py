@@ -17,7 +17,8 @@ checker, a bug that one input triggers) or when the engine or worker under it di
   writes off no row. (Outputs of earlier versions may hold units committed as the machine's failure,
   TRANSIENT_KEY, their rows in rejected/: a plain rerun still reopens and labels those: shard_store.py.)
   Sampling seeds come from each prompt's text, so the rows of a piece get the labels the whole unit
-  would have given them.
+  would have given them, but under --strategy posterior, whose prior and sure problems come from the rows
+  labelled together (a piece's, or on resume mid-bisection the whole unit's again: docs/concepts/strategies.md).
 - A worker or node lost under a unit (a killed or preempted process, a node Ray declares dead:
   `lost`) is no fault of the unit's and spends none of its retries: the unit goes back to the front
   of the queue (to run alone on its worker from then on: `runs_alone`, so that the next loss is its own).
