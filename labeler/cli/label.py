@@ -232,7 +232,7 @@ def _format_summary(summary, strategy: str | None = None) -> str:
             f"rejected rows      : {summary.rejected_rows}",
             f"generated tokens   : {summary.generated_tokens}",
             f"prefix cache       : {cache} of the rollouts' prompt tokens found in vLLM's prefix cache",
-            *([f"written through    : {written} steps found positive by a correct rollout of a shorter prefix that wrote them"]
+            *([f"written through    : {written} steps retraced (positive, not probed: rollouts of a shorter prefix wrote them, 2 or more, settled)"]
               if strategy == POSTERIOR else []),
             f"units              : {summary.units_total} ({summary.units_run_now} run now)",
             f"wall time          : {summary.seconds:.1f}s",

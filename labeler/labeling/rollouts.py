@@ -81,7 +81,7 @@ class BatchOutcome:
     failed_tokens: int = 0  # tokens generated for the failed solutions (they have no labels row to carry them)
     probes: int = 0  # prefix probes asked for
     requests: int = 0  # requests sent after merging identical prefixes
-    written_through: int = 0  # steps found positive by a correct rollout of a shorter prefix that wrote them (posterior)
+    written_through: int = 0  # steps passed as "retraced" on rollouts of shorter prefixes that wrote them (posterior)
     prior_fitted: bool | None = None  # posterior: whether some round fitted a prior (None: another strategy)
     # prompt tokens vLLM looked up in its prefix cache for this batch's rollouts, and found there; None: not reported
     prefix_cache: tuple[int, int] | None = None

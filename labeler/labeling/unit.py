@@ -131,7 +131,7 @@ def finish_unit(
         "rejected": len(rejected),
         "prefix_probes": outcome.probes,
         "prefix_requests": outcome.requests,  # fewer than probes when identical prefixes were shared
-        "steps_written_through": outcome.written_through,  # positive: a correct rollout of a shorter prefix wrote them
+        "steps_written_through": outcome.written_through,  # label_method "retraced": rollouts of a shorter prefix wrote them
         # posterior: whether some round fitted a prior (without one no probe stops early as negative); others: absent
         **({"prior_fitted": outcome.prior_fitted} if outcome.prior_fitted is not None else {}),
         # prompt tokens vLLM looked up in its prefix cache for the rollouts, and found there (None: not reported)
