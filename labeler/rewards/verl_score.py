@@ -49,7 +49,7 @@ VERL_REWARD_MODEL_KWARGS = ("reward_model_tokenizer", "reward_model")
 
 
 UNMEASURED_SCORE = 0.0  # what a sample with no reward scores unless reward_kwargs.unmeasured_score says otherwise
-_unmeasured = Counter()  # samples scored unmeasured_score in this worker, by reason (the first line of it)
+_unmeasured = Counter()  # samples scored unmeasured_score in this worker, by reason (its words before the first '(' or ':')
 _samples = 0  # samples this worker was asked to score
 _counting = threading.Lock()
 
