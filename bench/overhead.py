@@ -102,11 +102,11 @@ class RecordingGenerator:
     def generate(self, requests, sampling):
         llm_generate = self.engine._generate
 
-        def timed(prompts, params):
+        def timed(prompts, params, **options):  # options: the engine's own (`report`: finished requests to on_finished)
             self.calls.append((list(prompts), list(params)))
             started = time.perf_counter()
             try:
-                return llm_generate(prompts, params)
+                return llm_generate(prompts, params, **options)
             finally:
                 self.engine_s += time.perf_counter() - started
 
