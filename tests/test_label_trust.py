@@ -145,18 +145,26 @@ sys.exit(main({args!r}))
 """
 
 
-def test_sigterm_stops_a_label_job_with_a_message_its_lock_released_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("to_group", [False, True])
+def test_sigterm_stops_a_label_job_with_a_message_its_lock_released_and_a_rerun_resumes(tmp_path, monkeypatch, capsys, to_group):
+    """To the driver (Kubernetes: the container's first process; Ray) or to its whole process group, the answer
+    checker's processes too (Slurm signals every process of the job step)."""
     data = write_jsonl(tmp_path / "in.jsonl", rows(8))
     out = tmp_path / "out"
     args = label_args(tmp_path, data, "--rollouts", "2", "--shard-size", "1")
     script = textwrap.dedent(SLOW_LABEL).format(answers=ANSWERS, args=args)
-    job = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 300
     while not _committed(out):
         assert job.poll() is None, job.communicate()
         assert time.monotonic() < deadline, "no unit committed in time"
         time.sleep(0.05)
-    job.send_signal(signal.SIGTERM)  # what Slurm, Kubernetes and Ray send: to the driver
+    if to_group:
+        os.killpg(job.pid, signal.SIGTERM)
+    else:
+        job.send_signal(signal.SIGTERM)
     stdout, stderr = job.communicate(timeout=120)
     assert job.returncode == 143, stderr[-3000:]
     assert "labeler label: stopped by SIGTERM; rerun the same command to resume" in stderr, stderr[-3000:]
@@ -249,6 +257,29 @@ def test_flags_of_the_chosen_strategy_and_defaults_are_accepted(tmp_path, capsys
         ["--strategy", "exhaustive"],
     ):
         assert main(label_args(tmp_path, data, *flags, "--dry-run")) == 0, capsys.readouterr().err
+
+
+def test_a_job_started_with_a_flag_of_another_strategy_still_resumes_with_it(tmp_path, monkeypatch, capsys):
+    """A job started before such flags were refused holds the setting in its config hash: its resume must pass it,
+    so it is accepted where --output holds a job started with that value (and only there)."""
+    import labeler.labeling.job as job_module
+    from labeler.checking.checker import AnswerChecker
+    from labeler.labeling.config import LabelConfig
+    from workers.local_executor import LocalExecutor
+
+    data = write_jsonl(tmp_path / "in.jsonl", rows(2))
+    config = LabelConfig(input=str(data), output=str(tmp_path / "out"), model="scripted", rollouts=2, round_size=4)
+    with AnswerChecker(timeout_s=5) as checker:
+        job_module.run_job(config, executor=LocalExecutor(lambda: ScriptedGenerator(ANSWERS), checker), model_info={"name": "scripted"},
+                           progress_enabled=False)  # fmt: skip
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", NoModel())
+    capsys.readouterr()
+    assert main(label_args(tmp_path, data, "--rollouts", "2", "--round-size", "4", "--quiet")) == 0  # nothing left to run
+    assert "solutions labelled : 2" in capsys.readouterr().out
+    line = one_error(capsys, label_args(tmp_path, data, "--rollouts", "2", "--round-size", "3", "--dry-run"))
+    assert "--round-size is read only by" in line, line  # another value: refused as before
+    line = one_error(capsys, label_args(tmp_path, data, "--rollouts", "2", "--round-size", "4", "--overwrite", "--dry-run"))
+    assert "--round-size is read only by" in line, line  # a fresh start is held to the rule
 
 
 def test_a_posterior_job_that_fitted_no_prior_says_it_labelled_as_first_error(tmp_path, monkeypatch, capsys):

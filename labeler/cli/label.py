@@ -47,17 +47,34 @@ def config_from_args(args: argparse.Namespace, model_name: str) -> LabelConfig:
 
 def other_strategy_flags(args: argparse.Namespace) -> str | None:
     """The refusal of a flag given that --strategy does not read (it would be ignored, silently), naming the
-    strategies that read it; None when every such flag given is read."""
+    strategies that read it; None when every such flag given is read. A job in --output started with the same
+    value (before such flags were refused) holds it in its config hash, so its resume must pass it: accepted."""
     from labeler.cli.flags import cli_fields, flag_name
 
     for f in cli_fields(LabelConfig, only=tuple(READ_ONLY_BY)):
-        readers = READ_ONLY_BY[f.name]
-        if getattr(args, f.name, None) is not None and args.strategy not in readers:
+        readers, given = READ_ONLY_BY[f.name], getattr(args, f.name, None)
+        if given is not None and args.strategy not in readers and not _started_with(args, f.name, given):
             return (
                 f"{flag_name(f)} is read only by --strategy {' and '.join(readers)}; --strategy {args.strategy} would "
                 "ignore it: leave it out, or choose a strategy that reads it"
             )
     return None
+
+
+def _started_with(args: argparse.Namespace, name: str, value) -> bool:
+    """Whether the job in --output (resumed: no --overwrite) was started with the setting `name` at `value`."""
+    from labeler.store.errors import StorageError
+    from labeler.store.location import OutputLocation
+    from labeler.store.manifest import MANIFEST_NAME, load_manifest
+
+    if args.overwrite or args.output is None:
+        return False
+    try:
+        location = OutputLocation(args.output)
+        manifest = load_manifest(location) if location.exists(MANIFEST_NAME) else None
+    except (StorageError, OSError, ValueError):  # unreadable: the run itself says why
+        return False
+    return bool(manifest) and (manifest.get("config") or {}).get(name) == value
 
 
 def run_label(args: argparse.Namespace) -> int:
