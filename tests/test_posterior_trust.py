@@ -244,8 +244,8 @@ def _problems_one_in_eight_hard(first_of_the_hard: str):
     for k in range(64):
         shapes = [("HARD", -1), (first_of_the_hard, -1)] if k % 8 == 0 else [("easy", rng.choice([-1, 0, rng.randrange(6)]))]
         for j, (kind, wrong_at) in enumerate(shapes):
-            texts = [f"Step {i + 1} of {k}.{j} {kind if kind not in ('CUT', 'LUCKY') or i == 0 else 'HARD'}" + (" WRONG" if i == wrong_at else "")
-                     for i in range(rng.randint(6, 14))]  # fmt: skip
+            words = [kind if kind not in ("CUT", "LUCKY") or i == 0 else "HARD" for i in range(rng.randint(6, 14))]
+            texts = [f"Step {i + 1} of {k}.{j} {word}" + (" WRONG" if i == wrong_at else "") for i, word in enumerate(words)]
             solutions.append(Solution(f"p{k}", f"s{k}.{j}", f"Problem ANS{100 + k}", str(100 + k), tuple(texts), "t", k))
     return solutions
 
@@ -253,7 +253,9 @@ def _problems_one_in_eight_hard(first_of_the_hard: str):
 def _wrongly_stopped(exhaustive, posterior):
     """Steps posterior stopped early as negative where exhaustive-8 found a correct rollout."""
     return [
-        (a.solution.solution_id, i) for a, b in zip(exhaustive.labelled, posterior.labelled) for i, (x, y) in enumerate(zip(a.steps, b.steps))
+        (a.solution.solution_id, i)
+        for a, b in zip(exhaustive.labelled, posterior.labelled)
+        for i, (x, y) in enumerate(zip(a.steps, b.steps))
         if y.measured_by == "early_stop" and y.n_correct == 0 and x.n_correct > 0
     ]  # fmt: skip
 

@@ -37,10 +37,10 @@ of it), so a positive probe's search passes a longer prefix without probing it o
 probe of it would give, and more: at least RETRACED_FROM (2) counted retracing rollouts and at least a round's
 (--round-size), not doubted by the rule above (fewer than half correct), and the chance that its own N rollouts
 would all fail, given those counts under a uniform prior over its rate, below --stop-risk (at N = 8 and the
-default 0.05: 2 of 2 passes, 1 of 2 does not, 0.055; the batch's prior is not used here: pooled over the unit's right prefixes it would call a lucky wrong
-one sure). Every prefix up to the one passed must qualify; a prefix already found negative by its own rollouts
-bounds the reach; galloping, the next probe is the prefix after the last one passed, most often where the
-rollouts left the solution. Only hard labels are read this way: those steps are `retraced` (hard label
+default 0.05: 2 of 2 passes, 1 of 2 does not, 0.055; not the batch's prior: pooled over the unit's right
+prefixes, it would call a lucky wrong one sure). Every prefix up to the one passed must qualify; a prefix
+already found negative by its own rollouts bounds the reach; galloping, the next probe is the prefix after the
+last one passed, most often where the rollouts left the solution. Only hard labels are read this way: those steps are `retraced` (hard label
 positive, soft null, no counts of their own; the retracing rollouts are in the rollouts table under the prefix
 they were drawn from).
 
