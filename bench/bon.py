@@ -20,7 +20,10 @@ weak at arithmetic and ten problems are few: the figures show the machinery at w
 PRM is worth (the README gives the GPU recipe for that). On a shared machine run it under the
 engine lock:
 
-    flock /tmp/prm-engine.lock .venv/bin/python bench/bon.py [--problems 12] [--candidates 8] [--work DIR]
+    flock /tmp/prm-engine.lock .venv/bin/python bench/bon.py [--problems 12] [--candidates 8] [--epochs 2] [--work DIR]
+
+`labeler train` gets --epochs with --min-steps 0 (the bench's --min-steps): the product's default, at least 300
+optimizer steps, would train 12 solutions for over 25 minutes on 2 cores; the bench prints this departure.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def run(step: str, args: list[str], timings: dict) -> str:
     return done.stdout
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=int, default=12, help="problems evaluated")
     parser.add_argument("--train-problems", type=int, default=12, help="other problems whose right and wrong solutions label the PRM")
@@ -91,14 +94,37 @@ def main() -> None:
     parser.add_argument("--solution-max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--rollouts", type=int, default=4, help="rollouts per step prefix of the PRM's labels")
-    parser.add_argument("--epochs", type=int, default=2, help="PRM training epochs")
+    parser.add_argument("--epochs", type=int, default=2, help="PRM training epochs (passed with --min-steps: they are the epochs trained)")
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="labeler train's --min-steps (default 0 here: the product's default, 300 optimizer steps at least, "
+                             "turns --epochs 1 on 12 solutions into 25 minutes on 2 cores)")
     parser.add_argument("--beams", type=int, default=2)
     parser.add_argument("--proposals", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=4)
     parser.add_argument("--step-max-new-tokens", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0, help="of the problems, and of every labeler command")
     parser.add_argument("--work", default=None, help="folder for the outputs (default: a new temp folder); rerun with it to resume")
-    args = parser.parse_args()
+    return parser
+
+
+def train_command(args: argparse.Namespace, work: Path, seed: list[str]) -> tuple[list[str], str]:
+    """`labeler train`'s arguments, and the line that says where they depart from the product's defaults."""
+    from labeler.prm.config import TrainConfig
+
+    MIN_STEPS_DEFAULT = TrainConfig.__dataclass_fields__["min_steps"].default  # labeler train's own
+
+    command = ["train", "--labels", str(work / "labels"), "--output", str(work / "prm"), "--epochs", str(args.epochs),
+               "--min-steps", str(args.min_steps), "--batch-size", "8", "--learning-rate", "1e-4", "--max-length", "160",
+               "--validation-fraction", "0", "--device", "cpu", *seed, "--quiet"]  # fmt: skip
+    said = (f"train: --epochs {args.epochs} --min-steps {args.min_steps}, a departure from labeler train's default --min-steps "
+            f"{MIN_STEPS_DEFAULT} (at least {MIN_STEPS_DEFAULT} optimizer steps, whatever --epochs says)"
+            if args.min_steps != MIN_STEPS_DEFAULT else f"train: --epochs {args.epochs} and labeler train's default --min-steps "
+            f"{MIN_STEPS_DEFAULT}: at least {MIN_STEPS_DEFAULT} optimizer steps, more epochs than --epochs on a small set")  # fmt: skip
+    return command, said
+
+
+def main() -> None:
+    args = parser().parse_args()
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-bon-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -113,9 +139,9 @@ def main() -> None:
     seed = ["--seed", str(args.seed)]
     run("label", ["label", "--input", str(train_rows), "--preset", "processbench", "--output", str(work / "labels"),
                   "--rollouts", str(args.rollouts), "--max-new-tokens", "48", "--temperature", "0.7", *seed, "--quiet"], timings)  # fmt: skip
-    run("train", ["train", "--labels", str(work / "labels"), "--output", str(work / "prm"), "--epochs", str(args.epochs),
-                  "--batch-size", "8", "--learning-rate", "1e-4", "--max-length", "160", "--validation-fraction", "0", "--device", "cpu",
-                  *seed, "--quiet"], timings)  # fmt: skip
+    train, said = train_command(args, work, seed)
+    print(said, flush=True)
+    run("train", train, timings)
     prm = str(work / "prm")  # its best/ checkpoint
     sampling = ["--candidates", str(args.candidates), "--solution-max-new-tokens", str(args.solution_max_new_tokens),
                 "--temperature", str(args.temperature), *seed, "--device", "cpu", "--quiet", "--json"]  # fmt: skip

@@ -87,6 +87,32 @@ def soft_label_errors(rows: list[dict], reference: list[dict]) -> tuple[str, str
     return mean(written), cover, mean(naive)
 
 
+def first_error_agreement(rows: dict[str, dict], reference: dict[str, dict], pids=None) -> tuple[int, int]:
+    """(equal, compared): how many of the solutions (`pids`, default all of `rows`) have the same first_error as the
+    reference run's, over those both determine: a null first_error (unknown: an unlabelled step before any error) in
+    either run, or a solution the reference did not label, is left out. The table and the by-length rows both read it."""
+    pids = [pid for pid in (rows if pids is None else pids) if pid in reference]
+    known = [pid for pid in pids if rows[pid]["first_error"] is not None and reference[pid]["first_error"] is not None]
+    return sum(rows[pid]["first_error"] == reference[pid]["first_error"] for pid in known), len(known)
+
+
+def agreement_text(equal: int, compared: int, digits: int = 1) -> str:
+    """An agreement as a percentage; n/a over no solution (not 0%, not 100%)."""
+    return "n/a" if compared == 0 else f"{equal / compared:.{digits}%}"
+
+
+def agreement_by_length(labels: dict[str, dict[str, dict]], reference: dict[str, dict]) -> dict[str, dict[str, tuple[int, int]]]:
+    """length bucket -> strategy -> first_error_agreement over that strategy's solutions of that length."""
+    out: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+    for strategy, rows in labels.items():
+        by_bucket: dict[str, list[str]] = defaultdict(list)
+        for pid, row in rows.items():
+            by_bucket[bucket(len(row["steps"]))].append(pid)
+        for length, pids in by_bucket.items():
+            out[length][strategy] = first_error_agreement(rows, reference, pids)
+    return dict(out)
+
+
 def bucket(steps: int) -> str:
     low, high = next(b for b in LENGTH_BUCKETS if b[0] <= steps <= b[1])
     return f"{low}+" if high >= 10_000 else f"{low}-{high}"
@@ -190,8 +216,7 @@ def main() -> None:
                 if a is not None and b is not None
             ]
             hard_agree = f"{sum(a == b for a, b in pairs) / len(pairs):.1%}"
-            known = [pid for pid in common if first_errors[pid] is not None and reference[pid]["first_error"] is not None]
-            first_agree = f"{sum(first_errors[pid] == reference[pid]['first_error'] for pid in known) / max(1, len(known)):.1%}"
+            first_agree = agreement_text(*first_error_agreement(rows_by_id, reference, common))
             fewer = f"{results['exhaustive']['tokens'] / max(result['tokens'], 1):.2f}"
             soft_error, soft_cover, naive_error = soft_label_errors([rows_by_id[pid] for pid in common], [reference[pid] for pid in common])
         f1 = processbench_f1(first_errors, human)
@@ -202,21 +227,22 @@ def main() -> None:
         )
 
     if reference:
-        print("\nby solution length (steps): exhaustive's tokens / the strategy's, first_error agreement with exhaustive")
+        print("\nby solution length (steps): exhaustive's tokens / the strategy's, first_error agreement with exhaustive "
+              "(over the solutions both determine, as in the table; n/a where there are none)")
         by_length: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        agree_by_length: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+        solutions: dict[str, int] = defaultdict(int)
         for strategy in results:
             for pid, row in labels[strategy].items():
                 by_length[bucket(len(row["steps"]))][strategy] += row["generated_tokens"]
-                if pid in reference:
-                    agree_by_length[bucket(len(row["steps"]))][strategy].append(row["first_error"] == reference[pid]["first_error"])
+                solutions[bucket(len(row["steps"]))] += strategy == "exhaustive"
+        agree_by_length = agreement_by_length({s: labels[s] for s in results}, reference)
         for length in sorted(by_length, key=lambda b: int(b.split("-")[0].rstrip("+"))):
-            counts, agree = by_length[length], agree_by_length[length]
+            counts, agree = by_length[length], agree_by_length.get(length, {})
             savings = ", ".join(
-                f"{s} {counts['exhaustive'] / max(counts[s], 1):.2f}x {sum(agree[s]) / max(1, len(agree[s])):.0%}"
+                f"{s} {counts['exhaustive'] / max(counts[s], 1):.2f}x {agreement_text(*agree.get(s, (0, 0)), digits=0)} of {agree.get(s, (0, 0))[1]}"
                 for s in results if s != "exhaustive"
             )  # fmt: skip
-            print(f"  {length:>7} steps ({len(agree['exhaustive'])} solutions): {savings}")
+            print(f"  {length:>7} steps ({solutions[length]} solutions): {savings}")
         for strategy in results:
             differ = [
                 f"{pid} ({len(row['steps'])} steps): {reference[pid]['first_error']} vs {row['first_error']}, human {human[pid]}"

@@ -41,7 +41,9 @@ Prints every command with its wall time, then the tables; writes them to WORK/wo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -61,6 +63,7 @@ from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
 from labeler.world.training import POLICY_FOLDER  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
+from bench.world_rl import RL_PROBLEMS_FROM  # noqa: E402
 
 SUMMARY_KEYS = ("bon_problems", "n", "pass_at_n", "majority", "random", "orm_select", "prm_select", "prm_weighted_vote",
                 "prm_weighted_vote_ci95", "prm_mc", "prm_true", "labels", "label_split")  # fmt: skip
@@ -76,15 +79,77 @@ def subprocess_runner(args: list[str]) -> str:
     return done.stdout
 
 
+# Flags that name what a command reads and writes, or how it prints: not a departure from the product's defaults.
+NOT_SETTINGS = {"--input", "--output", "--labels", "--reference", "--prm", "--model", "--policy", "--json", "--quiet", "--preset", "--work"}
+
+
+@functools.lru_cache(maxsize=None)
+def _command_flags(command: str) -> dict[str, argparse.Action]:
+    """The flags of `labeler COMMAND`, as its own parser declares them (their defaults included)."""
+    from labeler.cli import build_parser
+
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {flag: action for action in subcommands[command]._actions for flag in action.option_strings}
+
+
+def _default_text(action: argparse.Action) -> str:
+    """A flag's default as its help states it (a default of None is often the command's own: "(default: 16)")."""
+    if action.default is not None and action.default is not argparse.SUPPRESS:
+        return str(action.default)
+    stated = re.search(r"\(default: ([^)]*)\)", action.help or "")
+    return stated.group(1) if stated else "not set"
+
+
+def _same(value: str, default: str) -> bool:
+    try:
+        return value == default or float(value) == float(default)
+    except ValueError:
+        return False
+
+
+def departures_of(args: list[str]) -> list[tuple[str, str, str]]:
+    """(flag, value, the command's default) of each flag in `args` (a labeler command line) whose value is not the
+    command's own default: the settings in which the bench departs from what a user gets. Inputs, outputs, the model
+    and how the command prints (NOT_SETTINGS) are not settings."""
+    flags, out, i = _command_flags(args[0]), [], 1
+    while i < len(args):
+        flag, has_inline, inline = args[i].partition("=")
+        i += 1
+        action = flags.get(flag)
+        if action is None or flag in NOT_SETTINGS or action.dest == "help":
+            continue
+        if action.nargs == 0:  # a switch: passing it departs from the default
+            out.append((flag, "on", "off"))
+            continue
+        value = inline if has_inline else args[i]
+        i += 0 if has_inline else 1
+        default = _default_text(action)
+        if not _same(value, default):
+            out.append((flag, value, default))
+    return out
+
+
 class Commands:
-    """Runs labeler commands through `runner`, timing each and keeping the list."""
+    """Runs labeler commands through `runner`, timing each and keeping the list (and each one's arguments, for
+    `departures`)."""
 
     def __init__(self, runner: Callable[[list[str]], str] = subprocess_runner):
-        self.runner, self.timings = runner, []
+        self.runner, self.timings, self.commands = runner, [], []
+
+    def departures(self) -> list[dict]:
+        """Every flag the commands passed with another value than the command's own default: {command, flag, value,
+        default, steps (the bench's steps that passed it)}, in the order first passed."""
+        found: dict[tuple[str, str, str], dict] = {}
+        for name, args in self.commands:
+            for flag, value, default in departures_of(args):
+                entry = found.setdefault((args[0], flag, value), {"command": args[0], "flag": flag, "value": value, "default": default, "steps": []})
+                entry["steps"].append(name)
+        return list(found.values())
 
     def __call__(self, name: str, args: list[str]) -> str:
         command = "labeler " + shlex.join(args)
         print(f"[world] {name}: {command}", file=sys.stderr, flush=True)
+        self.commands.append((name, list(args)))
         started = time.perf_counter()
         stdout = self.runner(args)
         seconds = time.perf_counter() - started
@@ -122,6 +187,9 @@ def checked(args: argparse.Namespace) -> list[int]:
                  "policy_test_problems"):  # fmt: skip
         if getattr(args, flag) < 1:
             raise SystemExit(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
+    if args.policy_problems > RL_PROBLEMS_FROM:
+        raise SystemExit(f"--policy-problems {args.policy_problems}: the PRM trained on them is bench/world_rl.py's reward, whose RL prompts are "
+                         f"the label split's problems from {RL_PROBLEMS_FROM} on; at most {RL_PROBLEMS_FROM}, so that none of them is both")  # fmt: skip
     for split, flag in (("label", "label_problems"), ("test", "test_problems"), ("bon", "bon_problems"), ("label", "policy_problems"),
                         ("test", "policy_test_problems")):  # fmt: skip
         if getattr(args, flag) > HELD_OUT_SPLITS[split]:
@@ -250,7 +318,8 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
     results = {"model": args.model, "policy_model": args.policy, "model_record": built, "work": str(work), "runs": [name for name, _ in runs], "reference_run": exhaustive, "timings": commands.timings,
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
                "prm_labels": "first-error-8 (the completer) on the policy's samples", "temperature": args.temperature, "seed": args.seed, "min_steps": args.min_steps, "world_version": WORLD_VERSION,
-               "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search}  # fmt: skip
+               "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search,
+               "departures": commands.departures()}  # fmt: skip
     results["summary"] = summary_of(results)
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
@@ -499,6 +568,9 @@ def report(results: dict) -> str:
     lines.append("")
     lines.append(format_summary(results["search"]))
     lines.append("")
+    lines.append("Departures from the product's defaults (flags the bench passes with another value than the command's own default):")
+    lines.extend(_departure_lines(results.get("departures")))
+    lines.append("")
     lines.append("Commands and wall times:")
     lines.extend(f"  {t['seconds']:>7.1f} s  {t['command']}" for t in results["timings"])
     return "\n".join(lines)
@@ -530,6 +602,18 @@ def _summary_lines(summary: dict, bon: dict) -> list[str]:
         share = f"{entry['tokens'] / base:.2f}x exhaustive-8's tokens" if base else "exhaustive-8 not run"
         lines.append(f"  labels {name:<29} {entry['tokens']:,} tokens ({share}), F1 {_figure(entry['f1'])}; its PRM F1 "
                      f"{_figure(entry['prm']['f1'])}, step AUC {_figure(entry['prm']['auc'])} (held-out samples, exact truth)")  # fmt: skip
+    return lines
+
+
+def _departure_lines(departures: list[dict] | None) -> list[str]:
+    if departures is None:  # a world.json written before departures were recorded
+        return ["  not recorded by this run"]
+    if not departures:
+        return ["  none"]
+    lines = []
+    for d in departures:
+        steps = ", ".join(d["steps"][:6]) + (f" and {len(d['steps']) - 6} more" if len(d["steps"]) > 6 else "")
+        lines.append(f"  labeler {d['command']} {d['flag']} {d['value']} (default {d['default']}): {steps}")
     return lines
 
 

@@ -106,3 +106,44 @@ def test_overhead_at_its_smallest():
     result = json.loads(done.stdout.splitlines()[0])
     assert result["model"] == "tiny" and result["generated_tokens"] > 0 and result["ratio"] > 0, done.stdout
     assert re.search(r"^tiny\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+", done.stdout, re.M), done.stdout  # the table's row
+
+
+# -- strategies.py -----------------------------------------------------------------------------------
+
+
+def test_strategies_agreement_over_no_known_first_error_is_na_in_the_table_and_by_length():
+    """Exhaustive's first errors all null (unknown): the table printed 0.0% and the by-length rows 100% for the
+    same runs. Both come from one function now, and an agreement over nothing is n/a."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT))
+    from bench.strategies import agreement_by_length, agreement_text, first_error_agreement
+
+    row = lambda first_error, steps=8: {"first_error": first_error, "steps": ["s"] * steps}  # noqa: E731
+    reference = {"a": row(None), "b": row(None), "c": row(None, 30), "d": row(None, 30)}
+    ours = {"a": row(2), "b": row(None), "c": row(-1, 30), "d": row(None, 30)}
+    assert first_error_agreement(ours, reference) == (0, 0)
+    assert agreement_text(*first_error_agreement(ours, reference)) == "n/a"
+    by_length = agreement_by_length({"exhaustive": reference, "posterior": ours}, reference)
+    assert {length: agree["posterior"] for length, agree in by_length.items()} == {"8-9": (0, 0), "30-59": (0, 0)}
+    assert agreement_text(*by_length["8-9"]["posterior"]) == "n/a"
+    # where first errors are known, the table's figure is the by-length rows' pooled
+    reference |= {"e": row(3), "f": row(-1, 30)}
+    ours |= {"e": row(3), "f": row(4, 30)}
+    by_length = agreement_by_length({"posterior": ours}, reference)
+    assert first_error_agreement(ours, reference) == (1, 2) == tuple(map(sum, zip(*(a["posterior"] for a in by_length.values()))))
+    assert agreement_text(1, 2) == "50.0%" and agreement_text(1, 2, digits=0) == "50%"
+
+
+# -- bon.py ------------------------------------------------------------------------------------------
+
+
+def test_bon_trains_the_epochs_it_is_given_and_says_so():
+    """Issue 53, item 7: `labeler train`'s --min-steps (300 by default) turned the bench's --epochs 1 into 300
+    optimizer steps (25 minutes on 2 cores for 12 solutions): the bench passes --min-steps and names the departure."""
+    sys.path.insert(0, str(ROOT))
+    from bench.bon import parser, train_command
+
+    args = parser().parse_args(["--epochs", "1"])
+    command, said = train_command(args, Path("/w"), ["--seed", "0"])
+    assert command[command.index("--epochs") + 1] == "1" and command[command.index("--min-steps") + 1] == "0"
+    assert "--min-steps 0" in said and "300" in said and "--epochs 1" in said

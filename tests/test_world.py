@@ -420,3 +420,44 @@ def test_a_step_that_restates_another_event_is_wrong_even_with_the_right_arithme
     assert exact_first_error(problem, [*steps[:k], tail + (f"\n{rest}" if rest else ""), *steps[k + 1 :]]) == k
     # the right solution is still right, whitespace around a step included
     assert exact_first_error(problem, [f" {s} " if i < len(steps) - 1 else s for i, s in enumerate(steps)]) == -1
+
+
+def test_the_bench_refuses_policy_problems_that_reach_the_rl_prompts(tmp_path, monkeypatch):
+    """Issue 53, item 7: bench/world_rl.py's RL prompts are the label split's problems from RL_PROBLEMS_FROM on; the
+    PRM it rewards with is trained on --policy-problems of the same split: they may not overlap."""
+    import labeler.world.cache
+    from bench.world import Commands, run_world
+    from bench.world_rl import RL_PROBLEMS_FROM
+
+    def runner(args):
+        raise AssertionError("no command may run")
+
+    monkeypatch.setattr(labeler.world.cache, "ensure_world_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no model")))
+    for n in (RL_PROBLEMS_FROM + 1, 2000):
+        args = bench_args(tmp_path, "--work", str(tmp_path / f"w{n}"), "--policy-problems", str(n))
+        args.model = None
+        with pytest.raises(SystemExit, match=f"--policy-problems {n}.*RL prompts.*{RL_PROBLEMS_FROM}"):
+            run_world(args, Commands(runner))
+        assert not (tmp_path / f"w{n}").exists()  # refused before any work
+
+
+def test_every_flag_of_the_bench_that_changes_a_product_default_is_shown_as_a_departure():
+    """Issue 53, item 7: a flag the bench passes with another value than the command's own default is a departure,
+    named with its default and the commands that take it; inputs, outputs and the model are not."""
+    from bench.world import Commands
+
+    commands = Commands(lambda args: "{}")
+    commands("search", ["search", "--input", "x.jsonl", "--output", "o", "--prm", "p", "--beams", "4", "--max-steps", "12",
+                        "--step-max-new-tokens", "48", "--model", "m", "--temperature", "0.7", "--seed", "0", "--quiet", "--json"])  # fmt: skip
+    commands("adaptive-16", ["label", "--input", "x.jsonl", "--output", "o", "--strategy", "adaptive", "--rollouts", "16", "--round-size", "4"])
+    commands("train", ["train", "--labels", "l", "--output", "o", "--device", "cpu", "--min-steps", "10"])
+    departures = {(d["command"], d["flag"]): d for d in commands.departures()}
+    assert departures[("search", "--step-max-new-tokens")]["value"] == "48" and departures[("search", "--step-max-new-tokens")]["default"] == "256"
+    assert departures[("label", "--round-size")]["value"] == "4" and departures[("label", "--round-size")]["default"] == "2"
+    assert departures[("label", "--rollouts")]["value"] == "16" and departures[("label", "--strategy")]["value"] == "adaptive"
+    assert departures[("train", "--min-steps")]["value"] == "10" and departures[("train", "--device")]["default"] == "auto"
+    assert departures[("label", "--round-size")]["steps"] == ["adaptive-16"]
+    for same_as_default in ("--beams", "--max-steps", "--temperature", "--seed"):  # the bench passes the product's default
+        assert ("search", same_as_default) not in departures
+    for io in ("--input", "--output", "--prm", "--model", "--labels", "--json", "--quiet"):
+        assert not any(flag == io for _, flag in departures)
