@@ -128,6 +128,36 @@ def test_a_job_that_labels_some_rows_still_rejects_its_poison_rows(tmp_path, mon
     assert [r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()] == ["q0"]
 
 
+def test_a_resumed_job_whose_last_unit_is_all_poison_rows_finishes_with_them_rejected(tmp_path, monkeypatch, capsys):
+    """An earlier run of the job labelled units: the setup works, so rows that all fail in this run are the rows' fault
+    and go to rejected/ (holding them back would leave a job that can never finish: a resume cannot change its input)."""
+    from tests.fakes import Crash
+
+    poison = ("What is 3 plus 3?", "What is 4 plus 4?")  # rows 2 and 3: unit 1 of shard size 2
+
+    class Poisoned(ScriptedGenerator):
+        def __init__(self, answers, fail):
+            super().__init__(answers)
+            self.fail = fail
+
+        def generate(self, requests, sampling):
+            if any(r.user_message.startswith(problem) for r in requests for problem in poison):
+                raise self.fail
+            return super().generate(requests, sampling)
+
+    data = write_jsonl(tmp_path / "in.jsonl", rows(4))
+    args = label_args(tmp_path, data, "--rollouts", "2", "--shard-size", "2", "--max-unit-retries", "0", "--quiet")
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: Poisoned(ANSWERS, Crash()))
+    with pytest.raises(Crash):  # the first run stops (a kill) after unit 0 is committed
+        main(args)
+    assert _committed(tmp_path / "out") == 1
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: Poisoned(ANSWERS, ValueError("tokenizer choked")))
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "solutions labelled : 2" in capsys.readouterr().out
+    assert sorted(r["problem_id"] for r in pq.read_table(tmp_path / "out" / "rejected").to_pylist()) == ["q2", "q3"]
+
+
 # -- 10: SIGTERM, as Ctrl-C --------------------------------------------------------------------------------------
 SLOW_LABEL = """
 import sys, time

@@ -38,7 +38,9 @@ split, and tried again once some unit is labelled), is not meeting poison rows b
 so is a run, of fewer units, that labels no row at all: a unit every row of which failed alone while no
 unit of the run was labelled is held back, not committed, and committed (its rows in rejected/) only once
 some unit is labelled; a run that ends with none labelled stops with the commonest cause (`finish`: a job
-that can label nothing does not finish green, and no row is written off for a setting the user can fix);
+that can label nothing does not finish green, and no row is written off for a setting the user can fix).
+Not when an earlier run of the job committed units: its setup worked, the rows are at fault, and a resume,
+which cannot change its input, could never finish;
 an engine that keeps dying (killed for memory, most often), and workers lost under every unit, are
 the machine's trouble, not the rows' fault.
 """
@@ -105,6 +107,9 @@ class UnitFailures:
         self.bisections: dict[str, _Bisection] = {}  # by unit_id
         self.labelled = 0
         self.given_up = 0
+        # units an earlier run of the job committed: its setup worked, so rows that all fail now are the rows' fault
+        # (and a resume cannot change its input: held back, they would keep the job from ever finishing)
+        self.committed_before = getattr(progress, "units_done", 0)
         # once BROKEN_SETUP_AFTER units are given up with none labelled: the keys of their halves, run first to tell
         # poison rows from a broken setup, and the halves that failed meanwhile, set aside (not split: no row written off)
         self.probes: set[tuple] | None = None
@@ -186,7 +191,8 @@ class UnitFailures:
                 return None
             row = unit.rows[0].source
             self.causes[reason] += 1
-            where = "it goes to rejected/" if self.labelled else "it goes to rejected/ once some row of this run is labelled"
+            held = not (self.labelled or self.committed_before)
+            where = "it goes to rejected/ once some row of this run is labelled" if held else "it goes to rejected/"
             self.progress.warn(f"row {row.row_index} ({row.problem_id}) of unit {unit.index} failed alone ({reason}): {where}")
             raw = json.dumps({"problem": row.problem, "steps": list(row.steps) if row.steps is not None else None})[:2000]
             bisection.failed_rows.append(
@@ -253,7 +259,7 @@ class UnitFailures:
             return None
         del self.bisections[bisection.unit.unit_id]
         result = bisected_unit_result(bisection)
-        if not bisection.results and self.labelled == 0:  # every row failed alone, and no row of the run was labelled
+        if not bisection.results and self.labelled == 0 and not self.committed_before:  # every row failed, none labelled
             self.held.append(result)
             return None
         return result
