@@ -347,7 +347,9 @@ class LabelConfig(JobSettings):
         above=0,
         below=1,
         help="posterior: stop a prefix with no correct rollout as negative once the chance that its remaining rollouts up "
-        "to N would reach the answer (under the prior fitted to the batch's counts) is below this",
+        "to N would reach the answer (under the prior fitted to the batch's counts) is below this; and pass a prefix, "
+        "unprobed, on rollouts of a shorter one that wrote it word for word only when the chance that its own N "
+        "rollouts would all fail (under a uniform prior and those rollouts' counts) is below this",
         group=ROLLOUTS,
     )
     ci_width: float = setting(
