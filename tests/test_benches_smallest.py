@@ -31,17 +31,17 @@ BENCH_COVERAGE = {
     "bon.py": "test_bon_at_its_smallest (slow)",
     "checker.py": "test_checker_bench_at_its_smallest (slow)",
     "checker_verdicts.py": "test_checker_verdicts_at_its_smallest (slow)",
-    "cluster.py": "tests/test_cluster.py runs the same cluster (make cluster); test_cluster_bench_refuses_bad_flags here",
-    "compare_outputs.py": "test_compare_outputs_and_review_app_at_their_smallest",
+    "cluster.py": "test_cluster_bench_at_its_smallest (slow)",
+    "compare_outputs.py": "test_compare_outputs_at_its_smallest",
     "completions.py": "a library of bench/cpu_side.py and checker_verdicts.py: test_cpu_side_at_its_smallest",
     "cpu_side.py": "test_cpu_side_at_its_smallest (slow)",
-    "faults.py": "make faults itself; test_faults_lists_its_cases",
+    "faults.py": "make faults itself; test_faults_lists_its_cases (slow)",
     "judge.py": "test_judge_at_its_smallest (slow)",
     "long_traces.py": "a library of bench/strategies.py: test_strategies_simulated_at_its_smallest",
     "overhead.py": "test_overhead_at_its_smallest (slow); test_the_overhead_recorder_takes_what_the_engine_is_called_with",
     "process_cpu.py": "tests/test_checker_health.py::test_the_benches_count_the_cpu_of_workers_killed_at_their_deadline",
     "prm_backends.py": "test_prm_backends_at_its_smallest (slow)",
-    "review_app.py": "test_compare_outputs_and_review_app_at_their_smallest",
+    "review_app.py": "test_review_app_at_its_smallest (slow); its output maker in test_compare_outputs_at_its_smallest",
     "reward_server.py": "test_reward_server_at_its_smallest (slow)",
     "scale.py": "test_scale_store_at_its_smallest; test_scale_at_its_smallest (slow)",
     "splitting.py": "test_splitting_at_its_smallest",
@@ -103,7 +103,7 @@ def test_the_overhead_recorder_takes_what_the_engine_is_called_with():
 @pytest.mark.engine
 def test_overhead_at_its_smallest():
     done = bench("bench/overhead.py", "--models", "tiny", "--pairs", "1", "--rows", "2", timeout=900)
-    result = json.loads(done.stdout.splitlines()[0])
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
     assert result["model"] == "tiny" and result["generated_tokens"] > 0 and result["ratio"] > 0, done.stdout
     assert re.search(r"^tiny\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+", done.stdout, re.M), done.stdout  # the table's row
 
@@ -147,3 +147,147 @@ def test_bon_trains_the_epochs_it_is_given_and_says_so():
     command, said = train_command(args, Path("/w"), ["--seed", "0"])
     assert command[command.index("--epochs") + 1] == "1" and command[command.index("--min-steps") + 1] == "0"
     assert "--min-steps 0" in said and "300" in said and "--epochs 1" in said
+
+
+def test_strategies_simulated_at_its_smallest():
+    """The simulated completer (no model): every strategy's row of the table and the by-length rows."""
+    done = bench("bench/strategies.py", "--trace-steps", "30-40", "--rows", "2", "--simulate", "0.5", "--rollouts", "4")
+    for strategy in ("exhaustive", "first-error", "adaptive", "posterior"):
+        assert re.search(rf"^{strategy}\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+%\s+(n/a|[\d.]+%)", done.stdout, re.M), done.stdout
+    assert re.search(r"^\s+30-59 steps \(2 solutions\): first-error [\d.]+x (n/a|\d+%) of \d", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_strategies_on_a_model_at_its_smallest():
+    done = bench("bench/strategies.py", "--rows", "2", "--rollouts", "2", "--max-new-tokens", "16", "--strategies", "exhaustive,posterior",
+                 timeout=900)  # fmt: skip
+    assert re.search(r"^posterior\s+\d+\s+\d+\s+[\d.]+", done.stdout, re.M), done.stdout
+    assert "by solution length" in done.stdout
+
+
+# -- cheap benches -----------------------------------------------------------------------------------
+
+
+def test_splitting_at_its_smallest():
+    done = bench("bench/splitting.py", "--size", "2000")
+    assert re.search(r"slowest split [\d.]+ s on 2000 characters: target 2.0 s met", done.stdout), done.stdout
+
+
+def test_compare_outputs_at_its_smallest(tmp_path):
+    """compare_outputs.py finds a real output (made as bench/review_app.py makes its own: the job path with the
+    test-double generator) identical to itself, and a copy with one column changed different, naming the column."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(ROOT))
+    from bench.review_app import make_output
+
+    out = make_output(tmp_path, 12)
+    same = bench("bench/compare_outputs.py", str(out), str(out))
+    assert same.stdout.strip().endswith("IDENTICAL") and "labels: rows 12/12" in same.stdout, same.stdout
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    shard = sorted((changed / "labels").rglob("*.parquet"))[0]
+    table = pq.read_table(shard)
+    column = table.schema.get_field_index("first_error")
+    pq.write_table(table.set_column(column, "first_error", pa.array([99] * table.num_rows, table.schema.field("first_error").type)), shard)
+    different = subprocess.run([sys.executable, "bench/compare_outputs.py", str(out), str(changed)], cwd=ROOT, capture_output=True, text=True)
+    assert different.returncode == 1 and "DIFFERENT" in different.stdout and "first_error" in different.stdout, different.stdout
+
+
+@pytest.mark.slow
+def test_review_app_at_its_smallest(tmp_path):
+    """`labeler view` started as a user starts it, on a 12-solution output (slow: 10-16 s with the server's start)."""
+    done = bench("bench/review_app.py", "--solutions", "12", "--keep", str(tmp_path))
+    view = json.loads(next(line for line in done.stdout.splitlines() if '"part": "view"' in line))
+    assert view["solutions"] == 12 and view["first_page_ms"] > 0 and view["server_rss_mb"] > 0, done.stdout
+
+
+@pytest.mark.slow
+def test_faults_lists_its_cases():
+    """bench/faults.py (make faults) with a selection of one cheap case: its table of cases and outcomes (slow: it is
+    make faults' own runner, and 9 s)."""
+    done = bench("bench/faults.py", "--only", "faults", "-k", "test_a_unit_of_poison_rows_has_every_row_rejected_once", timeout=300)
+    assert re.search(r"^case\s+outcome\s+seconds", done.stdout, re.M) and re.search(r"passed\s+[\d.]+$", done.stdout, re.M), done.stdout
+
+
+# -- slow benches: an engine, training, a cluster -------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_bon_at_its_smallest(tmp_path):
+    done = bench("bench/bon.py", "--problems", "2", "--train-problems", "2", "--candidates", "2", "--rollouts", "2", "--epochs", "1",
+                 "--beams", "1", "--proposals", "2", "--max-steps", "2", "--step-max-new-tokens", "16", "--solution-max-new-tokens", "32",
+                 "--work", str(tmp_path / "bon"), timeout=1800)  # fmt: skip
+    assert "--min-steps 0, a departure" in done.stdout and re.search(r"^seconds: label \d+, train \d+, bon \d+, search \d+", done.stdout, re.M)
+    assert re.search(r"^candidates: 4 \(\d+ correct\)", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.slow
+def test_checker_bench_at_its_smallest():
+    done = bench("bench/checker.py", "--skip", "processbench", "--skip", "throughput", timeout=900)
+    assert re.search(r"heldout", done.stdout) and re.search(r"\d+/\d+", done.stdout), done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_checker_verdicts_at_its_smallest(tmp_path):
+    bench("bench/checker_verdicts.py", "--write", str(tmp_path / "verdicts.json"), timeout=1800)
+    verdicts = json.loads((tmp_path / "verdicts.json").read_text())
+    assert verdicts and any(key.startswith("eval/") for key in verdicts), list(verdicts)[:5]
+
+
+@pytest.mark.slow
+def test_cpu_side_at_its_smallest():
+    done = bench("bench/cpu_side.py", "--parts", "checker,label,gpu", "--families", "processbench,degenerate", "--rows", "4", "--rollouts", "2",
+                 "--unit", "2", "--gpu-rate", "40000", "--max-workers", "1", timeout=1200)  # fmt: skip
+    assert "== 1. checker alone" in done.stdout and "== 2. the whole labeling path" in done.stdout
+    assert re.search(r"verdicts and \d+ labelled steps per CPU-second", done.stdout), done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_cluster_bench_at_its_smallest():
+    """Starts a Ray head and a node (tests/ray_cluster.py), as make cluster does; no frozen node."""
+    done = bench("bench/cluster.py", "--rows", "4", "--no-freeze", timeout=1800)
+    assert re.search(r"^ray start --head: [\d.]+ s", done.stdout, re.M) and "labels and rollouts equal to one process" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_judge_at_its_smallest():
+    done = bench("bench/judge.py", "--rows", "2", "--max-new-tokens", "32", "--critique-retries", "0", timeout=1200)
+    assert re.search(r"^judged\s+: \d+", done.stdout, re.M) and re.search(r"^cost\s+: \d+ tokens", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_prm_backends_at_its_smallest():
+    done = bench("bench/prm_backends.py", "--problems", "1", "--n", "2", "--pairs", "1", timeout=1200)
+    assert re.search(r"^ratio vllm/torch \(median of 1 pairs\): [\d.]+", done.stdout, re.M), done.stdout
+    assert re.search(r"largest step-score difference between the backends: [\d.e+-]+", done.stdout), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_reward_server_at_its_smallest():
+    done = bench("bench/reward_server.py", "--clients", "1", "--requests", "2", "--prm-backend", "torch", timeout=900)
+    assert re.search(r"^requests 2\s+errors 0\s+p50 [\d.]+ ms", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_scale_at_its_smallest():
+    done = bench("bench/scale.py", "--solutions", "32", "--unit", "8", "--engine-rows", "4", "--engine-unit", "2", timeout=1800)
+    parts = [json.loads(line)["part"] for line in done.stdout.splitlines() if line.startswith("{")]
+    assert any(p.startswith("store") for p in parts) and any(p.startswith("ray") for p in parts) and "checker" in parts, parts
+    assert "speed-up of 2 Ray workers over 1" in parts, parts
+
+
+@pytest.mark.slow
+def test_trainer_at_its_smallest():
+    done = bench("bench/trainer.py", "--solutions", "4", "--epochs", "1", "--repeats", "1", "--batch-size", "2", "--max-length", "256",
+                 timeout=1200)  # fmt: skip
+    assert re.search(r"^\s*packed\s+[\d.]+\s+[\d.]+", done.stdout, re.M) and "packed vs padded, this run" in done.stdout, done.stdout
