@@ -35,7 +35,11 @@ Each command runs in its own process (its imports and engine start in its wall t
     flock /tmp/prm-engine.lock .venv/bin/python bench/world.py [--work DIR] [--model DIR] [--policy DIR]
 
 Prints every command with its wall time, then the tables; writes them to WORK/world.json, whose
-"summary" object holds the headline figures under fixed keys (SUMMARY_KEYS) for scripts.
+"summary" object holds the headline figures under fixed keys (SUMMARY_KEYS) for scripts. Every flag a
+command is passed with another value than that command's own default (search's --step-max-new-tokens 48,
+adaptive's --round-size 4, --device cpu, ...) is listed in the report and in world.json's "departures".
+--policy-problems may not reach bench/world_rl.py's RL prompts (the label split's problems from
+RL_PROBLEMS_FROM, 1,000, on): the PRM trained on them is that bench's reward.
 """
 
 from __future__ import annotations

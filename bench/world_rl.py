@@ -22,7 +22,7 @@ end token) is wrong, as in the evaluation, and gets reward 0 in every arm; one t
 steps, past its length) gets no reward (None: GRPOTrainer leaves it out); both are counted. RL prompts
 are the last of the world's held-out `label` split, out of the policy's training like `test`, and apart
 from the first 1,000, among which bench/world.py draws the problems its PRM is trained on (its
---policy-problems, 500). WORK/rl.json holds everything, with a "summary" of
+--policy-problems, 500; it refuses more than RL_PROBLEMS_FROM, 1,000). WORK/rl.json holds everything, with a "summary" of
 `problems`, `start`, `outcome`, `prm_plus_outcome`, `prm_only` (each {"accuracy", "ci95", "maj8",
 "maj8_ci95"}) and `hacked_share` per arm.
 """
