@@ -9,7 +9,9 @@ process, two drivers, storage errors, corrupt manifests and shards) also run in 
 
 The slow cases (marked `slow` anywhere under tests/, pyproject.toml says so): more SIGKILLs, Ray and
 subprocess runs of what other tests in `make test` cover already (a driver killed on Ray, a judge
-killed, a judge on Ray workers, the world bench end to end, ...); each test says what covers it.
+killed, a judge on Ray workers, the world bench end to end, ...); each test says what covers it. Among
+them every bench under bench/ that starts an engine, trains or starts a cluster, at its smallest size
+(tests/test_benches_smallest.py: the cheap benches run there in `make test`).
 
     .venv/bin/python bench/faults.py               # every case: the fault files, then the slow cases
     .venv/bin/python bench/faults.py --only slow   # the slow cases alone (--only faults: the fault files alone)

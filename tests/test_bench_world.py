@@ -97,6 +97,10 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     labelled = [t["command"] for t in results["timings"] if t["step"].startswith("label the policy's samples")]
     assert len(labelled) == 3 and all(f"--model {world_model} " in command for command in labelled)
     assert json.loads((tmp_path / "work" / "world.json").read_text())["tokens"] == results["tokens"]
+    # every flag passed with another value than the command's default is a departure, in world.json and in the report
+    departures = {(d["command"], d["flag"], d["value"]): d for d in json.loads((tmp_path / "work" / "world.json").read_text())["departures"]}
+    assert departures[("search", "--step-max-new-tokens", "48")]["default"] == "256" and departures[("train", "--min-steps", "2")]["default"] == "300"
+    assert "Departures from the product's defaults" in text and "labeler search --step-max-new-tokens 48 (default 256): search" in text
 
 
 def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_path, monkeypatch):
