@@ -106,6 +106,7 @@ def test_train_on_posterior_labels_says_what_it_trained_how_and_json_is_all_of_s
     assert "left out of the soft loss: 24 early_stop, 24 inferred" in err
     assert "ETA" in err  # progress lines give the time left for the whole run
     assert "too small to choose" in err  # 2 validation problems whose steps are all wrong
+    assert "(best so far)" not in err and "best so far, by a validation split too small to choose by" in err
 
     code, out, err = run_train(capsys, *argv, "--output", str(tmp_path / "run"))  # the finished run, as text
     summary = {key.strip(): value for key, value in (line.split(" : ", 1) for line in out.splitlines())}

@@ -213,7 +213,7 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
         except QuantizationError as error:  # no bitsandbytes, or layers a 4-bit base cannot be merged back into
             raise TrainingError(str(error)) from error
 
-    train_set, validation_set, counts = _examples(config, prm, rows)
+    train_set, validation_set, counts = _counted_examples(config, prm, rows)
     if state is None:
         step_prior, trajectory_prior = _priors(train_set)
         offset = mean_surprise(prm, train_set, config.batch_size, placement) if prm.step_surprise else 0.0
@@ -372,7 +372,12 @@ def _with_values(name: str, saved: dict, config: TrainConfig) -> str:
     return f"{name}: {json.dumps(saved.get(name, 'not recorded'))} -> {json.dumps(now[name])}"
 
 
-def _examples(
+def _examples(config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]) -> tuple[list[PRMExample], list[PRMExample]]:
+    """The examples of every source, in --labels order, split by problem across all of them."""
+    return _counted_examples(config, prm, rows)[:2]
+
+
+def _counted_examples(
     config: TrainConfig, prm: ProcessRewardModel, rows: list[list[LabelledRow]]
 ) -> tuple[list[PRMExample], list[PRMExample], StepCounts]:
     """The examples of every source, in --labels order, split by problem across all of them, and their steps counted."""
@@ -417,7 +422,7 @@ def _examples(
         kept = last_step_only(train_set)
         log.info(
             "--train-on-last-step-only: %d of %d train solutions keep their last step's target alone, %d left out "
-            "(their last step has no label or is cut by --max-length); validation measures every step",
+            "(their last step has no target: no label, not measured at N under --target soft, or cut by --max-length); validation measures every step",
             len(kept),
             len(train_set),
             len(train_set) - len(kept),
@@ -535,6 +540,7 @@ class _TrainingLoop:
         self.history: list[dict] = []
         self._warned_no_auc = False
         self.counts = StepCounts()  # set by the caller: the steps of all sources by what they train on
+        self.small_validation = validation_too_small(validation_set) is not None
         self.started = time.monotonic()  # this call's start, for the run's ETA
         self.best_metric_name = state.get("best_metric_name")
         self.trainable = trainable_names(prm)  # LoRA: the adapters and heads, saved unmerged for a resume
@@ -818,7 +824,7 @@ class _TrainingLoop:
             _fmt(record.get("val_auc")),
             _fmt(record.get("val_first_error_f1")),
             _fmt(record.get("val_threshold")),
-            " (best so far)" if improved else "",
+            (" (best so far, by a validation split too small to choose by)" if self.small_validation else " (best so far)") if improved else "",
             record["padded_per_real_token"] or 0,
             record["solutions_per_second"] or 0,
             self._eta(),
