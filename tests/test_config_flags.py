@@ -138,13 +138,13 @@ def test_train_config_json_keys_are_pinned():
         "labels", "learning_rate", "load_in_4bit", "lora_alpha", "lora_dropout", "lora_rank", "lora_target_modules", "lr_scheduler", "max_grad_norm",
         "max_length", "max_steps", "min_steps", "model", "model_name", "output", "pack_length", "precision", "rendering", "save_steps", "seed",
         "select_best", "sharding", "step_surprise", "target", "train_on_last_step_only", "trajectory_loss_weight",
-        "trust_remote_code", "validation_fraction", "warmup_ratio", "weight_decay",
+        "trust_remote_code", "unmeasured_steps", "validation_fraction", "warmup_ratio", "weight_decay",
     ]  # fmt: skip
     # added later: a run saved before them trained as their defaults do, so their absence reads as the default
     from labeler.prm.config import ADDED_LATER
 
     assert set(ADDED_LATER) == {"lr_scheduler", "train_on_last_step_only", "min_steps", "step_surprise", "rendering", "sharding", "lora_rank",
-                                "lora_alpha", "lora_dropout", "lora_target_modules", "load_in_4bit"}  # fmt: skip
+                                "lora_alpha", "lora_dropout", "lora_target_modules", "load_in_4bit", "unmeasured_steps"}  # fmt: skip
     # how batches are laid out and computed changes no result: a resume may change them
     assert TrainConfig.RESUMABLE == {"output", "epochs", "device", "save_steps", "max_steps", "labels", "attention", "batching", "pack_length"}
 

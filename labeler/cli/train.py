@@ -8,7 +8,10 @@ or one shard), or TRL's stepwise supervision ({prompt, completions, labels} rows
 .parquet file, a folder of them, or hf:NAME[:CONFIG][@SPLIT] such as hf:trl-lib/math_shepherd@train),
 the hard labels as targets. Backbone: a causal LM from transformers; head: one logit per step, read at the
 last token of the blank line that follows each step. Loss: binary cross-entropy on soft or hard
-labels. The split into train and validation is by problem. After every epoch: a log line on
+labels; under soft labels a step not measured at N (label_method early_stop, inferred or retraced: a
+hard label only) is left out of the loss unless --unmeasured-steps hard, and the log, the summary's
+`steps` line and --json count every step by what it trained on. The split into train and validation is
+by problem (a split too small to choose best/ and the threshold by is said). After every epoch: a log line on
 stderr and one JSON line in OUTPUT/metrics.jsonl; OUTPUT/last is rewritten and OUTPUT/best when
 the selected validation metric improved. Both load with `labeler score --prm OUTPUT/best` (or
 OUTPUT/last; OUTPUT alone stands for OUTPUT/best, which a run stopped by --max-steps before its
@@ -19,7 +22,9 @@ finished run longer.
 A micro-batch's solutions are packed into rows of at most --pack-length tokens (attention kept
 within each solution); the log and metrics.jsonl give the padded tokens per real token. Under
 torchrun each process trains --batch-size solutions per micro-batch: an optimizer step takes
-batch x accumulation x processes solutions, and process 0 validates, logs and saves.
+batch x accumulation x processes solutions, and process 0 validates, logs and saves. Progress lines end
+with the whole run's ETA; --min-steps raising --epochs is said in one line. Stdout holds the summary (or
+--json) alone.
 """
 
 from __future__ import annotations

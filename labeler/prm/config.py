@@ -325,7 +325,10 @@ def _weights(weights: list[float]) -> str:
 # Settings added after runs were saved without them, and the value such a run trained with (linear decay, a
 # target on every step, no minimum of steps, no step-surprise term, the plain rendering): a saved config that
 # lacks one reads as holding it. (A run saved before --head-learning-rate trained its heads at the backbone's
-# rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.)
+# rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.) unmeasured_steps is the
+# exception: runs before it trained steps not measured at N on their hard label ("hard"), but it reads as "skip", so
+# that runs whose labels have no such step (and --target hard runs, where it means nothing) resume; a run whose targets
+# it changes is refused by the data fingerprint (targets included), and the refusal says to pass --unmeasured-steps hard.
 ADDED_LATER = {
     "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
     "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",

@@ -620,7 +620,8 @@ class _TrainingLoop:
         if not done:
             return "ETA unknown"
         seconds = (time.monotonic() - self.started) / done * max(0, self.total_steps - self.global_step)
-        return f"ETA {_duration(seconds)} for the run's {self.total_steps - self.global_step} steps left"
+        left = max(0, self.total_steps - self.global_step)
+        return f"ETA {_duration(seconds)} for the run's {left} step{'' if left == 1 else 's'} left"
 
     def _run_epoch(self) -> bool:
         """Train the rest of the current epoch; True when --max-steps stopped it part-way."""
