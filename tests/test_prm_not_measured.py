@@ -173,3 +173,18 @@ def test_a_lora_run_shows_no_bitsandbytes_warning_by_default(tiny_model_dir, tmp
     result = subprocess.run([*argv, "--output", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert "bitsandbytes" not in result.stderr + result.stdout
+
+
+def test_a_run_saved_before_unmeasured_steps_existed_is_told_what_to_pass_to_resume(tiny_model_dir, tmp_path):
+    labels = write_labels(tmp_path / "labels", posterior_like_rows(6))
+    settings = {"labels": str(labels), "output": str(tmp_path / "run"), "model": str(tiny_model_dir), "epochs": 1, "batch_size": 4,
+                "max_length": 384, "device": "cpu", "min_steps": 0, "max_steps": 1}  # fmt: skip
+    train(TrainConfig(**settings, unmeasured_steps="hard"))  # how runs trained before the flag: their hard label
+    saved = json.loads((tmp_path / "run" / "train_config.json").read_text())
+    del saved["unmeasured_steps"]
+    (tmp_path / "run" / "train_config.json").write_text(json.dumps(saved))
+    from labeler.prm.trainer import TrainingError
+
+    with pytest.raises(TrainingError, match="pass --unmeasured-steps hard"):
+        train(TrainConfig(**settings | {"max_steps": 2}))
+    assert train(TrainConfig(**settings | {"max_steps": 2}, unmeasured_steps="hard")).global_step == 2

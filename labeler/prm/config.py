@@ -307,7 +307,8 @@ class TrainConfig:
     def changed_settings(self, saved: dict) -> list[str]:
         """Settings that differ from a saved run's and would change the model a resume produces
         (for --labels: the number of sources and their weights; the data itself is checked apart)."""
-        names = [f.name for f in fields(self) if f.name not in self.RESUMABLE]
+        # unmeasured_steps absent from a saved run: either value may resume it, the data fingerprint (its targets) decides
+        names = [f.name for f in fields(self) if f.name not in self.RESUMABLE and (f.name != "unmeasured_steps" or f.name in saved)]
         mine = json.loads(json.dumps(self.to_dict()))  # as the saved config holds them (tuples as lists)
         changed = [name for name in names if saved.get(name, ADDED_LATER.get(name)) != mine[name]]
         saved_labels = saved.get("labels", ())
@@ -326,9 +327,10 @@ def _weights(weights: list[float]) -> str:
 # target on every step, no minimum of steps, no step-surprise term, the plain rendering): a saved config that
 # lacks one reads as holding it. (A run saved before --head-learning-rate trained its heads at the backbone's
 # rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.) unmeasured_steps is the
-# exception: runs before it trained steps not measured at N on their hard label ("hard"), but it reads as "skip", so
-# that runs whose labels have no such step (and --target hard runs, where it means nothing) resume; a run whose targets
-# it changes is refused by the data fingerprint (targets included), and the refusal says to pass --unmeasured-steps hard.
+# exception: runs before it trained steps not measured at N on their hard label ("hard"); where a saved run lacks it,
+# either value may resume it (changed_settings), so that runs whose labels have no such step (and --target hard runs,
+# where it means nothing) resume as they are; a run whose targets it changes is refused by the data fingerprint
+# (targets included), and the refusal says to pass --unmeasured-steps hard.
 ADDED_LATER = {
     "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
     "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
