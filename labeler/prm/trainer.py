@@ -615,12 +615,13 @@ class _TrainingLoop:
         )
 
     def _eta(self) -> str:
-        """The time left for the whole run at this call's pace so far (its validations included)."""
+        """The time left for the whole run (up to --max-steps when given) at this call's pace so far, validations included."""
         done = self.global_step - self.first_step
         if not done:
             return "ETA unknown"
-        seconds = (time.monotonic() - self.started) / done * max(0, self.total_steps - self.global_step)
-        left = max(0, self.total_steps - self.global_step)
+        end = self.total_steps if self.config.max_steps is None else min(self.total_steps, self.config.max_steps)
+        left = max(0, end - self.global_step)
+        seconds = (time.monotonic() - self.started) / done * left
         return f"ETA {_duration(seconds)} for the run's {left} step{'' if left == 1 else 's'} left"
 
     def _run_epoch(self) -> bool:
