@@ -89,7 +89,7 @@ def random_copy(model_dir: Path, out: Path) -> Path:
     return out
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="ProcessBench rows (default: ProcessBench MATH)")
     parser.add_argument(
@@ -110,7 +110,22 @@ def main() -> None:
     parser.add_argument("--lora-rank", type=int, default=0, help="--scale: labeler train's --lora-rank")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="--scale: labeler train's flag")
     parser.add_argument("--work", type=Path, default=None, help="--scale: a folder every process can write (default: a new one in /tmp)")
-    args = parser.parse_args()
+    return parser
+
+
+def train_config(args, labels: Path, output: Path, backbone: Path, batching: str):
+    """One timed run's settings: --epochs exactly (min_steps=0: `labeler train`'s default, 300 optimizer steps at
+    least, would train a few solutions for many more epochs than the bench prints)."""
+    return TrainConfig(
+        labels=str(labels), output=str(output), model=str(backbone), epochs=args.epochs,
+        batch_size=args.batch_size, max_length=args.max_length, validation_fraction=0.0, device=args.device,
+        precision=args.precision, batching=batching, attention=args.attention, pack_length=args.pack_length,
+        learning_rate=1e-5, min_steps=0, seed=0,
+    )  # fmt: skip
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.scale:
         scale(args)
         return
@@ -150,12 +165,7 @@ def main() -> None:
     fastest: dict[str, dict] = {}
     for turn in range(args.repeats):
         for batching in ("padded", "packed"):
-            config = TrainConfig(
-                labels=str(labels), output=str(work / f"run-{batching}-{turn}"), model=str(backbone), epochs=args.epochs,
-                batch_size=args.batch_size, max_length=args.max_length, validation_fraction=0.0, device=args.device,
-                precision=args.precision, batching=batching, attention=args.attention, pack_length=args.pack_length,
-                learning_rate=1e-5, seed=0,
-            )  # fmt: skip
+            config = train_config(args, labels, work / f"run-{batching}-{turn}", backbone, batching)
             last = train(config).history[-1]
             if batching not in fastest or last["seconds"] < fastest[batching]["seconds"]:
                 fastest[batching] = last

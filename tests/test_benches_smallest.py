@@ -230,7 +230,9 @@ def test_bon_at_its_smallest(tmp_path):
 @pytest.mark.slow
 def test_checker_bench_at_its_smallest():
     done = bench("bench/checker.py", "--skip", "processbench", "--skip", "throughput", timeout=900)
-    assert re.search(r"heldout", done.stdout) and re.search(r"\d+/\d+", done.stdout), done.stdout[-3000:]
+    assert re.search(r"^\| heldout \(held out\) \| \d+ \| [\d.]+% \| \d+ \| \d+ \| [\d.]+% \|", done.stdout, re.M), done.stdout[-3000:]
+    figures = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"eval_sets"')))
+    assert figures["eval_sets"]["heldout"]["ours"]["n"] > 0
 
 
 @pytest.mark.slow
@@ -291,3 +293,14 @@ def test_trainer_at_its_smallest():
     done = bench("bench/trainer.py", "--solutions", "4", "--epochs", "1", "--repeats", "1", "--batch-size", "2", "--max-length", "256",
                  timeout=1200)  # fmt: skip
     assert re.search(r"^\s*packed\s+[\d.]+\s+[\d.]+", done.stdout, re.M) and "packed vs padded, this run" in done.stdout, done.stdout
+
+
+def test_the_trainer_bench_trains_the_epochs_it_times():
+    """bench/trainer.py printed "N epochs" while `labeler train`'s --min-steps (300 by default) trained 4 solutions for
+    150 epochs: the bench times --epochs, so it passes min_steps=0, as its --scale run does."""
+    sys.path.insert(0, str(ROOT))
+    from bench.trainer import parser, train_config
+
+    args = parser().parse_args(["--solutions", "4", "--epochs", "1", "--batch-size", "2"])
+    config = train_config(args, Path("/labels"), Path("/run"), Path("/backbone"), "packed")
+    assert config.epochs == 1 and config.min_steps == 0 and config.batching == "packed"
