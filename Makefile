@@ -43,7 +43,8 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 # The fault suite (tests/test_faults.py and the fault files), then the slow end-to-end cases make test leaves out
-# (marked slow): prints each case and its outcome. About 20 minutes on 2 cores.
+# (marked slow), among them every bench that starts an engine, trains or starts a cluster, at its smallest size
+# (tests/test_benches_smallest.py, about 18 minutes of it): prints each case and its outcome. About 40 minutes on 2 cores.
 faults: setup
 	env -u PYTHONDONTWRITEBYTECODE $(PY) bench/faults.py
 
