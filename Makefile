@@ -44,7 +44,7 @@ docs: setup
 
 # The fault suite (tests/test_faults.py and the fault files), then the slow end-to-end cases make test leaves out
 # (marked slow), among them every bench that starts an engine, trains or starts a cluster, at its smallest size
-# (tests/test_benches_smallest.py, about 18 minutes of it): prints each case and its outcome. About 40 minutes on 2 cores.
+# (tests/test_benches_smallest.py, about 12 minutes of it): prints each case and its outcome. About 35 minutes on 2 cores.
 faults: setup
 	env -u PYTHONDONTWRITEBYTECODE $(PY) bench/faults.py
 

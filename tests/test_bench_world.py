@@ -130,3 +130,40 @@ def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_p
     assert set(results["paired_vs_outcome"]) == {"prm_plus_outcome", "prm_only"}
     with pytest.raises(SystemExit):  # the same --work again: refused, not mixed
         world_rl.main(argv)
+
+
+@pytest.mark.slow
+def test_the_active_labeling_bench_runs_on_a_world_run(world_model, tmp_path, monkeypatch):
+    """bench/world_active.py at its smallest on a real (tiny) world run: every arm's commands, on one engine, and its
+    table (tests/test_world_active.py checks its logic with a runner that answers instead)."""
+    import workers.vllm_generator as vllm_generator
+    from bench.world import Commands, parser, run_world
+    from bench.world_active import run_active, table, world_run
+    from labeler.cli import main
+
+    engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
+    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeptOpen(engine))
+
+    def in_process(args: list[str]) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(args) == 0, args
+        return out.getvalue()
+
+    args = parser().parse_args(["--model", str(world_model), "--work", str(tmp_path / "world"), "--label-problems", "2", "--test-problems", "2",
+                                "--bon-problems", "1", "--rollouts", "2", "--candidates", "2", "--beams", "1", "--proposals", "2",
+                                "--policy-problems", "4", "--solutions-per-problem", "2", "--policy-test-problems", "2", "--min-steps", "2"])  # fmt: skip
+    try:
+        run_world(args, Commands(in_process))
+        record, all_labels = world_run(tmp_path / "world")
+        (tmp_path / "active").mkdir()
+        results = run_active(tmp_path / "world", record, all_labels, tmp_path / "active", 0.2, 0, Commands(in_process))
+    finally:
+        engine.close()
+    summary = results["summary"]
+    assert summary["all"]["solutions"] == all_labels["solutions"] and summary["seed"]["solutions"] >= 1
+    for arm in ("active", "random"):
+        assert summary[arm]["tokens"] > 0 and summary[arm]["solutions"] == 2 * summary["seed"]["solutions"]
+    text = table(summary)
+    for caption in ("the seed share", "seed + the seed PRM's queue", "seed + a random share", "every sample"):
+        assert caption in text, text

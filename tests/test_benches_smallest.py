@@ -8,7 +8,7 @@ BENCH_COVERAGE below (a test checks that every script under bench/ is named ther
 
 Scripts covered elsewhere: bench/world.py (tests/test_bench_world.py: every command of the bench, and
 tests/test_world.py), bench/world_rl.py (tests/test_bench_world.py), bench/world_active.py
-(tests/test_world_active.py), bench/faults.py (it is `make faults`), bench/process_cpu.py
+(tests/test_bench_world.py, slow, and tests/test_world_active.py), bench/faults.py (it is `make faults`), bench/process_cpu.py
 (tests/test_checker_health.py), bench/train_memory.py (tests/test_train_memory.py).
 """
 
@@ -49,7 +49,7 @@ BENCH_COVERAGE = {
     "train_memory.py": "tests/test_train_memory.py",
     "trainer.py": "test_trainer_at_its_smallest (slow)",
     "world.py": "tests/test_bench_world.py::test_every_command_of_the_world_bench_runs_and_reports",
-    "world_active.py": "tests/test_world_active.py",
+    "world_active.py": "tests/test_bench_world.py::test_the_active_labeling_bench_runs_on_a_world_run (slow); tests/test_world_active.py",
     "world_rl.py": "tests/test_bench_world.py::test_the_rl_bench_trains_every_arm_and_writes_its_summary",
     "checker_eval/sets.py": "a library of bench/checker.py: tests/test_checker_eval.py",
     "checker_eval/build_sets.py": "a data builder (writes the committed evaluation sets once), not a bench: not run",
