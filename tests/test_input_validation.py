@@ -307,10 +307,15 @@ def test_a_share_not_exceeded_lets_the_job_run(tmp_path, checker):
     assert summary.solutions == 10 and summary.rejected_rows == 10
 
 
-def test_a_share_of_one_never_refuses_for_rejected_rows(tmp_path, checker):
-    path = write_jsonl(tmp_path / "in.jsonl", [bad_row(k) for k in range(3)])
+def test_a_share_of_one_never_refuses_for_rejected_rows_but_an_input_with_no_row_to_label_is_refused(tmp_path, checker):
+    path = write_jsonl(tmp_path / "in.jsonl", [bad_row(k) for k in range(3)] + good_rows()[:1])
     summary = run(config(path, tmp_path / "out", max_rejected_share=1.0), checker)
-    assert summary.solutions == 0 and summary.rejected_rows == 3
+    assert summary.solutions == 1 and summary.rejected_rows == 3
+    # every row rejected: a job that can label nothing is refused (it finished with 0 solutions before), its rows kept
+    path = write_jsonl(tmp_path / "bad.jsonl", [bad_row(k) for k in range(3)])
+    with pytest.raises(InputError, match="no row to label: all 3 rows read were rejected"):
+        run(config(path, tmp_path / "out2", max_rejected_share=1.0), checker)
+    assert pq.read_table(tmp_path / "out2" / "rejected").num_rows == 3
 
 
 def test_the_share_is_judged_on_the_first_rows_and_refuses_as_soon_as_they_are_read():

@@ -14,10 +14,13 @@ from __future__ import annotations
 import platform
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence, TypeVar
+
+import pyarrow as pa
 
 from labeler import __version__
 from labeler.labeling.config import JobSettings, LabelConfig
@@ -161,10 +164,20 @@ def preset_options(config: LabelConfig) -> PresetOptions:
 
 def plan_job(config: LabelConfig) -> JobPlan:
     """Read and normalise every row of the job's input (bad rows become RejectedRow) and cut the rest into
-    units; InputError for an input with no rows, or too many rejected (`plan_rows`)."""
+    units; InputError for an input with no rows, with every row rejected, or too many rejected (`plan_rows`)."""
     plan = plan_rows(read_rows(input_path(config.input), config.limit, config.trust_remote_code), config)
     if not plan.rows_read:  # an empty file, only blank lines, an empty dataset split
         raise InputError(f"{config.input}: no rows")
+    if not plan.units:  # every row rejected (--max-rejected-share 1 lets it through): a job that can label nothing
+        reasons = Counter((row.field, row.reason) for row in plan.rejected)  # most_common: ties in the order first seen
+        (field, reason), count = reasons.most_common(1)[0]
+        example = next(row.row_index for row in plan.rejected if (row.field, row.reason) == (field, reason))
+        others = f"; and {len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''}" if len(reasons) > 1 else ""
+        raise TooManyRejectedError(
+            f"{config.input}: no row to label: all {plan.rows_read} rows read were rejected, whatever --max-rejected-share "
+            f"says; commonest reason, {count} row{'s' if count > 1 else ''} (e.g. row {example}): {field}: {reason}{others}",
+            plan.rejected,
+        )
     if config.greedy and config.solutions_per_problem > 1:  # vLLM would refuse it once the model is loaded
         if to_sample := sum(row.needs_solutions for unit in plan.units for row in unit.rows):
             raise InputError(config.greedy_solutions_error(f"{to_sample} rows of {config.input} carry no solution to label"))
@@ -530,12 +543,21 @@ def one_step_warning(rows: Iterable[PlannedRow], config: LabelConfig) -> str | N
 def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: float) -> JobSummary:
     soft_sum, soft_count, positives, hard_count, steps, solutions = 0.0, 0, 0, 0, 0, 0
     generation_rejected, undetermined = 0, 0
+    before_final, measured_before_final, unmeasured_reasons = 0, 0, Counter()  # the steps before each final answer
     fitted = [unit["stats"]["prior_fitted"] for unit in store.committed_units() if "prior_fitted" in unit.get("stats", {})]
     for unit in store.committed_units():
         if LABELS_DIR not in unit["files"]:  # a unit whose rows were all rejected
             generation_rejected += unit.get("stats", {}).get("rejected", 0)
             continue
-        table = store.read_table(unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
+        try:
+            table = store.read_table(unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels", "label_method", "unlabelled_reason"])
+        except (KeyError, ValueError, pa.ArrowInvalid):  # labels written before label methods were
+            table = store.read_table(unit["files"][LABELS_DIR], columns=["soft_labels", "hard_labels"])
+        if "label_method" in table.column_names:
+            for methods, reasons in zip(table.column("label_method").to_pylist(), table.column("unlabelled_reason").to_pylist()):
+                before_final += len(methods) - 1
+                measured_before_final += sum(method != "unlabelled" for method in methods[:-1])
+                unmeasured_reasons.update(reason for method, reason in zip(methods[:-1], reasons[:-1]) if method == "unlabelled")
         for soft, hard in zip(table.column("soft_labels").to_pylist(), table.column("hard_labels").to_pylist()):
             solutions += 1
             steps += len(soft)
@@ -547,6 +569,15 @@ def summarise(store: ShardStore, plan: JobPlan, units_run_now: int, seconds: flo
         generation_rejected += unit.get("stats", {}).get("rejected", 0)
     totals = store.manifest["totals"]
     warnings = count_warnings(totals["truncated_rollouts"], totals["rollouts"], undetermined, solutions, store.manifest.get("config") or {})
+    if before_final and not measured_before_final and (store.manifest.get("config") or {}).get("strategy") != "final-answer":
+        # every prefix's rollouts failed (a prompt over the model's context, most often): only final answers were checked
+        (reason, count), *others = unmeasured_reasons.most_common()
+        more = f"; {len(others)} other reason{'s' if len(others) > 1 else ''}" if others else ""
+        warnings.append(
+            f"no step of this job was measured by rollouts: {before_final} of {before_final} steps before a final answer "
+            f"are unlabelled (commonest reason, {count} steps: {reason}{more}); only the final answers were checked. "
+            "Fix the cause and label again into a new --output (see unlabelled_reason in the labels)"
+        )
     if without_prior := fitted.count(False):
         from labeler.labeling.strategies.posterior import PRIOR_FROM
 

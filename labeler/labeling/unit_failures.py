@@ -35,8 +35,9 @@ Four more cases stop the job (exit 1, the cause in one line), committed units ke
 written off: a run whose first BROKEN_SETUP_AFTER units fail with none labelled, and then the halves
 of those units too (run first, before any other unit; a half that fails meanwhile is set aside, not
 split, and tried again once some unit is labelled), is not meeting poison rows but a broken setup;
-so is a run, of fewer units, that labels no row at all: a unit every row of which failed alone while no
-unit of the run was labelled is held back, not committed, and committed (its rows in rejected/) only once
+so is a run, of fewer units, that labels no row at all: a unit every row of which failed alone, or that wrote no
+label without raising (every row rejected: a prompt over the model's context), while no unit of the run was labelled
+(a unit counts as labelled only when it wrote a row outside rejected/: `rows_written`) is held back, not committed, and committed (its rows in rejected/) only once
 some unit is labelled; a run that ends with none labelled stops with the commonest cause (`finish`: a job
 that can label nothing does not finish green, and no row is written off for a setting the user can fix).
 Not when an earlier run of the job committed units: its setup worked, the rows are at fault, and a resume,
@@ -125,13 +126,19 @@ class UnitFailures:
         """The result to commit for `unit`: its own; for a piece of a bisected unit, the whole unit's once
         its last piece is in, else None."""
         with self.lock:
-            self.labelled += 1
-            if self.set_aside:  # some unit is labelled, so the setup works: the halves set aside go on
+            wrote = rows_written(result)
+            if wrote:  # a unit counts as labelled only where it wrote a row: one whose rows were all rejected did not
+                self.labelled += 1
+            if self.set_aside and wrote:  # some unit is labelled, so the setup works: the halves set aside go on
                 assert self.queue is not None
                 self.queue.extend(self.set_aside)
                 self.set_aside = []
             bisection = self.bisections.get(unit.unit_id)
             if bisection is None:
+                if not wrote and not (self.labelled or self.committed_before):  # every row rejected, none labelled yet
+                    self.causes.update(rejection_reasons(result))
+                    self.held.append(result)
+                    return None
                 return result
             first = next(i for i, row in enumerate(bisection.unit.rows) if row.row_key == unit.rows[0].row_key)
             bisection.results.append((first, result))
@@ -259,32 +266,55 @@ class UnitFailures:
             return None
         del self.bisections[bisection.unit.unit_id]
         result = bisected_unit_result(bisection)
-        if not bisection.results and self.labelled == 0 and not self.committed_before:  # every row failed, none labelled
+        wrote = any(rows_written(piece) for _, piece in bisection.results)
+        if not wrote and self.labelled == 0 and not self.committed_before:  # every row failed or was rejected, none labelled
+            for _, piece in bisection.results:
+                self.causes.update(rejection_reasons(piece))
             self.held.append(result)
             return None
         return result
 
     def finish(self) -> list[UnitResult]:
-        """At the end of the run, once the queue is empty: the units held back (every row of theirs failed alone
-        while none was labelled), to commit now that some unit of the run was labelled. UnitsKeepFailingError when
-        none was: this run labelled no row, and writing them all off to rejected/ would make a job that labels
-        nothing finish green (a setting the engine refuses, a broken install); nothing is written off."""
+        """At the end of the run, once the queue is empty: the units held back (every row of theirs failed alone, or
+        was rejected without an error, e.g. a prompt over the model's context, while none was labelled), to commit now
+        that some unit of the run was labelled. UnitsKeepFailingError when none was: this run labelled no row, and
+        writing them all off to rejected/ would make a job that labels nothing finish green (a setting the engine
+        refuses, a too-small --max-model-len, a broken install); nothing is written off."""
         with self.lock:
             held, self.held = self.held, []
             if not held or self.labelled:
                 return held
             rows = sum(self.causes.values())
-            (cause, count), *others = self.causes.most_common()
-            if not others:
-                why = f"all {rows} rows failed, each alone too, with the same error: {cause}"
+            if not rows:
+                why = "its units wrote no labels and rejected no row (no reason recorded)"
+            elif len(self.causes) == 1:
+                cause = next(iter(self.causes))
+                why = f"all {rows} rows failed or were rejected, with the same reason: {cause}"
             else:
+                (cause, count), *others = self.causes.most_common()
                 also = "; ".join(f"{reason} ({n} row{'s' if n > 1 else ''})" for reason, n in others[:2])
-                more = f"; and {len(others) - 2} other errors" if len(others) > 2 else ""
-                why = f"all {rows} rows failed, each alone too; commonest error ({count} rows): {cause}; also {also}{more}"
+                more = f"; and {len(others) - 2} other reasons" if len(others) > 2 else ""
+                why = f"all {rows} rows failed or were rejected; commonest reason ({count} rows): {cause}; also {also}{more}"
             raise UnitsKeepFailingError(
                 f"no row of this run was labelled: {why}; no row was written off to rejected/: fix the cause and rerun "
                 "(committed units are kept)"
             )
+
+
+def rows_written(result: UnitResult) -> int:
+    """The rows a unit's result writes outside rejected/ (its labels, or a judge's judgments)."""
+    return sum(table.num_rows for directory, table in result.tables.items() if directory != REJECTED_DIR)
+
+
+def rejection_reasons(result: UnitResult) -> Counter[str]:
+    """Why the rows in a unit's rejected/ table were rejected, counted once per input row (its first reason)."""
+    table = result.tables.get(REJECTED_DIR)
+    if table is None or not table.num_rows:
+        return Counter()
+    reasons: dict[int, str] = {}
+    for row_index, reason in zip(table.column("row_index").to_pylist(), table.column("reason").to_pylist()):
+        reasons.setdefault(row_index, reason)
+    return Counter(reasons.values())
 
 
 def bisected_unit_result(bisection: _Bisection) -> UnitResult:
