@@ -87,3 +87,33 @@ def test_openrlhf_the_unmeasured_score_is_the_one_chosen(qwen_prm):
     with ServedHere("--prm", qwen_prm, "--answer-weight", "1.0", "--unmeasured-score", "-0.5", "--prm-backend", "torch") as served:
         data = httpx.post(f"{served.url}/get_reward", json=body, timeout=60).json()
     assert data["rewards"] == [-0.5] and data["extra_logs"]["prm_unmeasured"] == [1.0]
+
+
+def test_verl_a_dataset_without_questions_is_a_setup_error_not_a_constant_reward(qwen_prm, monkeypatch):
+    """The first SETUP_WINDOW samples a worker scores all unmeasured for one reason: the dataset or the setup,
+    not an occasional gap; training on a constant unmeasured_score would say nothing (the outside read's finding)."""
+    from labeler.rewards.setup_check import SETUP_WINDOW, FirstSamples
+
+    monkeypatch.setattr(verl_score, "_first_samples", FirstSamples())  # a fresh worker
+    n = SETUP_WINDOW // 2
+    kwargs = dict(data_sources=["a"] * n, solution_strs=[TWO_STEPS] * n, ground_truths=["5"] * n, prm=qwen_prm, device="cpu")
+    first = verl_score.compute_score(extra_infos=[VERL_MATH_INFO] * n, **kwargs)  # half the window: still per-sample outcomes
+    assert [score["prm_unmeasured"] for score in first] == [1.0] * n
+    with pytest.raises(ValueError, match=f"the first {SETUP_WINDOW} samples this worker scored all had no reward.*extra_info has no 'question'"):
+        verl_score.compute_score(extra_infos=[VERL_MATH_INFO] * n, **kwargs)
+    # a worker that measured one sample among its first ones keeps per-sample outcomes for any gap after
+    monkeypatch.setattr(verl_score, "_first_samples", FirstSamples())
+    infos = [{"question": QUESTION}] + [VERL_MATH_INFO] * (SETUP_WINDOW * 2 - 1)
+    scores = verl_score.compute_score(**(kwargs | dict(data_sources=["a"] * len(infos), solution_strs=[TWO_STEPS] * len(infos),
+                                                       ground_truths=["5"] * len(infos))), extra_infos=infos)  # fmt: skip
+    assert scores[0]["prm_unmeasured"] == 0.0 and all(score["prm_unmeasured"] == 1.0 for score in scores[1:])
+
+
+def test_openrlhf_requests_whose_first_samples_all_lack_labels_are_refused_with_the_cause(qwen_prm):
+    from labeler.rewards.setup_check import SETUP_WINDOW
+
+    body = {"query": [CHAT_PROMPT + RESPONSE] * SETUP_WINDOW, "prompts": [CHAT_PROMPT] * SETUP_WINDOW, "labels": [None] * SETUP_WINDOW}
+    with ServedHere("--prm", qwen_prm, "--answer-weight", "1.0", "--prm-backend", "torch") as served:
+        answer = httpx.post(f"{served.url}/get_reward", json=body, timeout=60)
+    assert answer.status_code == 400, answer.text
+    assert f"the first {SETUP_WINDOW} samples this server scored all had no reward" in answer.text and "no reference answer" in answer.text

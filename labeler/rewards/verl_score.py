@@ -17,7 +17,10 @@ in [0, 1] and the answer part adds 0 or answer_weight), so that a policy gains n
 be measured. Each logs a warning with its reason and this worker's running count (unmeasured_counts() gives
 them by reason), and the metric prm_unmeasured is 1 for it (verl's mean of it: the batch's share). One such
 sample never stops the batch; `unmeasured_score=null` asks for that instead (a ValueError with the sample
-and the reason). verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
+and the reason). But when the first 32 samples a worker scores (SETUP_WINDOW: in one call or several) all have
+no reward for the same reason, a dataset without 'question' most often, that is the setup's fault, not a gap: a
+ValueError names the reason (labeler/rewards/setup_check.py) rather than train on a constant score. Once one of
+them is measured, every later gap is per sample. verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
 manager), and the reward loop's, which adds reward_router_address, reward_model_tokenizer and reward_model
 and calls from a thread pool: the PRM loads once per config, whichever thread asks first.
 
@@ -40,6 +43,7 @@ from collections import Counter
 
 from labeler.rewards.config import RewardConfig
 from labeler.rewards.process_reward import ProcessReward, Reward
+from labeler.rewards.setup_check import FirstSamples
 
 logger = logging.getLogger(__name__)
 _loaded: dict[tuple[RewardConfig, str | None], ProcessReward] = {}  # one PRM per config (and server) in a reward worker
@@ -52,6 +56,7 @@ UNMEASURED_SCORE = 0.0  # what a sample with no reward scores unless reward_kwar
 _unmeasured = Counter()  # samples scored unmeasured_score in this worker, by reason (its words before the first '(' or ':')
 _samples = 0  # samples this worker was asked to score
 _counting = threading.Lock()
+_first_samples = FirstSamples()  # this worker's first SETUP_WINDOW samples: all unmeasured for one reason stops the run
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, data_sources=None,
@@ -82,6 +87,13 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     references = [truths[i] for i in asked] if answers_asked else None  # a missing one (None, NaN) is unmeasured (ProcessReward)
     for i, result in zip(asked, reward.rewards([problems[i] for i in asked], [solutions[i] for i in asked], references), strict=True):
         results[i] = result
+    if (setup := _first_samples.add([r.reason if r.value is None else None for r in results])) is not None:
+        raise ValueError(
+            f"the first {_first_samples.size} samples this worker scored all had no reward, for the same reason: {setup}; "
+            "that is the dataset or the setup, not an occasional gap, and the run would train on a constant unmeasured_score: "
+            "fix it (for a missing 'question': add extra_info['question'] when building the parquet, verl's MATH "
+            "preprocessing leaves it out) and rerun"
+        )
     scores = [_score(r, unmeasured_score, i, answers_asked) for i, r in enumerate(results)]
     return scores if batch else scores[0]
 

@@ -25,7 +25,11 @@ A reward /get_reward cannot measure (an empty response, a step past the PRM's le
 null, the NaN literal, blank or the text of a missing value, an answer check that timed out) is that sample's
 alone: it gets --unmeasured-score (0.0 by default, a failing reward no higher than any measured one), flagged
 in extra_logs.prm_unmeasured, logged with its reason and counted in /health by reason; the other samples of
-the request get their rewards. Malformed requests get 4xx with the reason (413: more completions
+the request get their rewards. But when the first 32 samples the server scores (SETUP_WINDOW, over one
+request or several) all have no reward for the same reason (labels never sent, most often), that is the
+setup's fault, not a gap: the request is refused (400) with the reason, and so is every one after it until
+the server is restarted (labeler/rewards/setup_check.py); once one of them is measured, every later gap is
+per sample. Malformed requests get 4xx with the reason (413: more completions
 than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
 are dropped unscored if still queued (counted as abandoned), or, when their batch is being scored already
 (a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); the
@@ -48,6 +52,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from labeler.rewards.process_reward import ProcessReward, Reward
+from labeler.rewards.setup_check import FirstSamples
 from labeler.serving.batcher import Batcher, Busy, TooLarge
 from labeler.serving.config import ServeConfig
 
@@ -132,6 +137,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
 
     app = FastAPI(title="prm-labeler reward server", lifespan=lifespan)
     unmeasured: dict[str, int] = {}  # /get_reward's samples scored --unmeasured-score, by reason
+    first_samples = FirstSamples()  # /get_reward's first SETUP_WINDOW samples: all unmeasured for one reason is refused
 
     async def rewards_of(problems: list[str], completions: list[str], references) -> list[Reward]:
         items = [(p, c, None if references is None else references[i]) for i, (p, c) in enumerate(zip(problems, completions))]
@@ -196,6 +202,14 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
                 raise HTTPException(400, f"labels[{odd}]: a {type(request.labels[odd]).__name__} is not a reference answer (text or a number)")
             references = request.labels
         results = await rewards_of(problems, responses, references)
+        if (setup := first_samples.add([r.reason if r.value is None else None for r in results])) is not None:
+            log.error("the first %d samples this server scored all had no reward, for the same reason: %s", first_samples.size, setup)
+            raise HTTPException(
+                400,
+                f"the first {first_samples.size} samples this server scored all had no reward, for the same reason: {setup}; "
+                "that is the setup (labels not sent: OpenRLHF's --label_key), not an occasional gap, and training would go on "
+                "at a constant --unmeasured-score: fix it and restart the server",
+            )
         for i, r in enumerate(results):
             if r.value is None:  # a number for every sample (OpenRLHF needs one), its reason logged and counted
                 kind = re.split(r"[(:]", r.reason)[0].strip()
