@@ -62,6 +62,13 @@ def run_search(args: argparse.Namespace) -> int:
         placement = place(args.device, args.precision)
         backend = backend_config(args)
         checker = AnswerChecker(timeout_s=options.checker_timeout)
+        if job.greedy and config.beams * config.proposals > 1:  # beam_search asks for B x K completions of a prompt
+            raise ValueError(
+                f"--temperature {job.temperature:g} is greedy sampling: the --beams {config.beams} x --proposals "
+                f"{config.proposals} = {config.beams * config.proposals} next steps sampled from each problem would all be "
+                "the same one (vLLM refuses to draw more than one per prompt); use a temperature above 0, or --beams 1 "
+                "--proposals 1"
+            )
     except ValueError as error:
         return usage_error(COMMAND, str(error))
     log_to_stderr(options.quiet)
