@@ -116,7 +116,9 @@ def test_ctrl_c_is_one_line_and_exit_130(command, argv, monkeypatch, capsys):
     monkeypatch.setattr(module, "run" if command == "status" else "run_train", interrupted)
     assert main(argv) == 130
     captured = capsys.readouterr()
-    assert captured.err == f"labeler {command}: interrupted; rerun the same command to resume\n"
+    # status keeps no progress: it says what a rerun does (tests/test_interrupt_notes.py), train resumes
+    note = "status only reads the output: rerun it to read it again" if command == "status" else "rerun the same command to resume"
+    assert captured.err == f"labeler {command}: interrupted; {note}\n"
     assert captured.out == ""
 
 
@@ -129,7 +131,7 @@ def test_ctrl_c_of_a_real_process_is_one_line_and_130(tmp_path):
         "sys.exit(main(sys.argv[1:]))\n"
     )
     result = cli("status", str(tmp_path), code=code)
-    assert (result.returncode, result.stderr) == (130, "labeler status: interrupted; rerun the same command to resume\n")
+    assert (result.returncode, result.stderr) == (130, "labeler status: interrupted; status only reads the output: rerun it to read it again\n")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ What every subcommand shares happens in `main`: the libraries print only errors 
 our errors are one line `labeler COMMAND: error: MESSAGE` (exit code 2; an output that cannot be
 written or read, a StorageError, too), Ctrl-C ends with one line and exit code 130, SIGTERM (a
 scheduler's stop or preemption) the same way, with exit code 143 (labeler/cli/common.py,
-sigterm_as_interrupt), and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
+sigterm_as_interrupt), each saying what a rerun does (resume, or start over where the command keeps no progress:
+ON_INTERRUPT); `labeler serve`, whose normal stop is SIGTERM, exits 0 with a "stopped" line, and a reader that goes away (`labeler status DIR | head -1`) ends it quietly.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 RESUME_NOTE = "rerun the same command to resume"  # after Ctrl-C or SIGTERM, unless the command says otherwise (on_interrupt)
+STARTS_OVER = "{command} keeps no progress to resume: rerun the same command to start it over"
+# what a rerun does, for the commands that keep no progress (a command's own on_interrupt comes first: score, eval)
+ON_INTERRUPT = {
+    "status": "status only reads the output: rerun it to read it again",
+    "check": STARTS_OVER.format(command="check"),
+    "select": STARTS_OVER.format(command="select"),
+    "export": STARTS_OVER.format(command="export"),
+    "report": STARTS_OVER.format(command="report"),
+    "view": "the corrections already saved from the browser are kept: rerun the same command to review again",
+    "search": "the candidates sampled so far are kept (a rerun samples them no more), the beam search starts over: "
+    "rerun the same command",
+}
+SERVE_STOPPED = "stopped before it served (nothing to resume): rerun the same command to serve"
+
+
+def interrupt_note(args: argparse.Namespace | None) -> str:
+    """What a rerun of the interrupted command does."""
+    return getattr(args, "on_interrupt", None) or ON_INTERRUPT.get(getattr(args, "command", None)) or RESUME_NOTE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,10 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated:  # SIGTERM: a scheduler stopping or preempting the job
-        print(f"{prog}: stopped by SIGTERM; {getattr(args, 'on_interrupt', None) or RESUME_NOTE}", file=sys.stderr)
+        if getattr(args, "command", None) == serve.COMMAND:  # the normal way to stop a server, even while its PRM loads
+            print(f"{prog}: {SERVE_STOPPED} (SIGTERM)", file=sys.stderr)
+            return EXIT_OK
+        print(f"{prog}: stopped by SIGTERM; {interrupt_note(args)}", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; {getattr(args, 'on_interrupt', None) or RESUME_NOTE}", file=sys.stderr)
+        note = SERVE_STOPPED if getattr(args, "command", None) == serve.COMMAND else interrupt_note(args)
+        print(f"{prog}: interrupted; {note}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): what it read is all it wanted
         _discard_stdout()

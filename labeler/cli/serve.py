@@ -8,7 +8,8 @@ labels -> rewards, scores, extra_logs), POST /rewards (problems, completions, re
 completion's reward, step scores and, where the reward could not be measured, the reason), GET /health.
 It binds to 127.0.0.1 unless --host says otherwise; stdout gets one line, the URL it listens on, once
 the PRM is loaded; logs go to stderr. SIGTERM or Ctrl-C: each request in flight is answered (or times out
-with 504), then it exits 0; a second signal stops it at once.
+with 504), then it exits 0 with a "stopped" line on stderr (--quiet too); a second signal stops it at once.
+SIGTERM while the PRM loads exits 0 too (Ctrl-C then: 130), saying it stopped before it served.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import sys
 
 from labeler.cli.common import EXIT_OK, RunOptions, add_command, http_address, log_to_stderr, quiet_transformers, run_until_stopped, usage_error
 from labeler.cli.flags import add_flags, flag_values
@@ -52,10 +54,11 @@ def run_serve(args: argparse.Namespace) -> int:
     server, sock, url = started
     print(url, flush=True)
     # a stop asked for exits 0 (Ctrl-C while the PRM loads, before this, is still an interruption: 130)
+    # the stop is the command's result: said on stderr even with --quiet (whose logs are warnings only)
     if run_until_stopped(server, sock):  # a second Ctrl-C or SIGTERM during the stop
-        log.warning("stopped at once (a second signal): requests in flight may be unanswered")
+        print(f"labeler {COMMAND}: stopped at once (a second signal): requests in flight may be unanswered", file=sys.stderr)
     else:
-        log.info("stopped; every request in flight was answered")
+        print(f"labeler {COMMAND}: stopped; every request in flight was answered", file=sys.stderr)
     return EXIT_OK
 
 
