@@ -71,6 +71,20 @@ def test_every_bench_script_is_run_somewhere():
     assert [s for s in BENCH_COVERAGE if s not in scripts] == []
 
 
+def test_every_test_named_in_the_bench_coverage_exists():
+    """A name in BENCH_COVERAGE that no test has would pass for coverage: each one, in this file or the tests/ file it names."""
+    missing = []
+    for script, covered_by in BENCH_COVERAGE.items():
+        for path in re.findall(r"\b(tests/[\w/]+\.py)\b", covered_by):
+            if not (ROOT / path).is_file():
+                missing.append(f"{script}: {path}")
+        for path, name in re.findall(r"(?:\b(tests/[\w/]+\.py)::)?(?<![/\w])(test_\w+)(?!\w|\.py)", covered_by):
+            source = (ROOT / path).read_text() if path else inspect.getsource(sys.modules[__name__])
+            if not re.search(rf"^(async )?def {name}\(", source, re.MULTILINE):
+                missing.append(f"{script}: {path + '::' if path else ''}{name}")
+    assert missing == [], f"tests named in BENCH_COVERAGE that do not exist: {missing}"
+
+
 # -- overhead.py -------------------------------------------------------------------------------------
 
 
@@ -277,6 +291,19 @@ def test_prm_backends_at_its_smallest():
 def test_reward_server_at_its_smallest():
     done = bench("bench/reward_server.py", "--clients", "1", "--requests", "2", "--prm-backend", "torch", timeout=900)
     assert re.search(r"^requests 2\s+errors 0\s+p50 [\d.]+ ms", done.stdout, re.M), done.stdout
+
+
+def test_scale_store_at_its_smallest():
+    """The store part alone (a test-double generator, no engine, no Ray): about 15 s on 2 cores, in `make test`. Its
+    manifest rewrite at 10M solutions has 10M / --unit units: --unit 256 keeps it to one 17 MB manifest (--unit 8: 2 minutes)."""
+    done = bench("bench/scale.py", "--parts", "store", "--solutions", "512", "--unit", "256", timeout=300)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [line["part"] for line in lines] == [
+        "store (one process, test-double generator, commit records)",
+        "store (one process, test-double generator, manifest rewrite per commit)",
+        "manifest rewrite",
+    ], lines
+    assert all(line["manifest_bytes"] > 0 for line in lines) and lines[-1]["units_at_512"] == 2, lines
 
 
 @pytest.mark.slow

@@ -20,10 +20,15 @@ RECORD = {"model": "/m", "temperature": 0.7, "seed": 0, "min_steps": None}
 
 
 def answering(queued, tokens_per_row=10, rejected=0):
+    """A runner that answers each command as the labeler would, once the labeler's own parser has read it (a flag
+    the command no longer takes fails here, cheaply: the real run is tests/test_bench_world.py's, slow)."""
+    from labeler.cli import build_parser
+
     seen = []
 
     def runner(args):
         seen.append(args)
+        build_parser().parse_args(args)  # SystemExit (exit 2) on a command line the labeler CLI refuses
         if args[0] == "label":
             rows = [line for line in open(args[args.index("--input") + 1]) if line.strip()] if not args[2].endswith("queue.jsonl") else [None] * queued
             return json.dumps({"generated_tokens": tokens_per_row * len(rows), "solutions": len(rows) - rejected, "rejected_rows": rejected})
