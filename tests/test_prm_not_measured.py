@@ -44,7 +44,10 @@ def test_the_constant_names_every_method_not_measured_at_n():
 
 def test_soft_targets_leave_out_steps_not_measured_at_n_and_count_them_by_method(tmp_path, tokenizer):
     rows = read_labelled_rows(write_labels(tmp_path, posterior_like_rows(2)))
-    soft, stats = build_examples(rows, tokenizer, "soft", 64)
+    # by default (auto) a source with early_stop steps trains whole on its hard labels (tests/test_prm_outcome_stopped.py)
+    auto, stats = build_examples(rows, tokenizer, "soft", 64)
+    assert [e.targets for e in auto] == [[0.0, 1.0, 1.0]] * 4 and "early_stop" in stats.outcome_stopped
+    soft, stats = build_examples(rows, tokenizer, "soft", 64, unmeasured_steps="skip")
     # the mean soft target is the measured steps' (0.25), not pulled up to 0.5 by early-stopped and inferred 1.0s
     assert [e.targets for e in soft] == [[0.25], [0.25], [0.25], [0.25]]
     assert stats.left_out == {"early_stop": 4, "inferred": 4}
@@ -62,7 +65,7 @@ def test_soft_targets_leave_out_steps_not_measured_at_n_and_count_them_by_method
 def test_a_retraced_step_is_not_measured_either(tmp_path, tokenizer):
     (row,) = read_labelled_rows(write_labels(tmp_path, posterior_like_rows(1)[:1]))
     retraced = replace(row, label_method=("rollouts", "retraced", "unlabelled"), hard_labels=(False, True, None))
-    examples, stats = build_examples([retraced], tokenizer, "soft", 64)
+    examples, stats = build_examples([retraced], tokenizer, "soft", 64, unmeasured_steps="skip")
     assert [e.targets for e in examples] == [[0.25]]
     assert stats.left_out == {"retraced": 1} and stats.steps_unlabelled == 1
     # a human label (no soft label, but measured: it is the label) still trains on its hard label under soft
@@ -94,7 +97,7 @@ def run_train(capsys, *args: str) -> tuple[int, str, str]:
 def test_train_on_posterior_labels_says_what_it_trained_how_and_json_is_all_of_stdout(tiny_model_dir, tmp_path, capsys):
     labels = write_labels(tmp_path / "labels", posterior_like_rows())
     argv = ["--labels", str(labels), "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-length", "384",
-            "--min-steps", "12", "--device", "cpu"]  # fmt: skip
+            "--min-steps", "12", "--device", "cpu", "--unmeasured-steps", "skip"]  # fmt: skip
     code, out, err = run_train(capsys, *argv, "--output", str(tmp_path / "run"), "--json")
     assert code == 0, err
     result = json.loads(out)  # nothing but the JSON on stdout
@@ -102,7 +105,7 @@ def test_train_on_posterior_labels_says_what_it_trained_how_and_json_is_all_of_s
     assert result["epochs_planned"] == 3 and result["epochs_done"] == 3
     assert err.count("--min-steps 12") == 1 and "3 epochs, not --epochs 1" in err
     assert result["steps"]["left_out"] == {"early_stop": 24, "inferred": 24}
-    assert result["steps"]["trained"] == {"rollouts": {"soft": 24}}
+    assert result["steps"]["trained"] == {"rollouts": {"soft": 24}} and (result["steps"]["train"], result["steps"]["validation"]) == (20, 4)
     assert "left out of the soft loss: 24 early_stop, 24 inferred" in err
     assert "ETA" in err  # progress lines give the time left for the whole run
     assert "too small to choose" in err  # 2 validation problems whose steps are all wrong
@@ -111,7 +114,7 @@ def test_train_on_posterior_labels_says_what_it_trained_how_and_json_is_all_of_s
     code, out, err = run_train(capsys, *argv, "--output", str(tmp_path / "run"))  # the finished run, as text
     summary = {key.strip(): value for key, value in (line.split(" : ", 1) for line in out.splitlines())}
     assert summary["epochs done"] == "3 of 3 (--epochs 1 raised by --min-steps 12)"
-    assert summary["steps"].startswith("24 trained (24 rollouts on their soft label); left out: 24 early_stop, 24 inferred")
+    assert summary["steps"].startswith("24 with a target (20 train, 4 validation): 24 rollouts on their soft label; left out: 24 early_stop, 24 inferred")
 
 
 def test_an_output_that_is_a_file_and_refused_runs_leave_no_folder(tiny_model_dir, tmp_path, capsys):
@@ -127,7 +130,7 @@ def test_an_output_that_is_a_file_and_refused_runs_leave_no_folder(tiny_model_di
     only_unmeasured = [row | {"label_method": ["early_stop"] * 3, "soft_labels": [None] * 3} for row in posterior_like_rows(2)]
     write_labels(tmp_path / "unmeasured", only_unmeasured)
     code, _, err = run_train(capsys, "--labels", str(tmp_path / "unmeasured"), "--output", str(new), "--model", str(tiny_model_dir),
-                             "--device", "cpu", "--quiet")  # fmt: skip
+                             "--device", "cpu", "--quiet", "--unmeasured-steps", "skip")  # fmt: skip
     assert code == 2 and "--target hard" in err and "--unmeasured-steps hard" in err and not (tmp_path / "deep").exists()
 
 

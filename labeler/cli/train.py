@@ -9,8 +9,11 @@ or one shard), or TRL's stepwise supervision ({prompt, completions, labels} rows
 the hard labels as targets. Backbone: a causal LM from transformers; head: one logit per step, read at the
 last token of the blank line that follows each step. Loss: binary cross-entropy on soft or hard
 labels; under soft labels a step not measured at N (label_method early_stop, inferred or retraced: a
-hard label only) is left out of the loss unless --unmeasured-steps hard, and the log, the summary's
-`steps` line and --json count every step by what it trained on. The split into train and validation is
+hard label only) is left out of the loss, but for a source whose rollouts were stopped at their first
+correct one (posterior, adaptive, any early_stop step), trained whole on its hard labels since its soft labels
+are chosen by outcome (--unmeasured-steps says; the log, the summary and --json say it per source). The log,
+the summary's `steps` line and --json count every step with a target by what it trained on, in the train and
+validation splits. The split into train and validation is
 by problem (a split too small to choose best/ and the threshold by is said). After every epoch: a log line on
 stderr and one JSON line in OUTPUT/metrics.jsonl; OUTPUT/last is rewritten and OUTPUT/best when
 the selected validation metric improved. Both load with `labeler score --prm OUTPUT/best` (or
@@ -152,7 +155,8 @@ def _summary(config: TrainConfig, result: TrainResult) -> list[tuple[str, str]]:
     if steps:
         from labeler.prm.data import StepCounts
 
-        lines.insert(2, ("steps", StepCounts(**steps).describe()))
+        counts = StepCounts(**steps)
+        lines[2:2] = [("steps", counts.describe()), *(("hard labels", line) for line in counts.outcome_stopped)]
     if getattr(result, "validation_warning", None):
         lines.insert(-1, ("validation", result.validation_warning))  # before the checkpoints, the summary's last line
     return lines

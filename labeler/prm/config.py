@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from labeler.labeling.config import SEED_RANGE, check_choices, check_numbers, names_with, setting
 
 TARGETS = ("soft", "hard")
-UNMEASURED_STEPS = ("skip", "hard")  # under --target soft, what a step not measured at N trains on (labeler/prm/data.py)
+UNMEASURED_STEPS = ("auto", "skip", "hard")  # under --target soft, what a step not measured at N trains on (labeler/prm/data.py)
 SELECT_BEST = ("val_loss", "val_auc")
 PRECISIONS = ("auto", "fp32", "bf16-mixed", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -86,12 +86,15 @@ class TrainConfig:
     model_name: str | None = setting(None, cli=False, help="what the checkpoints record as the base model; None: model")
     target: str = setting("soft", choices=TARGETS, help="train on soft labels (MC estimates) or hard labels", group=DATA)
     unmeasured_steps: str = setting(
-        "skip",
+        "auto",
         choices=UNMEASURED_STEPS,
-        help="under --target soft, steps whose label was not measured at N rollouts (label_method early_stop, inferred or "
-        "retraced: a hard label, no soft one) are left out of the loss (skip), or train on their hard label as 0/1 beside "
-        "the soft targets (hard: a biased mix, their 1.0s pull the targets up); the run counts them either way. "
-        "--target hard trains every step on its hard label",
+        help="under --target soft, what steps whose label was not measured at N rollouts (label_method early_stop, inferred "
+        "or retraced: a hard label, no soft one) train on, per --labels source. auto: a source whose rollouts were stopped "
+        "at the first correct one (posterior, adaptive, or any early_stop step) trains whole on its hard labels, since the "
+        "steps it measured at N are those whose early rounds failed (their soft labels are chosen by outcome); any other "
+        "source as skip. skip: such steps are left out of the loss, measured steps keep c/N. hard: such steps train on "
+        "their hard label as 0/1 beside the soft targets (a biased mix: their 1.0s pull the targets up). The run says what "
+        "each source trained on. --target hard trains every step on its hard label",
         group=DATA,
     )
     epochs: int = setting(
@@ -275,7 +278,7 @@ class TrainConfig:
                 "--sharding deepspeed with --precision bf16: DeepSpeed's bf16 mode keeps float32 master weights in the optimizer, "
                 "which is --precision bf16-mixed; use that (or fp32)"
             )
-        if self.target == "hard" and self.unmeasured_steps != "skip":
+        if self.target == "hard" and self.unmeasured_steps != "auto":
             raise ValueError("--unmeasured-steps is for --target soft: under --target hard every step trains on its hard label already")
         if self.load_in_4bit and not self.lora_rank:
             raise ValueError(
@@ -307,8 +310,8 @@ class TrainConfig:
     def changed_settings(self, saved: dict) -> list[str]:
         """Settings that differ from a saved run's and would change the model a resume produces
         (for --labels: the number of sources and their weights; the data itself is checked apart)."""
-        # unmeasured_steps absent from a saved run: either value may resume it, the data fingerprint (its targets) decides
-        names = [f.name for f in fields(self) if f.name not in self.RESUMABLE and (f.name != "unmeasured_steps" or f.name in saved)]
+        # unmeasured_steps: the data fingerprint (its targets) decides, whatever the saved run holds (unmeasured_steps_hint)
+        names = [f.name for f in fields(self) if f.name not in self.RESUMABLE and f.name != "unmeasured_steps"]
         mine = json.loads(json.dumps(self.to_dict()))  # as the saved config holds them (tuples as lists)
         changed = [name for name in names if saved.get(name, ADDED_LATER.get(name)) != mine[name]]
         saved_labels = saved.get("labels", ())
@@ -326,16 +329,29 @@ def _weights(weights: list[float]) -> str:
 # Settings added after runs were saved without them, and the value such a run trained with (linear decay, a
 # target on every step, no minimum of steps, no step-surprise term, the plain rendering): a saved config that
 # lacks one reads as holding it. (A run saved before --head-learning-rate trained its heads at the backbone's
-# rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.) unmeasured_steps is the
-# exception: runs before it trained steps not measured at N on their hard label ("hard"); where a saved run lacks it,
-# either value may resume it (changed_settings), so that runs whose labels have no such step (and --target hard runs,
-# where it means nothing) resume as they are; a run whose targets it changes is refused by the data fingerprint
-# (targets included), and the refusal says to pass --unmeasured-steps hard.
+# rate, in one optimizer group: it cannot resume under this trainer, and a rerun says so.) unmeasured_steps is not
+# checked as a setting: what it changes is the targets, which the data fingerprint holds, so a run resumes under any
+# value that gives its labels the same targets (labels with no step not measured at N, --target hard runs, a run saved
+# under skip whose sources auto trains as skip), and a refusal says what the run trained with (unmeasured_steps_hint).
 ADDED_LATER = {
     "lr_scheduler": "linear", "train_on_last_step_only": False, "min_steps": 0, "step_surprise": False, "rendering": "plain",
     "sharding": "none", "lora_rank": 0, "lora_alpha": None, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
-    "load_in_4bit": False, "unmeasured_steps": "skip",
+    "load_in_4bit": False,
 }  # fmt: skip
+
+# What runs saved before --unmeasured-steps trained their steps not measured at N on: their hard label.
+UNMEASURED_STEPS_BEFORE_THE_FLAG = "hard"
+
+
+def unmeasured_steps_hint(saved: dict, config: TrainConfig) -> str:
+    """For a resume its data fingerprint refused: the --unmeasured-steps the saved run trained with, where it is not this
+    run's (under --target soft) and so may be what changed its targets; "" otherwise."""
+    before = saved.get("unmeasured_steps", UNMEASURED_STEPS_BEFORE_THE_FLAG)
+    if config.target != "soft" or before == config.unmeasured_steps:
+        return ""
+    how = "as runs before --unmeasured-steps did" if "unmeasured_steps" not in saved else "not as this run's"
+    return f" (or it trained its steps under --unmeasured-steps {before}, {how}: pass --unmeasured-steps {before})"
+
 
 # Settings a resumed run may change: they do not alter what the finished model is.
 TrainConfig.RESUMABLE = frozenset(names_with(TrainConfig, "may_change_on_resume"))

@@ -2,11 +2,19 @@
 
 Targets per step: `soft` is the soft label, the Monte-Carlo estimate c/N. A step whose label was not
 measured at N (schemas/tables.py NOT_MEASURED_AT_N: `early_stop`, `inferred`, `retraced`: a hard label
-only, resting on fewer rollouts of its own prefix or none) has no such estimate: under `soft` it is left out
-of the loss (`unmeasured_steps="skip"`, the default: trained at 1.0 beside measured steps at c/N it would
-pull the targets up, 0.71 against 0.30 on steps of true rate 0.3), or trains on its hard label as 0/1 on
-request (`"hard"`). A step whose only label is a hard one that was measured ("human" from an import, "judge",
-TRL's stepwise rows) trains on it as 0/1. `hard` is the hard label of every step. Steps with no label
+only, resting on fewer rollouts of its own prefix or none) has no such estimate. `unmeasured_steps` says
+what such steps train on under `soft`, per label source:
+- `auto` (the default): a source whose rollouts were stopped on their outcome (an `early_stop` step, or a
+  strategy in OUTCOME_STOPPING: posterior and adaptive stop a prefix at its first correct rollout) trains
+  whole on its hard labels. Its steps that kept N rollouts are those whose early rounds failed, so leaving
+  the others out would keep soft labels chosen by their outcome (28 of 300 steps of true rate 0.3 kept,
+  at a mean of 0.08); the hard label, any rollout correct, is what exhaustive gives a prefix stopped at its
+  first correct rollout on the same draws. Any other source (exhaustive, first-error) is as under `skip`.
+- `skip`: such steps are left out of the loss (trained at 1.0 beside measured steps at c/N they would pull
+  the targets up, 0.71 against 0.30 on steps of true rate 0.3); measured steps keep c/N.
+- `hard`: such steps train on their hard label as 0/1 beside measured steps at c/N (a biased mix).
+A step whose only label is a hard one that was measured ("human" from an import, "judge", TRL's stepwise
+rows) trains on it as 0/1. `hard` is the hard label of every step. Steps with no label
 ("unlabelled") and steps cut off by the length limit get no target. `ExampleStats` counts the steps by
 what they trained on, per label method. Accuracy and AUC are always
 measured against hard labels. Each example carries its label source's index and weight (--labels
@@ -58,6 +66,7 @@ class PRMExample:
     trajectory_target: float | None = None  # 1.0 when the trajectory reaches the answer, 0.0 when not
     ends_at_last_step: bool = False  # its last target is the solution's last step (labelled, within --max-length)
     step_spans: list[tuple[int, int]] | None = None  # [start, end) of each target step's own tokens (a step-surprise PRM reads them)
+    target_methods: list[tuple[str, str]] | None = None  # each target's (label method, "soft" or "hard"), for the counts
 
 
 @dataclass(frozen=True)
@@ -70,16 +79,49 @@ class ExampleStats:
     # steps with a target, by label method, then by what they train on ("soft": c/N, "hard": the hard label as 0/1)
     trained: dict[str, dict[str, int]] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # by method: not measured at N, with no soft target (skip)
+    outcome_stopped: str | None = None  # auto: why this source trains whole on its hard labels (outcome_stopped)
+
+
+# Strategies that stop a prefix's rollouts on their outcome (at its first correct one): their soft labels are chosen by it.
+OUTCOME_STOPPING = ("posterior", "adaptive")
+
+
+def outcome_stopped(rows: Sequence[LabelledRow]) -> str | None:
+    """Why a source's soft labels are chosen by their outcome (its strategy stops rollouts at the first correct one,
+    or some step of it was stopped early), or None."""
+    strategies = sorted({row.strategy for row in rows if row.strategy in OUTCOME_STOPPING})
+    if strategies:
+        return f"{' and '.join(strategies)} stop{'s' if len(strategies) == 1 else ''} rollouts at the first correct one"
+    stopped = sum(method == "early_stop" for row in rows for method in row.label_method)
+    if stopped:
+        return f"{stopped} of its steps were stopped early (early_stop: rollouts stopped on their outcome)"
+    return None
+
+
+def source_targets(rows: Sequence[LabelledRow], target: str, unmeasured_steps: str) -> tuple[str, str, str | None]:
+    """The target and unmeasured-steps rule a source trains under, and, where auto trains it whole on its hard
+    labels, why (module docstring)."""
+    if target != "soft" or unmeasured_steps != "auto":
+        return target, unmeasured_steps, None
+    why = outcome_stopped(rows)
+    if why is None:
+        return "soft", "skip", None
+    return "hard", "skip", f"{why}, so its soft labels are chosen by outcome: trained on hard labels"
+
+
+def outcome_stopped_hint() -> str:
+    return " (pass --target hard to say so, or --unmeasured-steps hard to train its measured steps soft anyway)"
 
 
 def build_examples(
     rows: Sequence[LabelledRow], tokenizer, target: str, max_length: int, weight: float = 1.0, source: int = 0, rendering: str = "plain",
-    unmeasured_steps: str = "skip",
+    unmeasured_steps: str = "auto",
 ) -> tuple[list[PRMExample], ExampleStats]:  # fmt: skip
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     if unmeasured_steps not in UNMEASURED_STEPS:
         raise ValueError(f"unmeasured_steps must be one of {', '.join(UNMEASURED_STEPS)}, got {unmeasured_steps!r}")
+    target, unmeasured_steps, why = source_targets(rows, target, unmeasured_steps)
     examples: list[PRMExample] = []
     unlabelled = truncated = dropped = 0
     trained: dict[str, dict[str, int]] = {}
@@ -87,7 +129,7 @@ def build_examples(
     for row in rows:
         rendered = render_solution(tokenizer, row.problem, row.steps, max_length, row.thinking_steps, rendering)
         truncated += len(row.steps) - rendered.steps_kept
-        positions, targets, hard, spans, last = [], [], [], [], -1
+        positions, targets, hard, spans, methods, last = [], [], [], [], [], -1
         for i, position in enumerate(rendered.score_positions):
             value, kind, method = step_target(row, i, target, unmeasured_steps)
             if kind == "left out":
@@ -102,6 +144,7 @@ def build_examples(
             targets.append(value)
             hard.append(row.hard_labels[i])
             spans.append(rendered.step_spans[i])
+            methods.append((method, kind))
             last = i
         if not positions:
             dropped += 1
@@ -115,9 +158,10 @@ def build_examples(
                 trajectory_target=trajectory,
                 ends_at_last_step=last == len(row.steps) - 1,
                 step_spans=spans,
+                target_methods=methods,
             )
         )  # fmt: skip
-    stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped, trained, left_out)
+    stats = ExampleStats(len(rows), sum(len(e.targets) for e in examples), unlabelled, truncated, dropped, trained, left_out, why)
     return examples, stats
 
 
@@ -138,14 +182,19 @@ def step_target(row: LabelledRow, i: int, target: str, unmeasured_steps: str = "
 
 @dataclass
 class StepCounts:
-    """Steps over all label sources: trained by method and kind, left out, unlabelled, cut by the length limit."""
+    """Steps over all label sources: with a target, by method and kind (counted on the examples trained and validated
+    on, after the split and --train-on-last-step-only, once `split` is called), in the train and validation splits;
+    left out, unlabelled, cut by the length limit; and the sources trained whole on their hard labels, and why."""
 
     trained: dict[str, dict[str, int]] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)
     unlabelled: int = 0
     cut: int = 0
+    train: int | None = None  # None: before the split (one source's counts)
+    validation: int | None = None
+    outcome_stopped: list[str] = field(default_factory=list)  # one line per source auto trained whole on hard labels
 
-    def add(self, stats: ExampleStats) -> None:
+    def add(self, stats: ExampleStats, source: str = "") -> None:
         for method, kinds in stats.trained.items():
             mine = self.trained.setdefault(method, {})
             for kind, count in kinds.items():
@@ -154,23 +203,50 @@ class StepCounts:
             self.left_out[method] = self.left_out.get(method, 0) + count
         self.unlabelled += stats.steps_unlabelled
         self.cut += stats.steps_truncated
+        if stats.outcome_stopped:
+            self.outcome_stopped.append(f"{source}: {stats.outcome_stopped}{outcome_stopped_hint()}")
+
+    def split(self, train: Sequence[PRMExample], validation: Sequence[PRMExample]) -> None:
+        """The steps with a target as trained and validated on: after the split and --train-on-last-step-only."""
+        self.train = sum(len(e.targets) for e in train)
+        self.validation = sum(len(e.targets) for e in validation)
+        self.trained = {}
+        for example in [*train, *validation]:
+            for method, kind in example.target_methods or ():
+                by_kind = self.trained.setdefault(method, {})
+                by_kind[kind] = by_kind.get(kind, 0) + 1
 
     def describe(self) -> str:
-        """`24 trained (20 rollouts on their soft label, 4 inferred on their hard label); left out: ...; N unlabelled; N cut`."""
+        """`24 with a target (20 train, 4 validation): 20 rollouts on their soft label, 4 inferred on their hard label;
+        left out: ...; N unlabelled; N cut` (the split's part once it is known)."""
         total = sum(count for kinds in self.trained.values() for count in kinds.values())
         parts = [
             f"{count} {method} on their {kind} label"
             for method, kinds in sorted(self.trained.items(), key=lambda item: _method_order(item[0]))
             for kind, count in sorted(kinds.items(), key=lambda item: item[0] != "soft")
         ]
-        text = f"{total} trained ({', '.join(parts) or 'none'})"
+        split = "" if self.train is None else f" ({self.train} train, {self.validation} validation)"
+        text = f"{total} with a target{split}: {', '.join(parts) or 'none'}"
         if self.left_out:
             left = ", ".join(f"{count} {method}" for method, count in sorted(self.left_out.items(), key=lambda item: _method_order(item[0])))
             text += f"; left out: {left} (not measured at N: no soft target)"
         return text + f"; {self.unlabelled} unlabelled; {self.cut} cut by --max-length"
 
     def to_dict(self) -> dict:
-        return {"trained": self.trained, "left_out": self.left_out, "unlabelled": self.unlabelled, "cut": self.cut}
+        return {"trained": self.trained, "train": self.train, "validation": self.validation, "left_out": self.left_out,
+                "unlabelled": self.unlabelled, "cut": self.cut, "outcome_stopped": self.outcome_stopped}  # fmt: skip
+
+
+def source_warnings(stats: ExampleStats, counts: StepCounts, name: str) -> list[str]:
+    """What a source's log says of its steps not trained on c/N: trained whole on hard labels (auto), or left out."""
+    lines = list(counts.outcome_stopped)
+    if stats.left_out:
+        lines.append(
+            f"labels {name}: left out of the soft loss: {', '.join(f'{count} {method}' for method, count in stats.left_out.items())} "
+            "steps not measured at N (a hard label only: trained at 1.0 beside measured steps at c/N they would pull the targets "
+            "up); --unmeasured-steps hard trains them on it, --target hard trains every step so"
+        )
+    return lines
 
 
 def _method_order(method: str) -> tuple[int, str]:
@@ -185,7 +261,8 @@ def last_step_only(examples: Sequence[PRMExample]) -> list[PRMExample]:
     trajectory target stays (it is read at the same position)."""
     return [
         replace(e, score_positions=e.score_positions[-1:], targets=e.targets[-1:], hard_labels=e.hard_labels[-1:],
-                step_spans=None if e.step_spans is None else e.step_spans[-1:])  # fmt: skip
+                step_spans=None if e.step_spans is None else e.step_spans[-1:],
+                target_methods=None if e.target_methods is None else e.target_methods[-1:])  # fmt: skip
         for e in examples
         if e.ends_at_last_step
     ]

@@ -64,6 +64,7 @@ from labeler.prm.data import (
     epoch_order,
     last_step_only,
     micro_batches,
+    source_warnings,
     split_by_problem,
     validation_too_small,
     weighted_loss,
@@ -76,7 +77,7 @@ from labeler.prm.stepwise import TRL_STEPWISE, read_training_rows
 from labeler.prm.model import ProcessRewardModel
 from labeler.prm.scoring import sigmoid, step_and_trajectory_logits
 from labeler.prm.trajectory import trajectory_loss, trajectory_metrics
-from labeler.prm.config import FSDP, TrainConfig
+from labeler.prm.config import FSDP, TrainConfig, unmeasured_steps_hint
 
 log = logging.getLogger("labeler.train")
 
@@ -221,9 +222,8 @@ def _train(config: TrainConfig, run_dir: Path, placement: Placement, processes: 
     base_fingerprint = _add_lora(prm, config, state) if lora else None  # before sharding splits the weights
     fingerprint = data_fingerprint(train_set + validation_set)
     if state is not None and state["data_fingerprint"] != fingerprint:
-        before = "unmeasured_steps" not in (read_saved_config(run_dir) or {}) and counts.left_out and config.target == "soft"
-        hint = " (or it trained its steps not measured at N on their hard label, as runs before --unmeasured-steps did: pass --unmeasured-steps hard)"
-        raise TrainingError(f"{run_dir} was trained on other labels{hint if before else ''}; use the same labels to resume, or another --output")
+        hint = unmeasured_steps_hint(read_saved_config(run_dir) or {}, config)
+        raise TrainingError(f"{run_dir} was trained on other labels{hint}; use the same labels to resume, or another --output")
     processes.barrier()  # every process has read the saved run before process 0 writes
     if processes.is_main:
         write_config(run_dir, config.to_dict())
@@ -389,7 +389,7 @@ def _counted_examples(
             source_rows, prm.tokenizer, config.target, settings.max_length, source.weight, index, settings.rendering, config.unmeasured_steps
         )  # fmt: skip
         one = StepCounts()
-        one.add(stats)
+        one.add(stats, source.path)
         log.info(
             "labels %s [%s]: %d solutions; steps: %s %d (%d solutions left without a target)",
             source.describe(),
@@ -399,13 +399,8 @@ def _counted_examples(
             settings.max_length,  # --max-length, capped to the backbone's context
             stats.solutions_dropped,
         )
-        if stats.left_out:
-            log.warning(
-                "labels %s: left out of the soft loss: %s steps not measured at N (a hard label only: trained at 1.0 beside "
-                "measured steps at c/N they would pull the targets up); --unmeasured-steps hard trains them on it, --target hard trains every step so",
-                source.describe(),
-                ", ".join(f"{count} {method}" for method, count in stats.left_out.items()),
-            )
+        for line in source_warnings(stats, one, source.describe()):  # trained whole on hard labels, or steps left out
+            log.warning("%s", line)
         if not built:
             left = sum(stats.left_out.values())
             why = f", {left} not measured at N left out of the soft loss: pass --target hard, or --unmeasured-steps hard" if left else ""
@@ -413,7 +408,7 @@ def _counted_examples(
                 f"{source.path}: no step with a {config.target} label to train on "
                 f"({stats.steps_unlabelled} steps unlabelled, {stats.steps_truncated} cut by --max-length {settings.max_length}{why})"
             )
-        counts.add(stats)
+        counts.add(stats, source.path)
         if any(row.label_source == TRL_STEPWISE for row in source_rows):
             log.info("labels %s: TRL stepwise supervision has hard labels only: a soft target is the hard label, 0 or 1", source.describe())
         examples += built
@@ -430,11 +425,13 @@ def _counted_examples(
         if not kept:
             raise TrainingError("--train-on-last-step-only: no train solution has a target on its last step")
         train_set = kept
+    counts.split(train_set, validation_set)
     log.info(
-        "split by problem: %d train solutions, %d validation solutions (%d problems)",
+        "split by problem: %d train solutions, %d validation solutions (%d problems); steps: %s",
         len(train_set),
         len(validation_set),
         len({e.problem_id for e in validation_set}),
+        counts.describe(),
     )
     if config.validation_fraction > 0 and not validation_set:
         log.warning("only one problem: no validation split; the best checkpoint follows the training loss")

@@ -62,6 +62,7 @@ class LabelledRow:
     n_truncated: tuple[int, ...] | None = None
     n_timeouts: tuple[int, ...] | None = None
     unlabelled_reason: tuple[str | None, ...] | None = None
+    strategy: str | None = None  # the labeling strategy that wrote it (None: not a labels shard, e.g. TRL stepwise rows)
 
     def soft_or_hard(self, i: int) -> float | None:
         """The soft label of step i, or its hard label as 0/1 when it has no soft label."""
@@ -205,7 +206,7 @@ _ROW_COLUMNS = (
     "label_source",
 )
 _PER_STEP = ("soft_labels", "hard_labels", "n_correct", "n_rollouts", "label_method")
-_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label", "n_truncated", "n_timeouts", "unlabelled_reason")  # absent in older schemas
+_OPTIONAL_COLUMNS = ("thinking_steps", "trajectory_label", "n_truncated", "n_timeouts", "unlabelled_reason", "strategy")  # absent in older schemas
 _OPTIONAL_PER_STEP = ("n_truncated", "n_timeouts", "unlabelled_reason")
 
 
