@@ -71,6 +71,8 @@ def validate_labels(table: pa.Table) -> None:
                     raise SchemaError(f"{where} step {i}: a step labelled {method} has no counted rollouts and no soft label")
                 if (hard is None) != (method == "unlabelled"):
                     raise SchemaError(f"{where} step {i}: an {method} step {'has no' if hard is None else 'has a'} hard label")
+                if method == "retraced" and hard is not True:  # passed on rollouts that wrote it and reached the answer
+                    raise SchemaError(f"{where} step {i}: a retraced step is labelled right (hard true, soft null), got hard {hard}")
         expected_first_error = first_error(row["hard_labels"])
         if row["first_error"] != expected_first_error:
             given = "null (an unlabelled step comes before any hard-negative one)" if expected_first_error is None else expected_first_error

@@ -14,7 +14,15 @@ from typing import Callable
 
 from labeler.store.lock import read_lock_holder
 from labeler.store.location import OutputLocation
-from labeler.store.manifest import LABEL_COUNTS_KEY, UNDETERMINED_KEY, generated_nothing, job_kind, load_manifest
+from labeler.store.manifest import (
+    LABEL_COUNTS_KEY,
+    UNDETERMINED_KEY,
+    ConfigMismatchError,
+    check_same_schema,
+    generated_nothing,
+    job_kind,
+    load_manifest,
+)
 from labeler.store.progress import format_duration
 from labeler.store.shard_store import FAILURE_KEY, REOPENED_KEY, TRANSIENT_KEY
 
@@ -52,6 +60,7 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         state = FINISHED
     else:  # a foreign lock (a newer labeler's) is not stale: its driver may be running
         state = RUNNING if driver is not None and not driver.get("stale") else INTERRUPTED
+    refused = _resume_refusal(manifest, directory, kind) if state == INTERRUPTED else None
     if state == INTERRUPTED:
         eta, eta_reason = None, "interrupted: no driver is running; rerun the job's command to resume"
     elif state == RUNNING and not rows_per_second:
@@ -101,9 +110,19 @@ def job_status(directory: str, resume_command: Callable[[str, dict, str], str | 
         # interrupted jobs only: the command that resumes it, rebuilt from the manifest's settings (None where
         # they cannot be rebuilt: then rerun the command that started it)
         "resume_command": resume_command(kind, manifest.get("config") or {}, directory)
-        if state == INTERRUPTED and resume_command is not None
+        if state == INTERRUPTED and resume_command is not None and refused is None
         else None,
+        "resume_refused": refused,  # interrupted jobs that a resume would refuse (labels of another schema): why
     }
+
+
+def _resume_refusal(manifest: dict, directory: str, kind: str) -> str | None:
+    """Why a resume of this job would be refused before it starts (its labels' schema: check_same_schema), or None."""
+    try:
+        check_same_schema(dict(manifest), directory, kind)  # a copy: it marks a resumable manifest as the new schema's
+    except ConfigMismatchError as error:
+        return str(error)
+    return None
 
 
 def format_status(status: dict) -> str:
@@ -144,7 +163,9 @@ def format_status(status: dict) -> str:
         f"driver    : {_describe_driver(status['driver'])}",
     ]
     lines += [f"warning   : {warning}" for warning in status.get("warnings", [])]
-    if state == INTERRUPTED:
+    if state == INTERRUPTED and status.get("resume_refused"):
+        lines.append(f"resume    : refused: {status['resume_refused']}")
+    elif state == INTERRUPTED:
         resume = status.get("resume_command")
         lines.append(
             f"resume    : {resume}  (plus the flags it ran with that the manifest does not keep: engine and cluster flags, "

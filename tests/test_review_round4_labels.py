@@ -1,0 +1,69 @@
+"""What an outside read of issue 53's labels and trainer change found (round 4's review), each with its test:
+a retraced step's label, train's counts of steps with a target, status's resume command for a job a resume would
+refuse, and posterior's retraces under --truncated incorrect."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from schemas import LABELS_SCHEMA, SchemaError, validate_labels
+from tests.synthetic_labels import labels_row
+
+
+def retraced_row(hard: bool) -> dict:
+    row = labels_row("p0", "p0-s0", "Add the numbers.", ["1 + 1 = 2.", "2 + 2 = 4.", "4 + 4 = 8."], [0.5, None, 0.25], [True, hard, True])
+    return row | {"label_method": ["rollouts", "retraced", "rollouts"], "first_error": -1 if hard else 1, "strategy": "posterior"}
+
+
+def test_validate_requires_a_retraced_step_to_be_labelled_right():
+    """A retraced step is passed on rollouts of a shorter prefix that wrote it and reached the answer: it is never a
+    negative (posterior writes it with hard True, soft null)."""
+    validate_labels(pa.Table.from_pylist([retraced_row(True)], schema=LABELS_SCHEMA))
+    with pytest.raises(SchemaError, match="step 1: a retraced step is labelled right"):
+        validate_labels(pa.Table.from_pylist([retraced_row(False) | {"trajectory_label": False}], schema=LABELS_SCHEMA))
+
+
+def interrupted_job(tmp_path, monkeypatch, strategy: str):
+    """A label job whose engine crashed on its second unit: one unit committed, the job interrupted."""
+    import workers.vllm_generator
+    from labeler.cli import main
+    from tests.conftest import write_jsonl
+    from tests.fakes import Crash, ScriptedGenerator
+
+    answers = {f"What is {i} plus {i}?": str(2 * i) for i in range(1, 5)}
+    rows = [{"id": f"q{k}", "problem": p, "answer": a, "steps": ["We add.", "Then we check.", f"The answer is: {a}"]}
+            for k, (p, a) in enumerate(answers.items())]  # fmt: skip
+
+    class Crashy(ScriptedGenerator):
+        def generate(self, requests, sampling):
+            if any(r.user_message.startswith("What is 3 plus 3?") for r in requests):
+                raise Crash()
+            return super().generate(requests, sampling)
+
+    monkeypatch.setattr(workers.vllm_generator, "start_engine", lambda model, config: Crashy(answers))
+    out = tmp_path / strategy
+    with pytest.raises(Crash):
+        main(["label", "--input", str(write_jsonl(tmp_path / "in.jsonl", rows)), "--output", str(out), "--model", "scripted",
+              "--rollouts", "2", "--shard-size", "2", "--strategy", strategy, "--quiet"])  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("strategy, refused", [("posterior", True), ("exhaustive", False)])
+def test_status_of_an_interrupted_job_a_resume_would_refuse_says_so_instead_of_a_resume_command(tmp_path, monkeypatch, capsys, strategy, refused):
+    import json
+
+    from tests.conftest import status_of
+
+    out = interrupted_job(tmp_path, monkeypatch, strategy)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["schema_version"] = "1.6"  # written before posterior's retrace rule (1.7)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    status, text = status_of(out, capsys)
+    assert status["state"] == "interrupted"
+    if refused:
+        assert status["resume_command"] is None and "1.7 changed which steps it passes" in status["resume_refused"]
+        assert "resume    : refused: " in text and "labeler label --input" not in text
+    else:  # 1.6 resumes under 1.7 for every other strategy: the command as before
+        assert status["resume_refused"] is None and status["resume_command"].startswith("labeler label ")
+        assert f"resume    : {status['resume_command']}" in text
