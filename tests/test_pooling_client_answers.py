@@ -34,6 +34,8 @@ class CraftedPoolingServer:
     honest: raw rows, or their softmax when use_activation is true (what vLLM does)
     activated: the softmax rows whatever use_activation says (a server that ignores it)
     sigmoid: each value's sigmoid whatever use_activation says (a multi-label head's activation, ignored flag)
+    bf16_sigmoid: the same, rounded to bf16 and one bf16 step apart from one request to the next (batch-dependent
+    numerics: the same rows do not come back bit for bit)
     reversed: honest rows, the items in reverse order (their indices say which is which)
     no_index, repeated_index, index_out_of_range, bool_index: honest rows with the items' indices so broken"""
 
@@ -73,6 +75,9 @@ class CraftedPoolingServer:
             rows = [torch.softmax(r, dim=-1) for r in rows]
         elif mode == "sigmoid":
             rows = [torch.sigmoid(r) for r in rows]
+        elif mode == "bf16_sigmoid":
+            step = 2.0**-8 * (len(self.requests) % 2)  # a bf16 step near 1 (2^-8), every other request
+            rows = [torch.sigmoid(r).to(torch.bfloat16).float().sub(step).clamp(0, 1) for r in rows]
         items = [{"index": i, "data": r.tolist(), "object": "pooling"} for i, r in enumerate(rows)]
         if mode == "reversed":
             items.reverse()
@@ -114,7 +119,7 @@ def test_an_honest_server_gives_the_steps_of_its_raw_logits_read_by_index_in_any
     assert len(scoring) == 2 and all(request["use_activation"] is False for request in scoring)  # raw logits asked for
 
 
-@pytest.mark.parametrize("mode", ["activated", "sigmoid"])
+@pytest.mark.parametrize("mode", ["activated", "sigmoid", "bf16_sigmoid"])
 def test_a_server_that_ignores_use_activation_is_refused_when_the_client_connects(token_classifier_prm, mode):  # noqa: F811
     with CraftedPoolingServer(token_classifier_prm) as server:
         server.mode = mode
