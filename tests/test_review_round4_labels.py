@@ -67,3 +67,25 @@ def test_status_of_an_interrupted_job_a_resume_would_refuse_says_so_instead_of_a
     else:  # 1.6 resumes under 1.7 for every other strategy: the command as before
         assert status["resume_refused"] is None and status["resume_command"].startswith("labeler label ")
         assert f"resume    : {status['resume_command']}" in text
+
+
+@pytest.mark.parametrize("truncated, tally", [("incorrect", [0, 2]), ("excluded", None)])
+def test_an_unchecked_retracing_rollout_counts_as_a_failure_for_the_prefixes_it_reached_under_truncated_incorrect(truncated, tally):
+    """A rollout still inside the thinking (verdict truncated: nothing checked) counts as a failure for its own prefix under
+    --truncated incorrect (rollouts.py record); it counts so for the prefixes it retraced too, and for none under excluded."""
+    from types import SimpleNamespace
+
+    from labeler.checking.checker import AnswerChecker
+    from labeler.labeling.prompts import STEP_SEPARATOR
+    from labeler.labeling.rollouts import TRUNCATED, RolloutRecord
+    from labeler.labeling.strategies.posterior import _read_retraces
+    from labeler.records import Solution
+
+    steps = ("Step 1 works.", "Step 2 works.", "Step 3 works.", "The answer is: 42")
+    solution = Solution("p", "s", "What is 20 + 22?", "42", steps, "test", 0)
+    text = "".join(step + STEP_SEPARATOR for step in steps[1:3]) + "Still thinking about"
+    records = [RolloutRecord("s", 0, r, r, text, None, TRUNCATED, 30, "length") for r in range(2)]
+    retraced = [{}]
+    with AnswerChecker() as checker:
+        _read_retraces(records, [solution], {"s": 0}, [SimpleNamespace(size=len(steps))], checker, retraced, truncated)
+    assert retraced[0].get(1) == tally and retraced[0].get(2) == tally

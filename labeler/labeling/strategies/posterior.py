@@ -101,7 +101,7 @@ def search(solutions: Sequence[Solution], generator: Generator, checker: Checker
         first_record = len(ledger.records)
         ledger.record(sampler.send(probes), checker, final_checks=final_checks)
         final_checks = ()
-        _read_retraces(ledger.records[first_record:], solutions, readable, searches, checker, retraced)
+        _read_retraces(ledger.records[first_record:], solutions, readable, searches, checker, retraced, settings.truncated)
         counts = _distinct_counts(ledger, sampler, prompts)
         prior = fit_prior(counts.values(), PRIOR_FROM)
         fitted = fitted or prior is not None
@@ -182,20 +182,26 @@ def _passable(state: _Search, step: int, retraced: dict[int, list[int]], setting
 
 
 def _read_retraces(records, solutions: Sequence[Solution], readable: dict[str, int], searches: list[_Search], checker: Checker,
-                   retraced: list[dict[int, list[int]]]) -> None:  # fmt: skip
+                   retraced: list[dict[int, list[int]]], truncated: str = "excluded") -> None:  # fmt: skip
     """Add to `retraced` what a round's rollouts say of the longer prefixes they wrote word for word: for each prefix a
     rollout retraced, whether what it wrote after that prefix reached the answer on its own (checked apart: an answer
     stated in a copied step is not one the longer prefix reached). Every checked rollout counts, a failed one as a
     failure; one cut by its budget (under --truncated excluded) or whose check timed out counts for none, as for its own
-    prefix."""
+    prefix; one left unchecked under --truncated incorrect (still inside the thinking) counts as a failure, as for its own
+    prefix (rollouts.py record)."""
     pending: dict[tuple[str, str, str], list[tuple[int, int]]] = {}  # (after, reference, problem) -> the (solution, prefix) it reached
     for record in records:
         s = readable.get(record.solution_id)
-        if s is None or record.finish_reason == FINAL_ANSWER_FINISH or record.verdict in (TRUNCATED, TIMEOUT):
+        if s is None or record.finish_reason == FINAL_ANSWER_FINISH or record.verdict == TIMEOUT:
+            continue
+        if record.verdict == TRUNCATED and truncated != "incorrect":
             continue
         solution = solutions[s]
         reached = written_through(solution, record.step_index, record.text, searches[s].size - 1)
         for k in range(record.step_index + 1, reached + 1):
+            if record.verdict == TRUNCATED:  # unchecked, counted as wrong
+                retraced[s].setdefault(k, [0, 0])[1] += 1
+                continue
             after = response_part(_after(solution, record.step_index, k, record.text))
             pending.setdefault((after, solution.reference_answer, solution.problem), []).append((s, k))
     if not pending:
