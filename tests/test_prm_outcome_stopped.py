@@ -148,3 +148,19 @@ def test_unmeasured_steps_choices_and_default():
     with pytest.raises(ValueError, match="--unmeasured-steps"):
         TrainConfig(labels="x", output="y", model="m", target="hard", unmeasured_steps="skip")
     assert TrainConfig(labels="x", output="y", model="m", target="hard").unmeasured_steps == "auto"
+
+
+def test_a_run_saved_under_skip_resumes_under_auto_where_its_targets_are_the_same_and_is_told_what_to_pass_where_not(tmp_path, tiny_model_dir):
+    from labeler.prm.trainer import TrainingError, train
+
+    for strategy in ("exhaustive", "posterior"):
+        labels = labelled(tmp_path, strategy, solutions=12)
+        settings = {"labels": labels, "output": str(tmp_path / f"run-{strategy}"), "model": str(tiny_model_dir), "epochs": 1,
+                    "batch_size": 4, "max_length": 256, "device": "cpu", "min_steps": 0}  # fmt: skip
+        train(TrainConfig(**settings, max_steps=1, unmeasured_steps="skip"))  # the default before auto
+        if strategy == "exhaustive":  # no step stopped on its outcome: auto gives the same targets, and resumes
+            assert train(TrainConfig(**settings, max_steps=2)).global_step == 2
+        else:
+            with pytest.raises(TrainingError, match="under --unmeasured-steps skip, not as this run's: pass --unmeasured-steps skip"):
+                train(TrainConfig(**settings, max_steps=2))
+            assert train(TrainConfig(**settings, max_steps=2, unmeasured_steps="skip")).global_step == 2

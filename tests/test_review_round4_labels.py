@@ -89,3 +89,25 @@ def test_an_unchecked_retracing_rollout_counts_as_a_failure_for_the_prefixes_it_
     with AnswerChecker() as checker:
         _read_retraces(records, [solution], {"s": 0}, [SimpleNamespace(size=len(steps))], checker, retraced, truncated)
     assert retraced[0].get(1) == tally and retraced[0].get(2) == tally
+
+
+def test_train_counts_the_steps_with_a_target_after_the_split_and_last_step_only(tiny_model_dir, tmp_path):
+    """The count said "192 trained" where 168 trained and 24 were validation, and counted steps that
+    --train-on-last-step-only then dropped."""
+    from labeler.prm.config import TrainConfig
+    from labeler.prm.model import ProcessRewardModel
+    from labeler.prm.trainer import _counted_examples
+    from labeler.store.reader import read_labelled_rows
+    from tests.synthetic_labels import write_labels
+
+    rows = [labels_row(f"p{p}", f"p{p}-s{s}", "Add the numbers.", ["1 + 1 = 2.", "2 + 2 = 4.", "4 + 4 = 8."], [0.5, 0.25, 0.75],
+                       [True, True, True]) for p in range(8) for s in range(2)]  # fmt: skip
+    labels = write_labels(tmp_path / "labels", rows)
+    prm = ProcessRewardModel.from_backbone(str(tiny_model_dir), max_length=384, target="soft")
+    config = TrainConfig(labels=str(labels), output=str(tmp_path / "run"), model=str(tiny_model_dir), validation_fraction=0.25,
+                         train_on_last_step_only=True)  # fmt: skip
+    train, validation, counts = _counted_examples(config, prm, [read_labelled_rows(labels)])
+    assert (len(train), len(validation)) == (12, 4)  # 6 train problems, 2 validation ones, 2 solutions each
+    assert (counts.train, counts.validation) == (12, 12)  # a train solution's last step alone; every validation step
+    assert counts.describe().startswith("24 with a target (12 train, 12 validation): 24 rollouts on their soft label;")
+    assert counts.to_dict()["trained"] == {"rollouts": {"soft": 24}}
