@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -65,6 +66,7 @@ from labeler.store.reader import read_labels_table  # noqa: E402
 from labeler.world.accuracy import stated_answer  # noqa: E402
 from labeler.world.cache import HELD_OUT_SPLITS, WORLD_VERSION  # noqa: E402
 from labeler.world.problems import make_problems, processbench_rows  # noqa: E402
+from labeler.world.provenance import differs_from_reference, environment  # noqa: E402
 from labeler.world.training import POLICY_FOLDER  # noqa: E402
 from labeler.world.truth import exact_first_error  # noqa: E402
 from bench.world_rl import RL_PROBLEMS_FROM  # noqa: E402
@@ -75,9 +77,16 @@ SELECTION_AGGREGATES = ("min", "product", "last")  # prm_select is the best of t
 VOTE_AGGREGATE = "min"  # the weighted vote the summary reports: by the product's default aggregate
 
 
+# PRM training's intra-op threads, pinned like the world build's (WorldModelSettings.threads): a machine with more
+# cores would sum in another order and train another PRM from the same labels and seed.
+TRAIN_THREADS = 2
+
+
 def subprocess_runner(args: list[str]) -> str:
-    """One labeler command in its own process (its imports and engine start in its time); its stdout."""
-    done = subprocess.run([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    """One labeler command in its own process (its imports and engine start in its time); its stdout. `train` runs
+    with TRAIN_THREADS threads."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(TRAIN_THREADS)} if args[:1] == ["train"] else None
+    done = subprocess.run([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"labeler {shlex.join(args)} exited {done.returncode}")
     return done.stdout
@@ -323,7 +332,8 @@ def run_world(args: argparse.Namespace, commands: Commands) -> dict:
                "tokens": tokens, "label_quality": quality, "first_error_agreement": agreement, "errors_found": found, "prefix_accuracy": accuracy,
                "prm_labels": "first-error-8 (the completer) on the policy's samples", "temperature": args.temperature, "seed": args.seed, "min_steps": args.min_steps, "world_version": WORLD_VERSION,
                "prm_quality": prm_quality, "policy": policy, "bon": bon, "search": search,
-               "departures": commands.departures()}  # fmt: skip
+               "departures": commands.departures(), "environment": environment(TRAIN_THREADS),
+               "differs_from_reference": differs_from_reference(Path(args.model), built)}  # fmt: skip
     results["summary"] = summary_of(results)
     (work / "world.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
@@ -521,6 +531,8 @@ def report(results: dict) -> str:
         if not own_policy:  # --policy: another model than the build's
             lines.append(f"  the policy is --policy {results.get('policy_model')}, not this build's: its greedy accuracy was not measured")
             policy_greedy = {"correct": "?", "problems": "?"}
+        if results.get("differs_from_reference"):
+            lines.append(f"  NOTE: {results['differs_from_reference']}")
         machine = record.get("built_on") or {}
         whose = "every figure below is of this build" if own_policy else "the figures below are of this completer and that policy"
         lines.append(f"  from the problem, greedy: completer {greedy['correct']}/{greedy['problems']}, policy {policy_greedy['correct']}/"

@@ -83,6 +83,11 @@ def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path
     assert summary["bon_problems"] == 2 and summary["n"] == 2 and set(summary["prm_mc"]) == {"f1", "auc"}
     assert all(t["command"].startswith("labeler ") for t in results["timings"])
     assert results["tokens"]["exhaustive-2"] > 0
+    from bench.world import TRAIN_THREADS
+
+    # what the figures depend on besides the world's settings (issue 54, item 5); no reference is known for a tiny build
+    assert results["environment"]["threads"] == TRAIN_THREADS and results["environment"]["libraries"]["torch"]
+    assert results["differs_from_reference"] is None
     assert set(results["first_error_agreement"]) == {"first-error-2", "adaptive-2", "posterior-2"}
     for side in ("right", "wrong"):
         counts = results["prefix_accuracy"][side]

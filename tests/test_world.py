@@ -218,6 +218,9 @@ def test_the_cached_build_is_readable_by_all_and_the_callers_torch_settings_come
         assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
     record = json.loads((folder / MARKER).read_text())
     assert record["policy_held_out_greedy_accuracy"]["problems"] == 2 and record["built_on"]["torch"]
+    # what the build depends on besides its settings: the libraries, the code, the threads it trained on
+    assert record["built_on"]["libraries"]["transformers"] and record["built_on"]["threads"] == TINY_WORLD.get("threads", 2)
+    assert "commit" in record["built_on"]
     assert json.loads((folder / POLICY_FOLDER / "world_settings.json").read_text())["trained_steps"] == TINY_WORLD["policy_step"]
     assert json.loads((folder / "world_settings.json").read_text())["trained_steps"] == TINY_WORLD["steps"]
 

@@ -6,7 +6,6 @@ renamed), and a file lock keeps two processes from training it at once."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -20,6 +19,7 @@ from typing import Callable
 
 from labeler.world.accuracy import greedy_accuracy
 from labeler.world.problems import make_problems
+from labeler.world.provenance import environment
 from labeler.world.training import POLICY_FOLDER, WorldModelSettings, train_world_model
 
 __all__ = ["HELD_OUT_SPLITS", "build_once", "models_cache_dir", "world_model_dir", "ensure_world_model", "held_out_texts"]
@@ -65,8 +65,9 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
                        log: Callable[[str], None] = _log, accuracy_problems: int = 200) -> Path:  # fmt: skip
     """The folder of the trained world model (the completer; the policy in its policy/), training it first
     when the cache has none. The greedy accuracy of both on `accuracy_problems` held-out problems is
-    measured after training, logged and recorded in the marker, with the machine that built them
-    (builds are deterministic on one machine; another CPU sums in another order)."""
+    measured after training, logged and recorded in the marker, with the machine, libraries, commit and threads
+    that built them (labeler/world/provenance.py: builds are deterministic on one machine; another CPU sums in
+    another order)."""
     target = world_model_dir(settings, cache_dir)
 
     def train(tmp: Path) -> None:
@@ -77,7 +78,7 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
         problems = make_problems(accuracy_problems, "test", settings.seed)
         accuracy, policy_accuracy = greedy_accuracy(tmp, problems), greedy_accuracy(tmp / POLICY_FOLDER, problems)
         record = {"world_version": WORLD_VERSION, "settings": asdict(settings), "training_seconds": round(trained), "held_out_greedy_accuracy": accuracy,
-                  "policy_held_out_greedy_accuracy": policy_accuracy, "built_on": build_machine()}  # fmt: skip
+                  "policy_held_out_greedy_accuracy": policy_accuracy, "built_on": environment(settings.threads)}  # fmt: skip
         (tmp / MARKER).write_text(json.dumps(record, indent=1) + "\n")
         for path in tmp.rglob("*"):  # readable by all, like the folder (the policy's folder within it too)
             path.chmod(0o755 if path.is_dir() else 0o644)
@@ -86,21 +87,6 @@ def ensure_world_model(settings: WorldModelSettings = WorldModelSettings(), cach
             f"policy {policy_accuracy['correct']}/{policy_accuracy['problems']}")
 
     return build_once(target, MARKER, train)
-
-
-def build_machine() -> dict:
-    """What a build's figures depend on besides its settings: the CPU (its vector units pick the kernels), torch."""
-    import platform
-
-    import torch
-
-    lines = []
-    with contextlib.suppress(OSError):
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    flags = next((line for line in lines if line.startswith("flags")), "")
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-    vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in flags]
-    return {"cpu": model or platform.processor(), "vector_units": vector, "torch": torch.__version__, "machine": platform.machine()}
 
 
 def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
