@@ -55,3 +55,12 @@ def test_the_world_bench_trains_its_prms_on_pinned_threads_and_samples_on_the_de
     world.subprocess_runner(["label", "--input", "x"])
     assert seen[0][1]["OMP_NUM_THREADS"] == str(world.TRAIN_THREADS)
     assert seen[1][1] is None  # sampling keeps the engine's own thread setting
+
+
+def test_a_record_without_its_accuracies_is_not_called_another_world():
+    """A partial or hand-edited marker says nothing of the build's accuracies: no claim either way (the report
+    prints '?' for them), never 'None/None is not the reference'."""
+    name = next(iter(REFERENCE_BUILDS))
+    folder = Path("/cache/models") / name
+    assert differs_from_reference(folder, {"built_on": {"cpu": "Some CPU"}}) is None
+    assert differs_from_reference(folder, {"held_out_greedy_accuracy": {"correct": None, "problems": 200}}) is None

@@ -77,12 +77,15 @@ def environment(threads: int | None = None) -> dict:
 
 def differs_from_reference(model_dir: Path, record: dict | None) -> str | None:
     """One line when this build's greedy accuracies are not those of the reference build of the same folder name
-    (another CPU or library gave another model from the same settings); None when they are, or no reference is known."""
+    (another CPU or library gave another model from the same settings); None when they are, when no reference is
+    known, or when the record holds no accuracies to compare."""
     reference = REFERENCE_BUILDS.get(Path(model_dir).name)
     if not reference or not record:
         return None
     completer, policy = record.get("held_out_greedy_accuracy") or {}, record.get("policy_held_out_greedy_accuracy") or {}
     got = (completer.get("correct"), policy.get("correct"), completer.get("problems"))
+    if None in got:  # a record without its accuracies says nothing either way
+        return None
     if got == (reference["completer"], reference["policy"], reference["problems"]):
         return None
     machine = record.get("built_on") or {}
