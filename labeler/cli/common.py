@@ -243,13 +243,29 @@ def http_address(sock) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def run_until_stopped(server, sock) -> bool:
+def run_until_stopped(server, sock, announce=None) -> bool:
     """Run a uvicorn `server` on `sock` until SIGTERM or Ctrl-C; whether it was stopped at once (a second signal).
-    uvicorn stops gracefully on either, then raises the signal again: a no-op here, so that the stop asked for
-    ends with exit code 0."""
+    `announce` (printing the URL) is called once the stop handler is in place, so that no signal a client sends
+    after reading it is lost. uvicorn installs its own handlers (`server.handle_exit`) only once serve() runs,
+    after the event loop is built: the handler here is installed before and is also the one uvicorn installs,
+    so a signal at any moment asks the same stop. The first SIGTERM or SIGINT stops gracefully (no new request,
+    each one in flight answered), the second, of either kind, at once (uvicorn's own forces only on SIGINT); no
+    signal is raised again after the stop, so that the stop asked for ends with exit code 0. The handlers found
+    before are put back."""
     import signal
 
-    for stop in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop, lambda signum, frame: None)
-    server.run(sockets=[sock])
+    def stop(signum, frame):
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True  # set before run(): uvicorn starts, skips its main loop and shuts down at once
+
+    server.handle_exit = stop  # what uvicorn's capture_signals installs for SIGTERM and SIGINT
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if announce is not None:
+            announce()
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return server.force_exit

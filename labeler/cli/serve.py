@@ -52,10 +52,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if isinstance(started, int):
         return started
     server, sock, url = started
-    print(url, flush=True)
-    # a stop asked for exits 0 (Ctrl-C while the PRM loads, before this, is still an interruption: 130)
+    # a stop asked for exits 0 (Ctrl-C while the PRM loads, before this, is still an interruption: 130); the URL is
+    # printed once the stop handler is in place: a signal sent at any moment after it stops the server cleanly
     # the stop is the command's result: said on stderr even with --quiet (whose logs are warnings only)
-    if run_until_stopped(server, sock):  # a second Ctrl-C or SIGTERM during the stop
+    if run_until_stopped(server, sock, announce=lambda: print(url, flush=True)):  # a second Ctrl-C or SIGTERM during the stop
         print(f"labeler {COMMAND}: stopped at once (a second signal): requests in flight may be unanswered", file=sys.stderr)
     else:
         print(f"labeler {COMMAND}: stopped; every request in flight was answered", file=sys.stderr)

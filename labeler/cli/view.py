@@ -55,8 +55,7 @@ def run_view(args: argparse.Namespace) -> int:
     if isinstance(started, int):
         return started
     server, sock, url = started
-    print(url, flush=True)
-    run_until_stopped(server, sock)
+    run_until_stopped(server, sock, announce=lambda: print(url, flush=True))  # the URL once a signal after it stops cleanly
     return EXIT_OK
 
 
