@@ -117,3 +117,71 @@ def test_openrlhf_requests_whose_first_samples_all_lack_labels_are_refused_with_
         answer = httpx.post(f"{served.url}/get_reward", json=body, timeout=60)
     assert answer.status_code == 400, answer.text
     assert f"the first {SETUP_WINDOW} samples this server scored all had no reward" in answer.text and "no reference answer" in answer.text
+
+
+# --- one reason, one kind, whatever its counts (final outside read, finding 2) ---
+# "{count} of {n} steps unscored: past the PRM's length limit" was counted by its words before the first ':', so
+# each count was a kind of its own: the setup check never caught a PRM length limit below every response, and the
+# counts by reason (verl's unmeasured_counts(), /health) were scattered over many keys.
+
+LENGTH_KIND = "steps unscored: past the PRM's length limit"
+
+
+def long_completions(n: int) -> list[str]:
+    """`n` completions past a 128-token length limit with different step counts: 1, 2, ... short steps (the first
+    ones scored), then one step too long for the limit (unscored, with every step after the limit)."""
+    long_step = "Finally, " + "we add the numbers and check them again " * 12 + "to get 5."
+    return ["\n\n".join([f"Step {j}: {j} + {j} = {2 * j}." for j in range(k + 1)] + [long_step]) for k in range(n)]
+
+
+def test_a_length_limit_below_every_response_is_one_kind_and_a_setup_error_in_verl(qwen_prm, monkeypatch):
+    from labeler.rewards.setup_check import SETUP_WINDOW, FirstSamples
+
+    monkeypatch.setattr(verl_score, "_first_samples", FirstSamples())  # a fresh worker
+    kwargs = dict(prm=qwen_prm, device="cpu", max_length=128)
+    few = long_completions(4)
+    _, before = verl_score.unmeasured_counts()
+    scores = verl_score.compute_score(data_sources=["a"] * 4, solution_strs=few, ground_truths=["5"] * 4, extra_infos=[{"question": QUESTION}] * 4, **kwargs)
+    assert [score["prm_unmeasured"] for score in scores] == [1.0] * 4
+    _, after = verl_score.unmeasured_counts()
+    grown = {kind: n - before.get(kind, 0) for kind, n in after.items() if n != before.get(kind, 0)}
+    assert grown == {LENGTH_KIND: 4}, grown  # one key, not one per step count
+    many = long_completions(SETUP_WINDOW)
+    with pytest.raises(ValueError, match=f"the first {SETUP_WINDOW} samples this worker scored all had no reward.*past the PRM's length limit"):
+        verl_score.compute_score(data_sources=["a"] * len(many), solution_strs=many, ground_truths=["5"] * len(many),
+                                 extra_infos=[{"question": QUESTION}] * len(many), **kwargs)  # fmt: skip
+
+
+def test_the_reward_names_the_kind_of_its_reason_without_its_counts(qwen_prm):
+    from labeler.rewards.config import RewardConfig
+    from labeler.rewards.process_reward import ProcessReward
+
+    completions = long_completions(3) + ["", TWO_STEPS, TWO_STEPS]
+    with ProcessReward(RewardConfig(prm=qwen_prm, device="cpu", answer_weight=1.0, max_length=128)) as reward:
+        results = reward.rewards([QUESTION] * 6, completions, ["5", "5", "5", "5", None, "nan"])
+    kinds = [r.reason_kind for r in results]
+    assert kinds == [LENGTH_KIND] * 3 + ["empty completion", "no reference answer", "no reference answer"], kinds
+    assert len({r.reason for r in results[:3]}) > 1  # the reasons keep their counts: "1 of 2 steps unscored: ..."
+    assert all(r.reason.endswith("past the PRM's length limit") for r in results[:3])
+
+
+def test_openrlhf_length_limit_gaps_are_one_key_in_health_and_a_refused_setup(qwen_prm):
+    from labeler.rewards.setup_check import SETUP_WINDOW
+
+    few = long_completions(3)
+    body = {"query": [CHAT_PROMPT + c for c in few + [RESPONSE]], "prompts": [CHAT_PROMPT] * 4, "labels": ["5"] * 4}
+    with ServedHere("--prm", qwen_prm, "--max-length", "128", "--prm-backend", "torch") as served:
+        per_step = httpx.post(f"{served.url}/rewards", json={"problems": [QUESTION], "completions": few[:1]}, timeout=60).json()
+        assert per_step["rewards"][0]["reason_kind"] == LENGTH_KIND
+        many = long_completions(SETUP_WINDOW)
+        broken = {"query": [CHAT_PROMPT + c for c in many], "prompts": [CHAT_PROMPT] * len(many), "labels": ["5"] * len(many)}
+        refused = httpx.post(f"{served.url}/get_reward", json=broken, timeout=120)
+        assert refused.status_code == 400 and "past the PRM's length limit" in refused.text, refused.text
+        # a request with a measured sample ends the refusals: the setup is taken as working from then on
+        answer = httpx.post(f"{served.url}/get_reward", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["extra_logs"]["prm_unmeasured"] == [1.0, 1.0, 1.0, 0.0]
+        again = httpx.post(f"{served.url}/get_reward", json=broken, timeout=120)
+        assert again.status_code == 200 and again.json()["extra_logs"]["prm_unmeasured"] == [1.0] * SETUP_WINDOW
+        health = httpx.get(f"{served.url}/health", timeout=60).json()
+    assert health["unmeasured_by_reason"] == {LENGTH_KIND: 3 + SETUP_WINDOW}, health

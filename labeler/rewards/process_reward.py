@@ -12,8 +12,11 @@ PRM's own step marker, named in the reason), one with a step score that is not a
 in step_scores, named in the reason), or, with an answer weight, one whose reference
 is missing (None, NaN: pandas' missing value, blank, or the text of a missing value: "nan", "None", "null",
 "<NA>", any case, as pandas' astype(str) and CSV exports write one; never checked against "nan": the rule
-the label job reads references by too, labeler/checking/answer_keys.py) or whose answer
+the label job reads references by too, labeler/inputs/missing_answers.py) or whose answer
 check timed out or could not compare the answer. A completion with no final answer is a wrong answer (0).
+Beside its reason (which names its counts and values: "1 of 3 steps unscored: past the PRM's length limit") each
+such reward has a reason_kind, one of REASON_KINDS, the same for every sample of one cause: what the RL paths
+count by and their setup check (labeler/rewards/setup_check.py) groups by.
 """
 
 from __future__ import annotations
@@ -23,12 +26,28 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from labeler.checking.answer_keys import missing_answer
+from labeler.inputs.missing_answers import missing_answer
 from labeler.checking.verdicts import Verdict
 from labeler.evaluation.solutions import SolutionToScore
 from labeler.inputs.splitting import split_steps
-from labeler.prm.solution_scores import aggregate, checked_scores, is_score
+from labeler.prm.solution_scores import PAST_LENGTH_LIMIT, aggregate, checked_scores, is_score
 from labeler.rewards.config import RewardConfig
+
+# Every kind of reason a reward is unmeasured (Reward.reason_kind): the reason itself names its counts and values
+# ("3 of 5 steps unscored: past the PRM's length limit", "no reference answer (the text 'nan'): ..."), its kind
+# does not, so that the samples of one cause count as one, whatever their step counts.
+EMPTY = "empty completion"
+PAST_LIMIT = f"steps unscored: {PAST_LENGTH_LIMIT}"
+NOT_FINITE = "steps unscored: a score that is not a finite number"
+UNREADABLE = "steps unscored: the PRM cannot read the text (its own step marker)"
+NO_REFERENCE = "no reference answer"
+CHECK_TIMEOUT = f"answer check {Verdict.TIMEOUT.value}"
+CHECK_UNPARSEABLE = f"answer check {Verdict.UNPARSEABLE.value}"
+# verl's compute_score (labeler/rewards/verl_score.py): a sample whose extra_info gives no problem text
+NO_EXTRA_INFO = "no extra_info"
+NO_QUESTION = "extra_info has no 'question'"
+QUESTION_NOT_TEXT = "extra_info's 'question' is not text"
+REASON_KINDS = (EMPTY, PAST_LIMIT, NOT_FINITE, UNREADABLE, NO_REFERENCE, CHECK_TIMEOUT, CHECK_UNPARSEABLE, NO_EXTRA_INFO, NO_QUESTION, QUESTION_NOT_TEXT)
 
 
 @dataclass
@@ -38,6 +57,8 @@ class Reward:
     answer_correct: bool | None = None  # the verifiable part: None when not asked for, or not known
     step_scores: list[float | None] = field(default_factory=list)  # None: a step the PRM did not score
     reason: str | None = None  # why value is None
+    # the reason's kind, without its counts or values (REASON_KINDS): what the counts by reason and the setup check group by
+    reason_kind: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,21 +120,23 @@ class ProcessReward:
         no_reference: str | None,
     ) -> Reward:  # fmt: skip
         if not steps:
-            return Reward(None, reason="empty completion: no step to score")
+            return Reward(None, reason=f"{EMPTY}: no step to score", reason_kind=EMPTY)
         process = aggregate(step_scores, self.config.aggregate)
         reward = Reward(None, process=process, step_scores=step_scores)
         if process is None:
             count = sum(not is_score(score) for score in step_scores)
             reward.reason = f"{count} of {len(steps)} steps unscored: {unscored}"
+            reward.reason_kind = unscored_kind(unscored)
             return reward
         if no_reference is not None:  # the answer part cannot be measured: never a verdict against "nan"
-            reward.reason = no_reference
+            reward.reason, reward.reason_kind = no_reference, NO_REFERENCE
             return reward
         if answer is None:
             reward.value = process
             return reward
         if answer in (Verdict.TIMEOUT, Verdict.UNPARSEABLE):
             reward.reason = f"answer check {answer.value}: the final answer could not be compared with the reference"
+            reward.reason_kind = CHECK_TIMEOUT if answer == Verdict.TIMEOUT else CHECK_UNPARSEABLE
             return reward
         reward.answer_correct = answer == Verdict.CORRECT
         reward.value = process + self.config.answer_weight * float(reward.answer_correct)
@@ -165,8 +188,18 @@ class ProcessReward:
 
 
 def missing_reference(reference) -> str | None:
-    """Why `reference` is no reference answer (labeler/checking/answer_keys.py's missing_answer: None, NaN or
+    """Why `reference` is no reference answer (labeler/inputs/missing_answers.py's missing_answer: None, NaN or
     another non-finite number, blank text, the text of a missing value, MISSING_TEXTS, any case); None when it is one.
     The label job reads the same values as no answer (the row is rejected, naming them)."""
     what = missing_answer(reference)
-    return None if what is None else f"no reference answer ({what}): the answer part of the reward is not measured"
+    return None if what is None else f"{NO_REFERENCE} ({what}): the answer part of the reward is not measured"
+
+
+def unscored_kind(unscored: str | None) -> str:
+    """The kind of labeler/prm/solution_scores.py's unscored_reason: past the length limit, a value that is not a
+    finite score ("the PRM gave step 2 nan, not a finite score"), else the scorer's render check (its marker in the text)."""
+    if unscored == PAST_LENGTH_LIMIT:
+        return PAST_LIMIT
+    if unscored is not None and unscored.endswith("not a finite score"):
+        return NOT_FINITE
+    return UNREADABLE

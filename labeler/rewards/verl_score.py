@@ -15,10 +15,11 @@ out, a sample whose extra_info has no 'question' (the PRM has no problem to read
 `unmeasured_score`, 0.0 by default: a failing score, no higher than any measured reward (the process reward is
 in [0, 1] and the answer part adds 0 or answer_weight), so that a policy gains nothing by writing what cannot
 be measured. Each logs a warning with its reason and this worker's running count (unmeasured_counts() gives
-them by reason), and the metric prm_unmeasured is 1 for it (verl's mean of it: the batch's share). One such
+them by the reason's kind, Reward.reason_kind: one key per cause, whatever the step counts), and the metric prm_unmeasured is 1 for it (verl's mean of it: the batch's share). One such
 sample never stops the batch; `unmeasured_score=null` asks for that instead (a ValueError with the sample
 and the reason). But when the first 32 samples a worker scores (SETUP_WINDOW: in one call or several) all have
-no reward for the same reason, a dataset without 'question' most often, that is the setup's fault, not a gap: a
+no reward for the same kind of reason, a dataset without 'question' most often (or a PRM length limit below
+every response, whatever their step counts), that is the setup's fault, not a gap: a
 ValueError names the reason (labeler/rewards/setup_check.py) rather than train on a constant score. Once one of
 them is measured, every later gap is per sample. verl's call forms all work: one sample (the naive reward manager), lists (the batch reward
 manager), and the reward loop's, which adds reward_router_address, reward_model_tokenizer and reward_model
@@ -37,13 +38,12 @@ reward worker.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import Counter
 
 from labeler.rewards.config import RewardConfig
-from labeler.rewards.process_reward import ProcessReward, Reward
-from labeler.rewards.setup_check import FirstSamples
+from labeler.rewards.process_reward import NO_EXTRA_INFO, NO_QUESTION, QUESTION_NOT_TEXT, ProcessReward, Reward
+from labeler.rewards.setup_check import FirstSamples, kind_of
 
 logger = logging.getLogger(__name__)
 _loaded: dict[tuple[RewardConfig, str | None], ProcessReward] = {}  # one PRM per config (and server) in a reward worker
@@ -53,7 +53,7 @@ VERL_REWARD_MODEL_KWARGS = ("reward_model_tokenizer", "reward_model")
 
 
 UNMEASURED_SCORE = 0.0  # what a sample with no reward scores unless reward_kwargs.unmeasured_score says otherwise
-_unmeasured = Counter()  # samples scored unmeasured_score in this worker, by reason (its words before the first '(' or ':')
+_unmeasured = Counter()  # samples scored unmeasured_score in this worker, by kind of reason (Reward.reason_kind: no counts)
 _samples = 0  # samples this worker was asked to score
 _counting = threading.Lock()
 _first_samples = FirstSamples()  # this worker's first SETUP_WINDOW samples: all unmeasured for one reason stops the run
@@ -80,14 +80,16 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
         if isinstance(question, str):
             problems[i] = question
         else:  # verl's MATH preprocessing leaves it out: this sample has no reward, the others theirs
-            what = "no extra_info" if not isinstance(info, dict) else "extra_info has no 'question'" if question is None else \
-                f"extra_info's 'question' is {type(question).__name__}, not text"
-            results[i] = Reward(None, reason=f"{what} (the problem text the PRM reads with the solution: add it when building the parquet)")
+            kind = NO_EXTRA_INFO if not isinstance(info, dict) else NO_QUESTION if question is None else QUESTION_NOT_TEXT
+            what = f"extra_info's 'question' is {type(question).__name__}, not text" if kind == QUESTION_NOT_TEXT else kind
+            results[i] = Reward(
+                None, reason=f"{what} (the problem text the PRM reads with the solution: add it when building the parquet)", reason_kind=kind
+            )
     asked = sorted(problems)
     references = [truths[i] for i in asked] if answers_asked else None  # a missing one (None, NaN) is unmeasured (ProcessReward)
     for i, result in zip(asked, reward.rewards([problems[i] for i in asked], [solutions[i] for i in asked], references), strict=True):
         results[i] = result
-    if (setup := _first_samples.add([r.reason if r.value is None else None for r in results])) is not None:
+    if (setup := _first_samples.add(results)) is not None:
         raise ValueError(
             f"the first {_first_samples.size} samples this worker scored all had no reward, for the same reason: {setup}; "
             "that is the dataset or the setup, not an occasional gap, and the run would train on a constant unmeasured_score: "
@@ -99,7 +101,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 
 
 def unmeasured_counts() -> tuple[int, dict[str, int]]:
-    """(samples scored in this worker, samples of them scored unmeasured_score by reason)."""
+    """(samples scored in this worker, samples of them scored unmeasured_score by kind of reason: Reward.reason_kind,
+    the reason without its counts, "steps unscored: past the PRM's length limit" for any step count)."""
     with _counting:
         return _samples, dict(_unmeasured)
 
@@ -115,7 +118,7 @@ def _score(result: Reward, unmeasured_score: float | None, i: int, answers_asked
         elif unmeasured_score is None:  # asked for: stop rather than score
             raise ValueError(f"sample {i}: no reward ({result.reason}); reward_kwargs.unmeasured_score=null stops the run on such a sample")
         else:
-            _unmeasured[re.split(r"[(:]", result.reason)[0].strip()] += 1
+            _unmeasured[kind_of(result)] += 1
             count, total = sum(_unmeasured.values()), _samples
     if result.value is None:
         logger.warning(

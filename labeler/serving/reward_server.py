@@ -15,21 +15,24 @@
                        --answer-weight > 0 (text or numbers; other JSON refused then, ignored without it).
                        Empty lists (OpenRLHF sends them to all but one of several URLs) get empty lists.
     POST /rewards      {"problems": [...], "completions": [...], "references": [...] (optional)}
-                       -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason"}, ...]}:
-                       every step's score (null past the PRM's length limit) and, for a reward that could not
-                       be measured, value null and the reason.
+                       -> {"rewards": [{"value", "process", "answer_correct", "step_scores", "reason",
+                       "reason_kind"}, ...]}: every step's score (null past the PRM's length limit) and, for a
+                       reward that could not be measured, value null, the reason ("1 of 3 steps unscored: past
+                       the PRM's length limit") and its kind, without counts or values (labeler/rewards/
+                       process_reward.py's REASON_KINDS: "steps unscored: past the PRM's length limit").
     GET  /health       {"status": "ok", "prm": SPEC, "pending": N, "batches": N, "scored": N, "abandoned": N,
-                        "discarded": N, "retries_joined": N, "unmeasured": N, "unmeasured_by_reason": {REASON: N}}
+                        "discarded": N, "retries_joined": N, "unmeasured": N, "unmeasured_by_reason": {REASON_KIND: N}}
 
 A reward /get_reward cannot measure (an empty response, a step past the PRM's length limit, a missing label:
 null, the NaN literal, blank or the text of a missing value, an answer check that timed out) is that sample's
 alone: it gets --unmeasured-score (0.0 by default, a failing reward no higher than any measured one), flagged
-in extra_logs.prm_unmeasured, logged with its reason and counted in /health by reason; the other samples of
-the request get their rewards. But when the first 32 samples the server scores (SETUP_WINDOW, over one
-request or several) all have no reward for the same reason (labels never sent, most often), that is the
-setup's fault, not a gap: the request is refused (400) with the reason, and so is every one after it until
-the server is restarted (labeler/rewards/setup_check.py); once one of them is measured, every later gap is
-per sample. Malformed requests get 4xx with the reason (413: more completions
+in extra_logs.prm_unmeasured, logged with its reason and counted in /health by the reason's kind (one key
+per cause, whatever the step counts); the other samples of the request get their rewards. But when the first
+32 samples the server scores (SETUP_WINDOW, over one request or several) all have no reward for the same kind
+of reason (labels never sent, or a --max-length below every response), that is the setup's fault, not a gap:
+the request is refused (400) with the reason, and so is every later request whose samples all have no reward,
+until one request has a measured sample (the setup fixed, say the labels now sent: no restart needed); from
+then on, or once one of the first 32 is measured, every gap is per sample (labeler/rewards/setup_check.py). Malformed requests get 4xx with the reason (413: more completions
 than --max-pending); a full queue 503; a request not answered in --request-timeout-s 504: its completions
 are dropped unscored if still queued (counted as abandoned), or, when their batch is being scored already
 (a PRM batch cannot be stopped), scored and their rewards discarded (counted as discarded, logged); the
@@ -51,8 +54,8 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from labeler.rewards.process_reward import ProcessReward, Reward
-from labeler.rewards.setup_check import FirstSamples
+from labeler.rewards.process_reward import NO_REFERENCE, PAST_LIMIT, ProcessReward, Reward
+from labeler.rewards.setup_check import FirstSamples, kind_of
 from labeler.serving.batcher import Batcher, Busy, TooLarge
 from labeler.serving.config import ServeConfig
 
@@ -136,7 +139,7 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         reward.close()
 
     app = FastAPI(title="prm-labeler reward server", lifespan=lifespan)
-    unmeasured: dict[str, int] = {}  # /get_reward's samples scored --unmeasured-score, by reason
+    unmeasured: dict[str, int] = {}  # /get_reward's samples scored --unmeasured-score, by kind of reason (Reward.reason_kind)
     first_samples = FirstSamples()  # /get_reward's first SETUP_WINDOW samples: all unmeasured for one reason is refused
 
     async def rewards_of(problems: list[str], completions: list[str], references) -> list[Reward]:
@@ -202,17 +205,18 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
                 raise HTTPException(400, f"labels[{odd}]: a {type(request.labels[odd]).__name__} is not a reference answer (text or a number)")
             references = request.labels
         results = await rewards_of(problems, responses, references)
-        if (setup := first_samples.add([r.reason if r.value is None else None for r in results])) is not None:
+        if (setup := first_samples.add(results)) is not None:
             log.error("the first %d samples this server scored all had no reward, for the same reason: %s", first_samples.size, setup)
             raise HTTPException(
                 400,
                 f"the first {first_samples.size} samples this server scored all had no reward, for the same reason: {setup}; "
-                "that is the setup (labels not sent: OpenRLHF's --label_key), not an occasional gap, and training would go on "
-                "at a constant --unmeasured-score: fix it and restart the server",
+                f"that is the setup{SETUP_HINTS.get(next(iter(first_samples.reasons)), '')}, not an occasional gap, and training would go on "
+                "at a constant --unmeasured-score: fix it (no restart needed: the first request with a measured sample "
+                "ends these refusals)",
             )
         for i, r in enumerate(results):
             if r.value is None:  # a number for every sample (OpenRLHF needs one), its reason logged and counted
-                kind = re.split(r"[(:]", r.reason)[0].strip()
+                kind = kind_of(r)  # the reason without its counts: one key per cause in /health
                 unmeasured[kind] = unmeasured.get(kind, 0) + 1
                 log.warning(
                     "sample %d of %d: no reward (%s): scored %s (--unmeasured-score; %d unmeasured since start)", i, len(results), r.reason,
@@ -230,6 +234,10 @@ def create_app(reward: ProcessReward, config: ServeConfig) -> FastAPI:
         return JSONResponse({"rewards": values, "scores": [value / scale for value in values], "extra_logs": extra})
 
     return app
+
+
+# where a setup whose first samples all had no reward most often goes wrong, by kind of reason
+SETUP_HINTS = {NO_REFERENCE: " (labels not sent: OpenRLHF's --label_key)", PAST_LIMIT: " (a --max-length below every response)"}
 
 
 def _scorer(reward: ProcessReward):
