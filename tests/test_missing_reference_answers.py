@@ -1,4 +1,4 @@
-"""One rule for a reference answer that is a missing value (labeler/checking/answer_keys.py's missing_answer):
+"""One rule for a reference answer that is a missing value (labeler/inputs/missing_answers.py's missing_answer):
 null, NaN, inf, blank, or the text "nan", "None", "null", "<NA>" in any case, as pandas' astype(str) and CSV
 exports write one. The label job rejects such a row, naming the row, the field and the value (labelling it
 against the text "nan" made every step negative); the reward paths leave the answer part unmeasured. The same
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from labeler.checking.answer_keys import missing_answer
+from labeler.inputs.missing_answers import missing_answer
 from labeler.checking.checker import AnswerChecker
 from labeler.evaluation.solutions import with_placeholder_answer
 from labeler.inputs.answers import read_answer_book

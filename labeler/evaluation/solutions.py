@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labeler.checking.answer_keys import missing_answer
+from labeler.inputs.missing_answers import missing_answer
 from labeler.inputs.readers import read_rows
 from labeler.store.reader import LabelledRow, read_labelled_rows
 from labeler.labeling.planning import assign_row_keys
@@ -104,7 +104,7 @@ def with_placeholder_answer(preset: str, row: dict, options: PresetOptions) -> d
         return row
     column = options.answer_column or "answer"
     candidates = (column,) if options.answer_column or preset != "trace" else TRACE_COLUMNS["answer"]
-    if any(missing_answer(row.get(name)) is None for name in candidates):  # "nan", NaN, blank: no answer (answer_keys.py)
+    if any(missing_answer(row.get(name)) is None for name in candidates):  # "nan", NaN, blank: no answer (labeler/inputs/missing_answers.py)
         return row
     if preset == "math" and "\\boxed{" in str(row.get(options.solution_column or "solution") or ""):
         return row  # math takes the answer from the solution's \\boxed{}

@@ -32,7 +32,7 @@ a trace's thinking), except where the preset reads the answer from it.
 columns; given without a preset they select `columns`. With an answer book (PresetOptions.answers,
 from --answers FILE), a math-shepherd, processbench, math or columns row that carries no reference
 answer of its own gets the one the book gives its problem. A reference answer that is a missing value
-(labeler/checking/answer_keys.py's missing_answer: null, NaN, inf, blank, or the text "nan", "None", "null",
+(labeler/inputs/missing_answers.py's missing_answer: null, NaN, inf, blank, or the text "nan", "None", "null",
 "<NA>" in any case, as pandas and CSV exports write one) is no answer, wherever it was read: the preset's
 other sources and the book are tried as for an absent one, and a row left with none is rejected naming the
 value; the reward paths read references by the same rule. A bad row raises RowError naming the
@@ -47,7 +47,7 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
-from labeler.checking.answer_keys import missing_answer
+from labeler.inputs.missing_answers import missing_answer
 from labeler.ids import stable_id
 from labeler.inputs.readers import InputError
 from labeler.records import RowError, SourceRow
