@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 
 # every script under bench/ -> the test (in this file or another) that runs it, or why it is not run
 BENCH_COVERAGE = {
