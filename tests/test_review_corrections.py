@@ -122,7 +122,7 @@ def test_a_judge_labelled_row_with_one_step_corrected_is_a_human_row_that_keeps_
 def _row_fields(row: dict) -> dict:
     names = (
         "problem_id solution_id problem reference_answer steps soft_labels hard_labels n_correct n_rollouts label_method "
-        "first_error generated_tokens label_source thinking_steps trajectory_label n_truncated n_timeouts unlabelled_reason"
+        "first_error generated_tokens label_source thinking_steps trajectory_label n_truncated n_timeouts unlabelled_reason strategy"
     ).split()
     return {name: row[name] for name in names}
 
