@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -96,8 +97,17 @@ class TimedProgress(ProgressReporter):
         self.commits.append((time.perf_counter(), time.process_time(), args[0]))
 
 
-labeler.labeling.job.ShardStore = TimedStore  # benchmark instrumentation only
-labeler.labeling.job.ProgressReporter = TimedProgress
+@contextlib.contextmanager
+def instrumented():
+    """The job's store and progress swapped for the timed ones while a bench run labels, and put back after: a module
+    that imports this one (bench/review_app.py, in the test suite's process too) keeps the job as it is."""
+    job = labeler.labeling.job
+    saved = job.ShardStore, job.ProgressReporter
+    job.ShardStore, job.ProgressReporter = TimedStore, TimedProgress
+    try:
+        yield
+    finally:
+        job.ShardStore, job.ProgressReporter = saved
 
 
 def write_sum_problems(path: Path, count: int) -> Path:
@@ -112,7 +122,7 @@ def write_sum_problems(path: Path, count: int) -> Path:
 def run(config: LabelConfig, generator_factory, executor=None) -> dict:
     TimedStore.commit_seconds = []
     started = time.perf_counter()
-    with AnswerChecker(timeout_s=5) as checker:
+    with AnswerChecker(timeout_s=5) as checker, instrumented():
         summary = labeler.labeling.job.run_job(config, executor=executor or LocalExecutor(generator_factory, checker),
                                                model_info={"name": config.model}, progress_enabled=False)  # fmt: skip
     progress = TimedProgress.last

@@ -330,3 +330,21 @@ def test_the_trainer_bench_trains_the_epochs_it_times():
     args = parser().parse_args(["--solutions", "4", "--epochs", "1", "--batch-size", "2"])
     config = train_config(args, Path("/labels"), Path("/run"), Path("/backbone"), "packed")
     assert config.epochs == 1 and config.min_steps == 0 and config.batching == "packed"
+
+
+def test_importing_a_bench_leaves_the_labeling_job_as_it_is():
+    """bench/scale.py swapped the job's ShardStore and ProgressReporter for its timed ones when imported (as
+    bench/review_app.py imports it): every later job in the same process, the suite's progress tests among them,
+    printed no progress. The swap holds only while one of its runs labels."""
+    import labeler.labeling.job as job
+    from labeler.store.progress import ProgressReporter
+    from labeler.store.shard_store import ShardStore
+
+    sys.path.insert(0, str(ROOT))
+    import bench.review_app  # noqa: F401  (imports bench.scale)
+    import bench.scale
+
+    assert job.ProgressReporter is ProgressReporter and job.ShardStore is ShardStore
+    with bench.scale.instrumented():
+        assert job.ProgressReporter is bench.scale.TimedProgress and job.ShardStore is bench.scale.TimedStore
+    assert job.ProgressReporter is ProgressReporter and job.ShardStore is ShardStore
