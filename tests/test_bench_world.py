@@ -26,6 +26,28 @@ def world_model(tmp_path_factory):
     return ensure_world_model(WorldModelSettings(**QUICK), cache_dir=tmp_path_factory.mktemp("cache"), accuracy_problems=10)
 
 
+@pytest.fixture
+def in_process(world_model, monkeypatch):
+    """A runner for bench Commands: each labeler command in this process, every engine it starts being one real vLLM
+    engine on the world model (closed after the test); its stdout."""
+    import workers.vllm_generator as vllm_generator
+    from labeler.cli import main
+
+    engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
+    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeptOpen(engine))
+
+    def run(args: list[str]) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(args) == 0, args
+        return out.getvalue()
+
+    try:
+        yield run
+    finally:
+        engine.close()
+
+
 def test_the_world_model_is_built_once_with_its_accuracy_recorded(world_model, tmp_path):
     from labeler.world.cache import MARKER, ensure_world_model, world_model_dir
     from labeler.world.training import WorldModelSettings
@@ -40,28 +62,14 @@ def test_the_world_model_is_built_once_with_its_accuracy_recorded(world_model, t
     assert world_model_dir(WorldModelSettings(**{**QUICK, "steps": 21}), world_model.parents[1]) != world_model
 
 
-def test_every_command_of_the_world_bench_runs_and_reports(world_model, tmp_path, monkeypatch):
-    import workers.vllm_generator as vllm_generator
+def test_every_command_of_the_world_bench_runs_and_reports(world_model, in_process, tmp_path):
     from bench.world import Commands, parser, report, run_world
-    from labeler.cli import main
-
-    engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
-    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeptOpen(engine))
-
-    def in_process(args: list[str]) -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert main(args) == 0, args
-        return out.getvalue()
 
     args = parser().parse_args(["--model", str(world_model), "--work", str(tmp_path / "work"), "--label-problems", "4", "--test-problems", "4",
                                 "--bon-problems", "2", "--rollouts", "2", "--candidates", "2", "--beams", "1",
                                 "--proposals", "2", "--policy-problems", "3", "--solutions-per-problem", "2", "--policy-test-problems", "2",
                                 "--min-steps", "2"])  # fmt: skip
-    try:
-        results = run_world(args, Commands(in_process))
-    finally:
-        engine.close()
+    results = run_world(args, Commands(in_process))
     assert [t["step"] for t in results["timings"]] == [
         "exhaustive-2", "first-error-2", "adaptive-2", "posterior-2", "eval labels", "sample the policy's solutions", "sample held-out solutions",
         "label the policy's samples, exhaustive-8", "label the policy's samples, first-error-8", "label the policy's samples, posterior-8",
@@ -138,33 +146,19 @@ def test_the_rl_bench_trains_every_arm_and_writes_its_summary(world_model, tmp_p
 
 
 @pytest.mark.slow
-def test_the_active_labeling_bench_runs_on_a_world_run(world_model, tmp_path, monkeypatch):
+def test_the_active_labeling_bench_runs_on_a_world_run(world_model, in_process, tmp_path):
     """bench/world_active.py at its smallest on a real (tiny) world run: every arm's commands, on one engine, and its
     table (tests/test_world_active.py checks its logic with a runner that answers instead)."""
-    import workers.vllm_generator as vllm_generator
     from bench.world import Commands, parser, run_world
     from bench.world_active import run_active, table, world_run
-    from labeler.cli import main
-
-    engine = vllm_generator.VLLMGenerator(str(world_model), model_name=str(world_model), dtype="float32", max_model_len=1024, cpu_kv_cache_gib=0.25)
-    monkeypatch.setattr(vllm_generator, "start_engine", lambda model, config: KeptOpen(engine))
-
-    def in_process(args: list[str]) -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert main(args) == 0, args
-        return out.getvalue()
 
     args = parser().parse_args(["--model", str(world_model), "--work", str(tmp_path / "world"), "--label-problems", "2", "--test-problems", "2",
                                 "--bon-problems", "1", "--rollouts", "2", "--candidates", "2", "--beams", "1", "--proposals", "2",
                                 "--policy-problems", "4", "--solutions-per-problem", "2", "--policy-test-problems", "2", "--min-steps", "2"])  # fmt: skip
-    try:
-        run_world(args, Commands(in_process))
-        record, all_labels = world_run(tmp_path / "world")
-        (tmp_path / "active").mkdir()
-        results = run_active(tmp_path / "world", record, all_labels, tmp_path / "active", 0.2, 0, Commands(in_process))
-    finally:
-        engine.close()
+    run_world(args, Commands(in_process))
+    record, all_labels = world_run(tmp_path / "world")
+    (tmp_path / "active").mkdir()
+    results = run_active(tmp_path / "world", record, all_labels, tmp_path / "active", 0.2, 0, Commands(in_process))
     summary = results["summary"]
     assert summary["all"]["solutions"] == all_labels["solutions"] and summary["seed"]["solutions"] >= 1
     for arm in ("active", "random"):
