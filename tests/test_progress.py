@@ -24,12 +24,18 @@ class Clock:
         return self.now
 
 
-def test_batch_lines_give_rollouts_rate_and_eta_and_are_throttled(monkeypatch):
+def clocked_reporter(monkeypatch, units: int, solutions: int, **kwargs) -> tuple[Clock, io.StringIO, ProgressReporter]:
+    """A reporter on a clock the test moves, writing to a string, its clock started."""
     clock = Clock()
     monkeypatch.setattr(progress_module.time, "monotonic", clock)
     stream = io.StringIO()
-    reporter = ProgressReporter(4, 40, stream=stream, rollouts_planned=1000)
+    reporter = ProgressReporter(units, solutions, stream=stream, **kwargs)
     reporter.start_clock()
+    return clock, stream, reporter
+
+
+def test_batch_lines_give_rollouts_rate_and_eta_and_are_throttled(monkeypatch):
+    clock, stream, reporter = clocked_reporter(monkeypatch, 4, 40, rollouts_planned=1000)
     clock.now += 10
     reporter.generated(100, 2000)  # 100 rollouts in 10 s: 10/s, 900 left: 1m30s
     clock.now += 1
@@ -43,11 +49,7 @@ def test_batch_lines_give_rollouts_rate_and_eta_and_are_throttled(monkeypatch):
 
 
 def test_without_a_planned_count_the_eta_comes_from_committed_solutions(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(progress_module.time, "monotonic", clock)
-    stream = io.StringIO()
-    reporter = ProgressReporter(4, 40, stream=stream)
-    reporter.start_clock()
+    clock, stream, reporter = clocked_reporter(monkeypatch, 4, 40)
     clock.now += 10
     reporter.generated(100, 2000)
     assert "ETA ? (until a unit is committed)" in stream.getvalue()
@@ -62,11 +64,7 @@ def test_the_eta_counts_down_between_commits_and_never_grows_with_the_wait(monke
     """The ETA comes from the committed units' rate (solutions over the time to the last commit), counted down since
     that commit: waiting for the next commit does not make the job look slower and slower (it did: elapsed time
     over the solutions committed, so every idle second between commits raised it)."""
-    clock = Clock()
-    monkeypatch.setattr(progress_module.time, "monotonic", clock)
-    stream = io.StringIO()
-    reporter = ProgressReporter(10, 100, stream=stream)
-    reporter.start_clock()
+    clock, stream, reporter = clocked_reporter(monkeypatch, 10, 100)
     clock.now += 60
     reporter.unit_committed(10, 100, 2000)  # 10 solutions a minute: 90 left, 9 minutes
     etas = [stream.getvalue().splitlines()[-1].rsplit("ETA ", 1)[1]]
