@@ -39,7 +39,8 @@ class JudgmentsError(ShardsError):
 @dataclass(frozen=True)
 class LabelledRow:
     """One solution with its step labels. Soft and hard labels may be None for steps a
-    search strategy did not sample (`label_method` "inferred", "retraced" or "unlabelled"; soft only, for "early_stop")."""
+    search strategy did not sample (`label_method` "inferred", "retraced" or "unlabelled"); an "early_stop" step has its
+    hard label and no soft one."""
 
     problem_id: str
     solution_id: str
